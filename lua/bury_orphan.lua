@@ -1,0 +1,15 @@
+-- BURY_ORPHAN (PROTOCOL §6.5): file a parked repeat orphan into dead.
+--
+-- KEYS: [1] cogworker:repeat_orphans  [2] cogworker:dead
+-- ARGV: [1] the raw parked job  [2] score (now)  [3] the ProcessDied entry (built by
+--       the caller; scripts never re-encode payloads)
+-- Returns 1 when this call filed it, 0 when the job is no longer at the head.
+--
+-- Order: LINDEX repeat_orphans 0 == raw ? -> ZADD dead -> LPOP repeat_orphans.
+-- Why: head-only (no LPOS) so it also works with basic fetch on Redis < 6.0.6; write
+-- before pop; the 1/0 reply picks the one process that runs the follow-up (counts, lock
+-- release, on_death), so concurrent buriers make exactly one dead entry.
+if redis.call('LINDEX', KEYS[1], 0) ~= ARGV[1] then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('LPOP', KEYS[1])
+return 1

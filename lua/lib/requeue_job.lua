@@ -1,0 +1,29 @@
+-- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl): shared fragment
+-- (PROTOCOL §6.3). Needs retake_running_lock included before it.
+--
+-- Puts an already-fetched job back at the FRONT of its queue (RPUSH: consumers take from
+-- the right) and returns the queue name it went to.
+--   1. pcall-decode the job (decode only: the original string is what gets pushed);
+--   2. queue = its `queue` field when that is a non-empty string, else default_queue
+--      (a job whose queue can't be read still has to go somewhere; on `default` the
+--      Processor buries it as `(unparseable)`);
+--   3. `periodic_until_executed` == true with string `periodic_pjid` and `jid`:
+--      retake_running_lock(lock_prefix .. pjid, jid, lock_ttl), BEFORE the push, so a
+--      requeued run is never queued without its lock (lesson 66);
+--   4. RPUSH the original string onto queue_prefix .. queue.
+-- Errors (e.g. WRONGTYPE on the queue or the lock) propagate to the caller.
+local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl)
+	local queue = default_queue
+	local ok, job = pcall(cjson.decode, raw)
+	if ok and type(job) == 'table' then
+		if type(job.queue) == 'string' and job.queue ~= '' then
+			queue = job.queue
+		end
+		if job.periodic_until_executed == true and type(job.periodic_pjid) == 'string'
+				and type(job.jid) == 'string' then
+			retake_running_lock(lock_prefix .. job.periodic_pjid, job.jid, lock_ttl)
+		end
+	end
+	redis.call('RPUSH', queue_prefix .. queue, raw)
+	return queue
+end

@@ -1,0 +1,120 @@
+/* config.h: the conf file (libconfig), validated, with command-line and REDIS_URL overrides. */
+#ifndef COGWORKERD_CONFIG_H
+#define COGWORKERD_CONFIG_H
+
+#include <stddef.h>
+#include "log.h"
+
+#define DEFAULT_CONF_PATH "/etc/cogworkerd/cogworkerd.conf"
+
+struct argv_list {          /* a NULL-terminated argv (v is never NULL in a loaded conf) */
+	char **v;
+	int n;
+};
+
+struct handler {
+	char *class_name;               /* "*" = fallback for every class without its own */
+	struct argv_list command;
+	int args_as_argv;
+	double timeout;                 /* seconds, 0 = none */
+	double kill_grace;              /* default 10 */
+	struct argv_list env;           /* "NAME=value" */
+	struct argv_list env_passthrough;   /* names copied from the daemon's environment */
+	char *cwd;                      /* NULL = inherit */
+	char *user, *group;             /* NULL = unchanged (only honoured when root) */
+	int *dead_codes, ndead;
+	int *discard_codes, ndiscard;
+	size_t output_tail;             /* bytes of stderr kept for error_message; default 4096 */
+	long long rlimit_cpu, rlimit_as, rlimit_nofile, rlimit_nproc;  /* -1 = unset */
+	struct argv_list on_death;      /* empty = none */
+	double on_death_timeout;        /* default: the global on_death_timeout (30) */
+	int line;                       /* where it was declared, for messages */
+};
+
+struct periodic_entry {
+	char *cron;
+	char *class_name;
+	char *args_json;                /* a JSON array, as written in the conf (default "[]") */
+	char *retry_json;               /* JSON text of the entry's retry: "0" by default */
+	int until_executed;
+	int line;
+};
+
+struct redis_conf {
+	char *url;                      /* as configured (after REDIS_URL) */
+	char *password_file;            /* after load: resolved against the conf's directory */
+	double connect_timeout, command_timeout;
+	/* parsed from url (+ password_file) */
+	char *host;                     /* NULL for unix sockets */
+	int port;
+	char *path;                     /* unix socket path, or NULL */
+	int db;
+	char *user;                     /* ACL user, or NULL */
+	char *password;                 /* or NULL */
+	char *display;                  /* the target without credentials, for logs */
+};
+
+struct conf {
+	char *path;                     /* file it was read from, or NULL (defaults only) */
+	struct redis_conf redis;
+	int concurrency;
+	char **queues;                  /* weight-expanded: a queue of weight w appears w times */
+	int nqueues;
+	char **queue_names;             /* each configured queue once, in conf order */
+	int nqueue_names;
+	int fetch_basic;
+	double shutdown_timeout, poll_interval, heartbeat_interval, process_ttl;
+	double orphan_threshold, orphan_check_interval;
+	int max_orphanings;
+	double fetch_idle_max_interval;
+	double unique_lock_ttl;
+	int periodic_catch_up, periodic_replace;
+	enum log_level log_level;
+	char *metrics_listen;           /* "" = off */
+	double status_expiration;       /* 0 = off */
+	int history_retention_days;     /* 0 = history off; else days kept */
+	int history_max_entries, history_daily_retention_days;
+	struct handler *handlers;
+	int nhandlers;
+	struct periodic_entry *periodic;
+	int nperiodic;
+	struct argv_list *on_death;     /* global on_death commands, in conf order */
+	int non_death;
+	double on_death_timeout;        /* global on_death timeout, default 30 */
+};
+
+/* Command-line overrides, applied on top of the file (command line > file > defaults). */
+struct conf_overrides {
+	int concurrency;                /* 0 = none */
+	char **queues;                  /* "name[,weight]" strings from -q, or NULL */
+	int nqueues;
+};
+
+/*
+ * Load and validate path (NULL: defaults only, then REDIS_URL). On error returns -1 and
+ * writes one line "<file>:<line>: <what is wrong>" (or "<file>: ..." when no line applies)
+ * into err. On success 0; the conf must be released with conf_free.
+ */
+int conf_load(const char *path, const struct conf_overrides *ov, struct conf *out,
+              char *err, size_t errlen);
+void conf_free(struct conf *c);
+
+/* The handler for a class: its own, else the "*" fallback, else NULL. */
+const struct handler *conf_find_handler(const struct conf *c, const char *class_name);
+
+/*
+ * Parse "redis://[user[:password]@]host[:port][/db]" (user and password percent-decoded;
+ * port 6379 and db 0 by default; IPv6 as [addr]) or "unix:///path[?db=N]" into rc's parsed
+ * fields (host, port, path, db, user, password, display), replacing earlier ones; url,
+ * password_file and the timeouts are left alone. On error returns -1, rc unchanged, and a
+ * message that never repeats the url (it may hold a password).
+ */
+int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t errlen);
+/* Free every string of rc (the password is wiped first) and zero it. */
+void redis_conf_clear(struct redis_conf *rc);
+
+/* Derived TTLs (PROTOCOL §7.17): whole seconds, rounded up. */
+long conf_queued_ttl(const struct conf *c);
+long conf_active_ttl(const struct conf *c);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * ctl.c: cogworkerctl's entry point: global options, the conf (for Redis settings), and
+ * the dispatch to one function per command.
+ *
+ *   cogworkerctl [-c FILE] [--json] [--yes] COMMAND ...
+ *
+ * The conf file is optional here: without -c, the default path is used when it exists,
+ * else built-in defaults; REDIS_URL overrides either.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "ctl.h"
+#include "log.h"
+#include "util.h"
+
+void ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("cogworkerctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int ctl_connect(struct ctl *c)
+{
+	if (rconn_connect(&c->r, 1) != 0) {
+		ctl_error("%s", c->r.err);
+		return -1;
+	}
+	return 0;
+}
+
+struct command {
+	const char *name;
+	int (*fn)(struct ctl *c, int argc, char **argv);
+	const char *help;
+};
+
+static const struct command commands[] = {
+	{ "push", cmd_push, "push [--queue Q] [--in S | --at T] [--retry N|false] [--unique]\n"
+	  "                [--json-args JSON] [--jid JID] [--stdin] CLASS [ARG...]" },
+	{ NULL, NULL, NULL },
+};
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: cogworkerctl [-c FILE] [--json] [--yes] COMMAND ...\ncommands:\n");
+	for (const struct command *cmd = commands; cmd->name; cmd++)
+		fprintf(to, "  %s\n", cmd->help);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "yes", no_argument, NULL, 'y' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *path = NULL;
+	struct ctl c;
+	memset(&c, 0, sizeof c);
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+c:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': path = optarg; break;
+		case 'j': c.json = 1; break;
+		case 'y': c.yes = 1; break;
+		case 'h': usage(stdout); return CTL_OK;
+		default: usage(stderr); return CTL_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return CTL_USAGE;
+	}
+	if (!path && access(DEFAULT_CONF_PATH, R_OK) == 0)
+		path = DEFAULT_CONF_PATH;
+	char err[1024];
+	struct conf_overrides ov = { 0 };
+	if (conf_load(path, &ov, &c.conf, err, sizeof err) != 0) {
+		ctl_error("%s", err);
+		return CTL_USAGE;
+	}
+	log_set_level(LOG_WARN);
+	rconn_init(&c.r, &c.conf.redis);
+	const char *name = argv[optind];
+	int status = CTL_USAGE;
+	const struct command *cmd;
+	for (cmd = commands; cmd->name; cmd++)
+		if (strcmp(cmd->name, name) == 0)
+			break;
+	if (!cmd->name) {
+		ctl_error("unknown command \"%s\"", name);
+		usage(stderr);
+	} else {
+		optind++;
+		status = cmd->fn(&c, argc - optind + 1, argv + optind - 1);
+	}
+	rconn_free(&c.r);
+	conf_free(&c.conf);
+	return status;
+}

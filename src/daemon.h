@@ -1,0 +1,198 @@
+/*
+ * daemon.h: the state the daemon's threads share, and the entry points of each thread.
+ *
+ * Threads (DESIGN.md "Process shape"): the manager is the main thread (signals, heartbeat,
+ * supervision, stop); N fetcher threads (fetcher.c); the scheduled poller (scheduled.c);
+ * the ticker (ticker.c); the subscriber (heartbeat.c). Each has its own struct rconn.
+ *
+ * The in-memory records PROTOCOL §7.3 trusts over Redis live here, under one mutex:
+ * running jobs (a count per raw payload: two copies of one payload can run at once),
+ * performing jobs (handler child alive; the heartbeat refreshes their periodic locks),
+ * pending settlements (an ack or a filing still owed) and deferred lock releases.
+ */
+#ifndef COGWORKERD_DAEMON_H
+#define COGWORKERD_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "config.h"
+#include "redis.h"
+#include "log.h"
+
+enum fetch_mode { FETCH_UNRESOLVED, FETCH_RELIABLE, FETCH_BASIC };
+
+/* A settlement still owed for a job that ran (PROTOCOL §7.7). */
+struct pending {
+	struct pending *next;
+	char *raw;
+	int is_ack;             /* 1: an ack; 0: a filing */
+	char *set;              /* "cogworker:retry" or "cogworker:dead" */
+	double score;
+	char *payload;
+	char *jid, *cls;        /* for locks and on_death */
+	char *pjid;
+	int unique;
+	char *queue;
+	char *args_json;
+};
+
+struct raw_count {
+	char *raw;
+	int count;
+	char *jid, *pjid;       /* performing only: for the lock refresh */
+	int until_executed;
+};
+
+struct deferred_release {
+	struct deferred_release *next;
+	char *key, *jid;
+};
+
+struct fetcher;
+
+struct daemon {
+	struct conf *conf;              /* replaced on reload under conf_lock */
+	pthread_rwlock_t conf_lock;
+	char identity[320];
+	char hostname[256];
+	double started_at;
+	char *info_json;                /* presence info minus rss (rebuilt at each beat) */
+
+	atomic_int quiet;
+	atomic_int stopping;
+	atomic_int busy;
+	atomic_int ready_for_ticker;
+	atomic_int prev_beat_failed;
+
+	pthread_mutex_t mode_lock;
+	atomic_int fetch_mode;          /* enum fetch_mode, resolved lazily at first fetch */
+
+	pthread_mutex_t mu;             /* guards the records below */
+	struct raw_count *running;
+	int nrunning, caprunning;
+	struct raw_count *performing;
+	int nperforming, capperforming;
+	struct pending *pending;
+	struct deferred_release *deferred;
+
+	struct fetcher *fetchers;
+	int nfetchers;
+	int wake_fd;                    /* eventfd: wakes the manager (remote signals) */
+	atomic_int remote_request;      /* 1 quiet, 2 resume, 3 stop */
+};
+
+extern struct daemon D;
+
+/* Keys */
+#define K_QUEUE "cogworker:queue:"
+#define K_QUEUES "cogworker:queues"
+#define K_LIVE_QUEUES "cogworker:live_queues"
+#define K_PAUSED "cogworker:paused_queues"
+#define K_SCHEDULE "cogworker:schedule"
+#define K_RETRY "cogworker:retry"
+#define K_DEAD "cogworker:dead"
+#define K_PROCESSES "cogworker:processes"
+#define K_PROCESS "cogworker:process:"
+#define K_WORKERS "cogworker:workers:"
+#define K_INPROGRESS "cogworker:inprogress:"
+#define K_IDENTITIES "cogworker:inprogress_identities"
+#define K_LAST_BEAT "cogworker:last_beat"
+#define K_REPEAT_ORPHANS "cogworker:repeat_orphans"
+#define K_ORPHANINGS "cogworker:orphanings:"
+#define K_UNSETTLED "cogworker:unsettled"
+#define K_SIGNAL "cogworker:signal:"
+#define K_PROCESSED "cogworker:stats:processed"
+#define K_FAILED "cogworker:stats:failed"
+#define K_THROUGHPUT "cogworker:throughput:"
+#define K_ATTEMPTS "cogworker:job_attempts:"
+#define K_UNIQUE "cogworker:unique:"
+#define K_RUNNING "periodic:running:"
+#define ORPHAN_COUNTER_TTL "604800"
+#define FETCH_TIMEOUT 2.0
+
+/* Snapshot the conf for reading; release with conf_release. */
+struct conf *conf_acquire(void);
+void conf_release(struct conf *c);
+
+/* Sleep up to s seconds, returning early (1) when stopping begins. */
+int sleep_unless_stopping(double s);
+
+/* records (manager.c) */
+void running_add(const char *raw);
+void running_remove(const char *raw);
+int running_has(const char *raw);
+void performing_add(const char *raw, const char *jid, const char *pjid, int until_executed);
+void performing_remove(const char *raw);
+void pending_add(struct pending *p);    /* takes ownership */
+struct pending *pending_take(const char *raw);     /* removes and returns, or NULL */
+int pending_has(const char *raw);
+
+/* fetch.c */
+struct fetched {
+	char *raw;
+	size_t len;
+	char *queue;            /* the queue name it came from */
+};
+/* 1 = a job, 0 = nothing, -1 = error (r->err), -2 = "unsupported": fall back to basic. */
+int fetch_job(struct rconn *r, int index, struct fetched *out, double *idle);
+void fetched_free(struct fetched *f);
+enum fetch_mode fetch_mode_resolve(struct rconn *r);
+void fetch_mode_fallback(void);
+
+/* A failure decision (PROTOCOL §7.5). */
+enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
+
+/* What execute leaves to settle. */
+enum disposition { DISP_ACK, DISP_SETTLED, DISP_GIVE_BACK, DISP_ABANDON };
+
+/* fetcher.c */
+int fetchers_start(int n);
+void fetchers_abort_all(void);
+int fetchers_join(double deadline);     /* 0 when all have exited before the deadline */
+
+/* settle.c */
+struct job;
+struct handler;
+enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code);
+/* Route a failure; returns the disposition, and *died = 1 with *dead_entry (malloc'd) when
+ * this write put the job in dead (on_death is then owed, after settling). */
+enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,
+                               const char *error_class, const char *error_message,
+                               struct log_site *site, int *died, char **dead_entry);
+int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
+                   const char *outcome, const char *error_class, const char *error_message,
+                   struct log_site *site);
+void bump_stats(struct rconn *r, int success, struct log_site *site);
+int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid);
+int give_back(struct rconn *r, const char *raw, size_t len, const char *queue);
+void settle_pending_all(struct rconn *r, struct log_site *site);
+/* 1 when Redis answered at all (for log-site recovery). */
+int site_result(struct log_site *site, struct rconn *r, int ok, const char *what);
+void release_owned(struct rconn *r, const char *key, const char *jid);
+int expire_owned(struct rconn *r, const char *key, const char *jid, long ttl);
+void deferred_releases_retry(struct rconn *r);
+void release_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
+                       const char *cls, const char *queue, const char *args_json);
+void extend_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
+                      const char *cls, const char *queue, const char *args_json, double delay);
+
+/* deathhook.c */
+void on_death_run(const char *cls, const char *jid, const char *dead_entry);
+/* Owed death notifications are run after settling by the caller that filed the entry. */
+
+/* heartbeat.c */
+int heartbeat_beat(struct rconn *r);
+int subscriber_start(void);
+void subscriber_stop(void);
+void presence_remove(struct rconn *r);
+
+/* scheduled.c */
+int poller_start(void);
+/* ticker.c */
+int ticker_start(void);
+
+/* manager.c */
+void stop_requeue(struct rconn *r);
+int manager_run(const char *path, const struct conf_overrides *ov, struct conf *conf);
+
+#endif

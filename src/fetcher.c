@@ -1,0 +1,385 @@
+/*
+ * fetcher.c: the processor threads (PROTOCOL §7.4). Each owns one Redis connection and
+ * runs one handler child at a time: fetch → execute → settle → (on_death).
+ *
+ * A fetcher never dies: an error in an iteration is logged (summarised while Redis is
+ * away), the thread sleeps 1 s and goes on (lesson 9). Children are forked from these
+ * long-lived threads only, because PR_SET_PDEATHSIG fires when the *thread* that forked
+ * exits.
+ *
+ * A job fetched after the stop began is handed back unstarted (lesson 21). When the
+ * drain deadline passes, the manager raises each fetcher's abort flag: the handler's
+ * process group gets TERM, a short grace and KILL, and the job is left on the in-progress
+ * list for the manager's atomic requeue, so the old run never overlaps the new one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "daemon.h"
+#include "handler.h"
+#include "job.h"
+#include "json.h"
+#include "util.h"
+
+struct fetcher {
+	pthread_t thread;
+	int index;
+	char tid[13];               /* field name in cogworker:workers:<id> */
+	atomic_int abort;
+	atomic_int exited;
+	struct rconn r;
+	struct log_site fetch_site, job_site;
+};
+
+static void sleep_quiet_or_error(double s)
+{
+	sleep_unless_stopping(s);
+}
+
+/* ---- bookkeeping around a run ---- */
+
+static void register_worker(struct fetcher *f, const struct job *j)
+{
+	const char *queue = j->fetched_from ? j->fetched_from : j->queue;
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	char *q = json_quote(queue, strlen(queue));
+	/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
+	char *value = xasprintf("{\"queue\":%s,\"payload\":%.*s,\"run_at\":%ld}", q,
+	                        (int)j->raw_len, j->raw, (long)now_float());
+	const char *argv[] = { "HSET", key, f->tid, value };
+	redisReply *rep = rcmd_argv(&f->r, 4, argv, NULL);
+	if (rep)
+		freeReplyObject(rep);
+	else if (!f->r.unavailable)
+		log_error("register failed (ignored): %s", f->r.err);
+	else
+		site_result(&f->job_site, &f->r, 0, "register failed (ignored)");
+	free(q);
+	free(key);
+	free(value);
+}
+
+static void deregister_worker(struct fetcher *f)
+{
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	redisReply *rep = rcmd(&f->r, "HDEL %s %s", key, f->tid);
+	if (rep)
+		freeReplyObject(rep);
+	else if (!f->r.unavailable)
+		log_error("deregister failed (ignored): %s", f->r.err);
+	else
+		site_result(&f->job_site, &f->r, 0, "deregister failed (ignored)");
+	free(key);
+}
+
+static void shorten_running_lock(struct fetcher *f, const struct job *j)
+{
+	if (!j->pjid || !j->jid)
+		return;
+	struct conf *c = conf_acquire();
+	long ttl = conf_active_ttl(c);
+	conf_release(c);
+	char *key = xasprintf(K_RUNNING "%s", j->pjid);
+	expire_owned(&f->r, key, j->jid, ttl);
+	free(key);
+}
+
+/* The unparseable payload goes to dead as a wrapper (lesson 10); no on_death. */
+static enum disposition bury_unparseable(struct fetcher *f, const struct job *j)
+{
+	double now = now_float();
+	const char *ecls = j->obj ? "Cogworker::InvalidJob" : "JSON::ParserError";
+	char *wrapper = job_unparseable_wrapper(j->raw, j->raw_len, j->fetched_from, ecls,
+	                                        j->parse_error ? j->parse_error : "not a job", now);
+	char score[64];
+	snprintf(score, sizeof score, "%.6f", now);
+	const char *argv[] = { "ZADD", K_DEAD, score, wrapper };
+	redisReply *rep = rcmd_argv(&f->r, 4, argv, NULL);
+	bump_stats(&f->r, 0, &f->job_site);
+	log_error("unparseable job from queue %s moved to dead: %s",
+	          j->fetched_from ? j->fetched_from : "?", j->parse_error ? j->parse_error : "");
+	if (rep) {
+		freeReplyObject(rep);
+		free(wrapper);
+		return DISP_ACK;
+	}
+	/* The burial itself failed: owe it, like any filing (reconcile completes it). */
+	struct pending *p = xcalloc(1, sizeof *p);
+	p->raw = xstrndup(j->raw, j->raw_len);
+	p->set = xstrdup(K_DEAD);
+	p->score = now;
+	p->payload = wrapper;
+	p->queue = xstrdup(j->queue);
+	pending_add(p);
+	return DISP_SETTLED;
+}
+
+/* ---- running the handler ---- */
+
+static char **args_as_argv(const struct job *j, int *n)
+{
+	*n = 0;
+	size_t *starts = NULL, *lens = NULL;
+	int count = json_array_spans(j->args_json, strlen(j->args_json), &starts, &lens);
+	if (count <= 0) {
+		free(starts);
+		free(lens);
+		return NULL;
+	}
+	char **out = xcalloc((size_t)count, sizeof *out);
+	cJSON *arr = job_json_parse(j->args_json, strlen(j->args_json));
+	for (int i = 0; i < count; i++) {
+		const cJSON *e = arr ? cJSON_GetArrayItem(arr, i) : NULL;
+		if (cJSON_IsString(e))
+			out[i] = xstrdup(e->valuestring);
+		else
+			out[i] = xstrndup(j->args_json + starts[i], lens[i]);
+	}
+	if (arr)
+		cJSON_Delete(arr);
+	free(starts);
+	free(lens);
+	*n = count;
+	return out;
+}
+
+struct outcome {
+	int success;
+	int exit_code;          /* for the exit-code map; -1 when not an exit */
+	const char *error_class;
+	char *error_message;
+	int aborted;
+};
+
+static void run_handler(struct fetcher *f, const struct job *j, const struct handler *h,
+                        struct outcome *o)
+{
+	char rc[32];
+	snprintf(rc, sizeof rc, "%ld", j->retry_count);
+	char **env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
+	int nextra = 0;
+	char **extra = h->args_as_argv ? args_as_argv(j, &nextra) : NULL;
+	char tag[64];
+	snprintf(tag, sizeof tag, "jid=%s", j->jid ? j->jid : "?");
+	struct run_request req = {
+		.command = &h->command, .extra_args = (const char *const *)extra, .nextra = nextra,
+		.env = (const char *const *)env, .stdin_data = j->raw, .stdin_len = j->raw_len,
+		.timeout = h->timeout, .kill_grace = h->kill_grace, .output_tail = h->output_tail,
+		.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
+		.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
+		.log_tag = tag, .log_output = 1, .abort = &f->abort, .abort_grace = 2.0,
+	};
+	unsigned *groups = NULL;
+	char err[256];
+	struct run_result res;
+	memset(&res, 0, sizeof res);
+	if ((h->user || h->group) && handler_resolve_ids(h, &req, &groups, err, sizeof err) != 0) {
+		res.status = RUN_SPAWN_FAILED;
+		o->error_class = "Cogworker::HandlerSpawnFailed";
+		o->error_message = job_error_message(o->error_class, err, NULL, 0);
+		o->exit_code = -1;
+		goto out;
+	}
+	performing_add(j->raw, j->jid, j->pjid, j->periodic_until_executed);
+	handler_run(&req, &res, NULL, NULL);
+	performing_remove(j->raw);
+	o->exit_code = -1;
+	char detail[256];
+	switch (res.status) {
+	case RUN_EXITED:
+		if (res.code == 0) {
+			o->success = 1;
+			break;
+		}
+		o->exit_code = res.code;
+		o->error_class = "Cogworker::HandlerFailed";
+		snprintf(detail, sizeof detail, "exit status %d", res.code);
+		break;
+	case RUN_SIGNALED:
+		o->error_class = "Cogworker::HandlerSignaled";
+		snprintf(detail, sizeof detail, "killed by signal %d (SIG%s)", res.code,
+		         sigabbrev_np(res.code) ? sigabbrev_np(res.code) : "?");
+		break;
+	case RUN_TIMEOUT:
+		o->error_class = "Cogworker::HandlerTimeout";
+		snprintf(detail, sizeof detail, "timed out after %gs", h->timeout);
+		break;
+	case RUN_SPAWN_FAILED:
+		o->error_class = "Cogworker::HandlerSpawnFailed";
+		snprintf(detail, sizeof detail, "exec failed: %s", strerror(res.code));
+		break;
+	case RUN_ABORTED:
+		o->aborted = 1;
+		break;
+	}
+	if (!o->success && !o->aborted)
+		o->error_message = job_error_message(o->error_class, detail, res.tail, res.tail_len);
+out:
+	run_result_free(&res);
+	free(groups);
+	for (int i = 0; i < nextra; i++)
+		free(extra[i]);
+	free(extra);
+	handler_free_env(env);
+}
+
+/*
+ * Execute one parsed job: run it and route its outcome. Returns the disposition; sets
+ * died and dead_entry when on_death is owed.
+ */
+static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry)
+{
+	*died = 0;
+	*dead_entry = NULL;
+	if (!j->obj)
+		return bury_unparseable(f, j);
+	register_worker(f, j);
+	const char *cls = j->cls ? j->cls : "";
+	log_info("start: %s jid=%s", cls, j->jid ? j->jid : "?");
+	struct conf *c = conf_acquire();
+	const struct handler *h = conf_find_handler(c, cls);
+	struct outcome o = { 0 };
+	if (!h) {
+		o.error_class = "Cogworker::NoHandler";
+		char *detail = xasprintf("no handler configured for class %s", cls);
+		o.error_message = job_error_message(o.error_class, detail, NULL, 0);
+		free(detail);
+		o.exit_code = -1;
+	} else {
+		shorten_running_lock(f, j);
+		run_handler(f, j, h, &o);
+	}
+	enum disposition disp = DISP_ACK;
+	if (o.aborted) {
+		/* Left in progress (and in the workers hash, for basic mode) for the requeue. */
+		log_warn("stopped: %s jid=%s (left for the shutdown requeue)", cls,
+		         j->jid ? j->jid : "?");
+		conf_release(c);
+		return DISP_ABANDON;
+	}
+	if (o.success) {
+		bump_stats(&f->r, 1, &f->job_site);
+		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
+		log_info("done: %s jid=%s", cls, j->jid ? j->jid : "?");
+	} else {
+		bump_stats(&f->r, 0, &f->job_site);
+		log_warn("fail: %s jid=%s: %s: %s", cls, j->jid ? j->jid : "?", o.error_class,
+		         o.error_message);
+		enum decision d = decide_failure(j, h, o.exit_code);
+		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &f->job_site, died,
+		                     dead_entry);
+	}
+	conf_release(c);
+	free(o.error_message);
+	deregister_worker(f);
+	return disp;
+}
+
+static void process(struct fetcher *f, struct fetched *fj)
+{
+	if (atomic_load(&D.stopping)) {
+		give_back(&f->r, fj->raw, fj->len, fj->queue);
+		return;
+	}
+	struct job j;
+	job_parse(&j, fj->raw, fj->len, fj->queue);
+	atomic_fetch_add(&D.busy, 1);
+	running_add(j.raw);
+	int died = 0;
+	char *dead_entry = NULL;
+	enum disposition disp = execute(f, &j, &died, &dead_entry);
+	atomic_fetch_sub(&D.busy, 1);
+	if (disp == DISP_ACK)
+		settle_ack(&f->r, j.raw, j.raw_len, j.jid);
+	running_remove(j.raw);
+	if (died && dead_entry)
+		on_death_run(j.cls, j.jid, dead_entry);
+	free(dead_entry);
+	job_free(&j);
+}
+
+static void *fetcher_main(void *arg)
+{
+	struct fetcher *f = arg;
+	double idle = 0;
+	while (!atomic_load(&D.stopping)) {
+		if (atomic_load(&D.quiet)) {
+			sleep_quiet_or_error(0.5);
+			continue;
+		}
+		struct fetched fj;
+		int got = fetch_job(&f->r, f->index, &fj, &idle);
+		if (got == -2) {
+			fetch_mode_fallback();
+			continue;
+		}
+		if (got < 0) {
+			site_result(&f->fetch_site, &f->r, 0, "fetch");
+			sleep_quiet_or_error(1.0);
+			continue;
+		}
+		site_result(&f->fetch_site, &f->r, 1, "fetch");
+		if (got == 1) {
+			process(f, &fj);
+			fetched_free(&fj);
+		}
+	}
+	atomic_store(&f->exited, 1);
+	return NULL;
+}
+
+static struct fetcher *all;
+static int nall;
+
+int fetchers_start(int n)
+{
+	struct conf *c = conf_acquire();
+	all = xcalloc((size_t)n, sizeof *all);
+	nall = n;
+	for (int i = 0; i < n; i++) {
+		struct fetcher *f = &all[i];
+		f->index = i;
+		random_hex(f->tid, 6);
+		f->fetch_site = (struct log_site)LOG_SITE("Fetch");
+		f->job_site = (struct log_site)LOG_SITE("Processor");
+		rconn_init(&f->r, &c->redis);
+	}
+	conf_release(c);
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&all[i].thread, NULL, fetcher_main, &all[i]) != 0) {
+			log_error("couldn't start fetcher thread %d", i);
+			return -1;
+		}
+	return 0;
+}
+
+void fetchers_abort_all(void)
+{
+	for (int i = 0; i < nall; i++)
+		atomic_store(&all[i].abort, 1);
+}
+
+int fetchers_join(double deadline)
+{
+	int left = 0;
+	for (int i = 0; i < nall; i++) {
+		struct fetcher *f = &all[i];
+		if (f->thread == 0)
+			continue;
+		while (!atomic_load(&f->exited) && mono_now() < deadline)
+			sleep_seconds(0.02);
+		if (atomic_load(&f->exited)) {
+			pthread_join(f->thread, NULL);
+			f->thread = 0;
+			rconn_free(&f->r);
+		} else {
+			left++;
+		}
+	}
+	if (left == 0) {
+		free(all);
+		all = NULL;
+		nall = 0;
+	}
+	return left;
+}

@@ -1,0 +1,75 @@
+/*
+ * handler.h: running one handler command as a child process (DESIGN.md "Handlers",
+ * PROTOCOL §1.1): own process group, job JSON on stdin, COGWORKER_* environment, output
+ * pumped to the log, timeout with TERM/grace/KILL of the whole group.
+ */
+#ifndef COGWORKERD_HANDLER_H
+#define COGWORKERD_HANDLER_H
+
+#include <stddef.h>
+#include <stdatomic.h>
+#include "config.h"
+
+enum run_status {
+	RUN_EXITED,         /* code = exit status */
+	RUN_SIGNALED,       /* code = signal number */
+	RUN_TIMEOUT,        /* ran past the timeout; the group was killed */
+	RUN_SPAWN_FAILED,   /* code = errno of the failed fork/exec/setup step */
+	RUN_ABORTED,        /* stopped on request (daemon stop deadline); outcome ignored */
+};
+
+struct run_request {
+	const struct argv_list *command;    /* argv to exec (argv[0] is the program) */
+	const char *const *extra_args;      /* appended to argv (args_as_argv), may be NULL */
+	int nextra;
+	const char *const *env;             /* full environment for the child, NULL-terminated */
+	const char *stdin_data;             /* written to the child's stdin, then EOF */
+	size_t stdin_len;
+	double timeout;                     /* seconds, 0 = none */
+	double kill_grace;                  /* between TERM and KILL */
+	size_t output_tail;                 /* bytes of stderr to keep */
+	const char *cwd;                    /* NULL = inherit */
+	int set_ids;                        /* switch to uid/gid/groups below */
+	unsigned uid, gid;
+	const unsigned *groups;             /* supplementary groups (gid_t) */
+	int ngroups;
+	long long rlimit_cpu, rlimit_as, rlimit_nofile, rlimit_nproc;  /* -1 = leave */
+	const char *log_tag;                /* e.g. "jid=abc": prefix of forwarded output lines */
+	int log_output;                     /* forward stdout/stderr lines to the log */
+	/* called for each complete stdout line (without newline); may be NULL */
+	void (*on_stdout_line)(void *ctx, const char *line, size_t len);
+	void *ctx;
+	atomic_int *abort;                  /* when it becomes non-zero: TERM, grace, KILL */
+	double abort_grace;                 /* grace used on abort */
+};
+
+struct run_result {
+	enum run_status status;
+	int code;
+	char *tail;                         /* last output_tail bytes of stderr (malloc'd) */
+	size_t tail_len;
+	double started, finished;           /* wall clock */
+	int pid;
+};
+
+/*
+ * Spawn and wait. Never blocks without a bound beyond the child's own timeout; a child that
+ * ignores stdin, floods output or forks grandchildren cannot block or hurt the caller.
+ * `spawned` (may be NULL) is called in the parent right after the child started.
+ * Returns 0 with res filled (res->tail to be freed by run_result_free).
+ */
+int handler_run(const struct run_request *req, struct run_result *res,
+                void (*spawned)(void *ctx, int pid), void *spawned_ctx);
+void run_result_free(struct run_result *res);
+
+/* Build the child's environment: allow-listed daemon variables, env_passthrough, the
+ * handler's env, then the COGWORKER_* ones. A NULL-terminated, malloc'd array. */
+char **handler_build_env(const struct handler *h, const char *jid, const char *cls,
+                         const char *queue, const char *retry_count, const char *args_json);
+void handler_free_env(char **env);
+
+/* Resolve user/group names of a handler into req (before any fork). -1 + err on failure. */
+int handler_resolve_ids(const struct handler *h, struct run_request *req, unsigned **groups_out,
+                        char *err, size_t errlen);
+
+#endif

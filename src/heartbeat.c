@@ -1,0 +1,327 @@
+/*
+ * heartbeat.c: presence (PROTOCOL §7.12) and the remote-control subscriber (§7.13).
+ *
+ * A beat writes the presence hash first and alone decides on it: only that write is
+ * mandatory. The registry writes that follow (processes, queues, live_queues, workers TTL,
+ * inprogress_identities, last_beat) are each allowed to fail with a command error, which
+ * is only logged: one shared key of the wrong type must not stop every process everywhere
+ * from starting (lesson 45). last_beat and live_queues use Redis's clock, so that hosts
+ * with skewed clocks agree on who is dead (TIME refused: the host clock, lesson 46).
+ *
+ * The subscriber has its own connection and never blocks without a bound: it polls the
+ * socket every 250 ms, so stopping it is quick and it is stopped *before* its connection is
+ * closed (closing first hung the stop, lesson 47).
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include "daemon.h"
+#include "json.h"
+#include "util.h"
+
+static struct log_site beat_site = LOG_SITE("Heartbeat");
+
+static long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kb = strtol(line + 6, NULL, 10);
+	fclose(f);
+	return kb;
+}
+
+static char *info_json(const struct conf *c)
+{
+	struct sbuf b;
+	char started[32];
+	sb_init(&b);
+	char *host = json_quote(D.hostname, strlen(D.hostname));
+	snprintf(started, sizeof started, "%.6f", D.started_at);
+	sb_printf(&b, "{\"hostname\":%s,\"pid\":%d,\"concurrency\":%d,\"queues\":[", host,
+	          (int)getpid(), c->concurrency);
+	for (int i = 0; i < c->nqueue_names; i++) {
+		char *q = json_quote(c->queue_names[i], strlen(c->queue_names[i]));
+		sb_printf(&b, "%s%s", i ? "," : "", q);
+		free(q);
+	}
+	long rss = rss_kb();
+	if (rss >= 0)
+		sb_printf(&b, "],\"started_at\":%s,\"rss_kb\":%ld}", started, rss);
+	else
+		sb_printf(&b, "],\"started_at\":%s,\"rss_kb\":null}", started);
+	free(host);
+	return sb_steal(&b);
+}
+
+static int presence_write(struct rconn *r, const struct conf *c)
+{
+	char *key = xasprintf(K_PROCESS "%s", D.identity);
+	char *info = info_json(c);
+	char busy[16], ttl[32];
+	snprintf(busy, sizeof busy, "%d", atomic_load(&D.busy));
+	snprintf(ttl, sizeof ttl, "%ld", (long)c->process_ttl);
+	const char *quiet = atomic_load(&D.quiet) ? "true" : "false";
+	struct rpipe p;
+	redisReply *rep[2];
+	rpipe_begin(r, &p);
+	const char *hset[] = { "HSET", key, "info", info, "busy", busy, "quiet", quiet };
+	rpipe_add_argv(r, &p, 8, hset, NULL);
+	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
+	int failures = rpipe_exec(r, &p, rep);
+	for (int i = 0; i < 2; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	free(key);
+	free(info);
+	return failures == 0 ? 0 : -1;
+}
+
+/* The registry writes; -1 only for an availability error. */
+static int registry_write(struct rconn *r, const struct conf *c)
+{
+	double t = redis_time(r);
+	if (t < 0)
+		return -1;
+	r->err[0] = '\0';
+	int reliable = !c->fetch_basic && atomic_load(&D.fetch_mode) != FETCH_BASIC;
+	char now[32], cutoff[32], ttl[32];
+	snprintf(now, sizeof now, "%ld", (long)t);
+	snprintf(cutoff, sizeof cutoff, "%ld", (long)t - 86400);
+	snprintf(ttl, sizeof ttl, "%ld", (long)c->process_ttl);
+	char *workers = xasprintf(K_WORKERS "%s", D.identity);
+	int n = 0;
+	redisReply *rep[8];
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "SADD %s %s", K_PROCESSES, D.identity);
+	const char **argv = xcalloc((size_t)c->nqueue_names * 2 + 2, sizeof *argv);
+	argv[0] = "SADD";
+	argv[1] = K_QUEUES;
+	for (int i = 0; i < c->nqueue_names; i++)
+		argv[2 + i] = c->queue_names[i];
+	rpipe_add_argv(r, &p, 2 + c->nqueue_names, argv, NULL);
+	argv[0] = "ZADD";
+	argv[1] = K_LIVE_QUEUES;
+	for (int i = 0; i < c->nqueue_names; i++) {
+		argv[2 + 2 * i] = now;
+		argv[3 + 2 * i] = c->queue_names[i];
+	}
+	rpipe_add_argv(r, &p, 2 + 2 * c->nqueue_names, argv, NULL);
+	rpipe_add(r, &p, "ZREMRANGEBYSCORE %s -inf %s", K_LIVE_QUEUES, cutoff);
+	rpipe_add(r, &p, "EXPIRE %s %s", workers, ttl);
+	if (reliable) {
+		rpipe_add(r, &p, "SADD %s %s", K_IDENTITIES, D.identity);
+		rpipe_add(r, &p, "HSET %s %s %s", K_LAST_BEAT, D.identity, now);
+	}
+	n = p.n;
+	rpipe_exec(r, &p, rep);
+	int unavailable = p.unavailable > 0;
+	for (int i = 0; i < n; i++) {
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	}
+	if (!unavailable && r->err[0] && !r->unavailable)
+		log_error("process registry not written: %s", r->err);
+	free(argv);
+	free(workers);
+	return unavailable ? -1 : 0;
+}
+
+/* Keep the running locks of performing periodic jobs alive (lessons 63, 64). */
+static void refresh_running_locks(struct rconn *r, const struct conf *c, int retake)
+{
+	long ttl = conf_active_ttl(c);
+	char t[32];
+	snprintf(t, sizeof t, "%ld", ttl);
+	pthread_mutex_lock(&D.mu);
+	int n = D.nperforming;
+	struct raw_count *copy = xcalloc((size_t)n + 1, sizeof *copy);
+	for (int i = 0; i < n; i++) {
+		copy[i].jid = D.performing[i].jid ? xstrdup(D.performing[i].jid) : NULL;
+		copy[i].pjid = D.performing[i].pjid ? xstrdup(D.performing[i].pjid) : NULL;
+		copy[i].until_executed = D.performing[i].until_executed;
+	}
+	pthread_mutex_unlock(&D.mu);
+	for (int i = 0; i < n; i++) {
+		if (copy[i].pjid && copy[i].jid) {
+			char *key = xasprintf(K_RUNNING "%s", copy[i].pjid);
+			if (retake && copy[i].until_executed) {
+				const char *keys[] = { key };
+				const char *args[] = { copy[i].jid, t };
+				redisReply *rep = rscript(r, "retake", 1, keys, 2, args, NULL);
+				if (rep)
+					freeReplyObject(rep);
+				else
+					log_error("running lock %s not re-taken: %s", key, r->err);
+			} else {
+				expire_owned(r, key, copy[i].jid, ttl);
+			}
+			free(key);
+		}
+		free(copy[i].jid);
+		free(copy[i].pjid);
+	}
+	free(copy);
+}
+
+int heartbeat_beat(struct rconn *r)
+{
+	struct conf *c = conf_acquire();
+	r->err[0] = '\0';
+	int ok = presence_write(r, c) == 0;
+	if (ok) {
+		r->err[0] = '\0';
+		ok = registry_write(r, c) == 0;
+	}
+	if (ok) {
+		refresh_running_locks(r, c, atomic_load(&D.prev_beat_failed));
+		deferred_releases_retry(r);
+	}
+	conf_release(c);
+	site_result(&beat_site, r, ok, "beat failed");
+	atomic_store(&D.prev_beat_failed, !ok);
+	return ok ? 0 : -1;
+}
+
+void presence_remove(struct rconn *r)
+{
+	char *process = xasprintf(K_PROCESS "%s", D.identity);
+	char *workers = xasprintf(K_WORKERS "%s", D.identity);
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	struct rpipe p;
+	redisReply *rep[4];
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "DEL %s", process);
+	rpipe_add(r, &p, "DEL %s", workers);
+	rpipe_add(r, &p, "SREM %s %s", K_PROCESSES, D.identity);
+	rpipe_add(r, &p, "LLEN %s", list);
+	rpipe_exec(r, &p, rep);
+	int empty = rep[3] && rep[3]->type == REDIS_REPLY_INTEGER && rep[3]->integer == 0;
+	for (int i = 0; i < 4; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	if (empty) {
+		/* A non-empty list stays registered, so others recover it after the threshold. */
+		redisReply *a = rcmd(r, "SREM %s %s", K_IDENTITIES, D.identity);
+		redisReply *b = rcmd(r, "HDEL %s %s", K_LAST_BEAT, D.identity);
+		if (a)
+			freeReplyObject(a);
+		if (b)
+			freeReplyObject(b);
+	}
+	free(process);
+	free(workers);
+	free(list);
+}
+
+/* ---- subscriber ---- */
+
+static pthread_t sub_thread;
+static atomic_int sub_stop;
+static atomic_int sub_running;
+
+static void wake_manager(int request)
+{
+	atomic_store(&D.remote_request, request);
+	uint64_t one = 1;
+	if (write(D.wake_fd, &one, sizeof one) < 0)
+		log_error("couldn't wake the manager");
+}
+
+static void on_message(const char *msg)
+{
+	if (strcmp(msg, "quiet") == 0)
+		wake_manager(1);
+	else if (strcmp(msg, "resume") == 0)
+		wake_manager(2);
+	else if (strcmp(msg, "stop") == 0)
+		wake_manager(3);
+	else
+		log_warn("unknown message on %s%s: %s", K_SIGNAL, D.identity, msg);
+}
+
+/* Read and handle every reply hiredis has buffered; -1 on a broken connection. */
+static int drain_replies(struct rconn *r)
+{
+	for (;;) {
+		void *reply = NULL;
+		if (redisGetReplyFromReader(r->c, &reply) != REDIS_OK)
+			return -1;
+		if (!reply)
+			return 0;
+		redisReply *rep = reply;
+		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
+		    rep->element[0]->type == REDIS_REPLY_STRING &&
+		    strcmp(rep->element[0]->str, "message") == 0 &&
+		    rep->element[2]->type == REDIS_REPLY_STRING)
+			on_message(rep->element[2]->str);
+		freeReplyObject(rep);
+	}
+}
+
+static void *subscriber_main(void *arg)
+{
+	struct rconn *r = arg;
+	struct log_site site = LOG_SITE("Subscriber");
+	char *channel = xasprintf(K_SIGNAL "%s", D.identity);
+	while (!atomic_load(&sub_stop)) {
+		redisReply *rep = rcmd(r, "SUBSCRIBE %s", channel);
+		if (!rep) {
+			site_result(&site, r, 0, "subscribe");
+			for (int i = 0; i < 4 && !atomic_load(&sub_stop); i++)
+				sleep_seconds(0.25);
+			continue;
+		}
+		freeReplyObject(rep);
+		site_result(&site, r, 1, "subscribe");
+		while (!atomic_load(&sub_stop)) {
+			struct pollfd pfd = { .fd = r->c->fd, .events = POLLIN };
+			int n = poll(&pfd, 1, 250);
+			if (n == 0)
+				continue;
+			if (n < 0 || redisBufferRead(r->c) != REDIS_OK || drain_replies(r) != 0) {
+				snprintf(r->err, sizeof r->err, "subscription lost: %s",
+				         r->c->errstr[0] ? r->c->errstr : "connection closed");
+				r->unavailable = 1;
+				site_result(&site, r, 0, "subscribe");
+				rconn_close(r);
+				break;
+			}
+		}
+	}
+	free(channel);
+	return NULL;
+}
+
+static struct rconn sub_conn;
+
+int subscriber_start(void)
+{
+	struct conf *c = conf_acquire();
+	rconn_init(&sub_conn, &c->redis);
+	conf_release(c);
+	atomic_store(&sub_stop, 0);
+	if (pthread_create(&sub_thread, NULL, subscriber_main, &sub_conn) != 0)
+		return -1;
+	atomic_store(&sub_running, 1);
+	return 0;
+}
+
+void subscriber_stop(void)
+{
+	if (!atomic_load(&sub_running))
+		return;
+	atomic_store(&sub_stop, 1);
+	/* Bounded: the loop polls every 250 ms, and a reconnect is bounded by its timeouts. */
+	pthread_join(sub_thread, NULL);
+	rconn_free(&sub_conn);
+	atomic_store(&sub_running, 0);
+}

@@ -1,0 +1,289 @@
+/*
+ * job.c: reading a job and building the entries the daemon files for it.
+ *
+ * Two rules shape this file (PROTOCOL §4.5):
+ *
+ * - A job's JSON is never re-encoded. cJSON is used to *read* fields; every entry the
+ *   daemon writes (a retry or dead entry, a re-stamped graduation) is the original text
+ *   with members spliced in by json_edit_object, so `args` with integers beyond 2^53 or
+ *   float spellings like 1.5e300 come back byte for byte.
+ * - There is one reading of the retry budget (job_max_retries), shared by failure routing,
+ *   status, lock release and the interrupt path; cogworker once had three diverging copies
+ *   and a literal `retry: false` crashed one of them (lesson 26).
+ *
+ * cJSON writes a global error pointer on every parse; parses are serialised by a mutex so
+ * that concurrent fetchers do not race on it (DESIGN.md, "Pitfalls").
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "job.h"
+#include "json.h"
+#include "scripts.h"
+#include "util.h"
+
+static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Parse NUL-terminated text of length len strictly (no trailing garbage). */
+static cJSON *parse_strict(const char *s, size_t len, size_t *err_at)
+{
+	const char *end = NULL;
+	pthread_mutex_lock(&parse_lock);
+	/* cJSON wants the terminating NUL inside the length to accept "nothing follows". */
+	cJSON *v = cJSON_ParseWithLengthOpts(s, len + 1, &end, 1);
+	pthread_mutex_unlock(&parse_lock);
+	if (!v && err_at)
+		*err_at = end && end >= s && end <= s + len ? (size_t)(end - s) : 0;
+	return v;
+}
+
+cJSON *job_json_parse(const char *s, size_t len)
+{
+	return parse_strict(s, len, NULL);
+}
+
+int job_max_retries(const cJSON *retry)
+{
+	if (!retry || cJSON_IsNull(retry) || cJSON_IsTrue(retry))
+		return 25;
+	if (cJSON_IsFalse(retry))
+		return 0;
+	if (cJSON_IsNumber(retry)) {
+		double d = retry->valuedouble;
+		if (!isfinite(d) || d <= 0)
+			return 0;
+		return d > 1e9 ? 1000000000 : (int)d;
+	}
+	if (cJSON_IsString(retry) && retry->valuestring[0]) {
+		char *end;
+		double d = strtod(retry->valuestring, &end);
+		while (*end == ' ')
+			end++;
+		if (*end != '\0' || !isfinite(d) || d <= 0)
+			return 0;
+		return d > 1e9 ? 1000000000 : (int)d;
+	}
+	return 0;
+}
+
+static long int_field(const cJSON *obj, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+	if (cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble > 0)
+		return (long)v->valuedouble;
+	if (cJSON_IsString(v))
+		return strtol(v->valuestring, NULL, 10) > 0 ? strtol(v->valuestring, NULL, 10) : 0;
+	return 0;
+}
+
+static const char *string_field(const cJSON *obj, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static char *parse_error_text(const char *raw, size_t len, size_t at)
+{
+	if (len == 0)
+		return xstrdup("unexpected end of input");
+	if (at > len)
+		at = len;
+	size_t n = len - at > 200 ? 200 : len - at;
+	char *frag = utf8_scrub(raw + at, n, 0);
+	char *msg = n ? xasprintf("unexpected token at '%s'", frag)
+	              : xstrdup("unexpected end of input");
+	free(frag);
+	return msg;
+}
+
+void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_from)
+{
+	memset(j, 0, sizeof *j);
+	j->raw = xstrndup(raw, len);
+	j->raw_len = len;
+	j->fetched_from = fetched_from ? xstrdup(fetched_from) : NULL;
+	j->queue = "default";
+	size_t at = 0;
+	cJSON *v = parse_strict(j->raw, len, &at);
+	if (!v) {
+		j->parse_error = parse_error_text(raw, len, at);
+		return;
+	}
+	if (!cJSON_IsObject(v)) {
+		cJSON_Delete(v);
+		j->parse_error = xstrdup("not a JSON object");
+		return;
+	}
+	j->obj = v;
+	j->cls = string_field(v, "class");
+	j->jid = string_field(v, "jid");
+	const char *q = string_field(v, "queue");
+	if (q && q[0])
+		j->queue = q;
+	size_t start, vlen;
+	if (json_member_span(j->raw, len, "args", &start, &vlen) == 0)
+		j->args_json = xstrndup(j->raw + start, vlen);
+	else
+		j->args_json = xstrdup("[]");
+	j->retry_count = int_field(v, "retry_count");
+	j->interrupted_count = int_field(v, "interrupted_count");
+	j->max_retries = job_max_retries(cJSON_GetObjectItemCaseSensitive(v, "retry"));
+	j->pjid = string_field(v, "periodic_pjid");
+	j->periodic_until_executed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v,
+	                                          "periodic_until_executed"));
+	const char *u = string_field(v, "unique");
+	j->unique = u && strcmp(u, "until_executed") == 0;
+}
+
+void job_free(struct job *j)
+{
+	free(j->raw);
+	free(j->fetched_from);
+	free(j->args_json);
+	free(j->parse_error);
+	if (j->obj)
+		cJSON_Delete(j->obj);
+	memset(j, 0, sizeof *j);
+}
+
+double job_backoff(long n)
+{
+	double dn = (double)n;
+	return dn * dn * dn * dn + 15.0 + floor(random_unit() * 30.0) * (dn + 1.0);
+}
+
+void job_format_time(double t, char out[32])
+{
+	snprintf(out, 32, "%.6f", t);
+}
+
+char *job_failure_payload(const struct job *j, const char *error_class, const char *error_message,
+                          double now, long new_retry_count, int overwrite_failed_at,
+                          long interrupted_count)
+{
+	char when[32], count[32], icount[32];
+	job_format_time(now, when);
+	snprintf(count, sizeof count, "%ld", new_retry_count);
+	snprintf(icount, sizeof icount, "%ld", interrupted_count);
+	char *qc = json_quote(error_class, strlen(error_class));
+	char *qm = json_quote(error_message, strlen(error_message));
+	int has_failed_at = j->obj && cJSON_GetObjectItemCaseSensitive(j->obj, "failed_at");
+	struct json_edit e[6];
+	int n = 0;
+	e[n++] = (struct json_edit){ "failure_outcome", NULL };
+	e[n++] = (struct json_edit){ "error_class", qc };
+	e[n++] = (struct json_edit){ "error_message", qm };
+	if (!has_failed_at || overwrite_failed_at)
+		e[n++] = (struct json_edit){ "failed_at", when };
+	e[n++] = (struct json_edit){ "retry_count", count };
+	if (interrupted_count > 0)
+		e[n++] = (struct json_edit){ "interrupted_count", icount };
+	char *out = json_edit_object(j->raw, j->raw_len, e, n);
+	free(qc);
+	free(qm);
+	return out;
+}
+
+char *job_unparseable_wrapper(const char *raw, size_t len, const char *queue,
+                              const char *error_class, const char *error_message, double now)
+{
+	char jid[25], when[32];
+	new_jid(jid);
+	job_format_time(now, when);
+	char *qq = queue ? json_quote(queue, strlen(queue)) : xstrdup("null");
+	char *qc = json_quote(error_class, strlen(error_class));
+	char *msg = utf8_scrub(error_message, strlen(error_message), MAX_ERROR_MESSAGE);
+	char *qm = json_quote(msg, strlen(msg));
+	char *body = utf8_scrub(raw, len, MAX_RAW_PAYLOAD);
+	char *qr = json_quote(body, strlen(body));
+	char *out = xasprintf("{\"class\":\"(unparseable)\",\"args\":[],\"queue\":%s,\"jid\":\"%s\","
+	                      "\"retry\":false,\"retry_count\":0,\"enqueued_at\":%s,\"failed_at\":%s,"
+	                      "\"error_class\":%s,\"error_message\":%s,\"raw_payload\":%s}",
+	                      qq, jid, when, when, qc, qm, qr);
+	free(qq);
+	free(qc);
+	free(msg);
+	free(qm);
+	free(body);
+	free(qr);
+	return out;
+}
+
+char *job_minimal_dead_entry(const char *raw, size_t len, const char *jid,
+                             const char *error_class, const char *error_message, double now)
+{
+	char when[32];
+	job_format_time(now, when);
+	char *qj = json_quote(jid ? jid : "", jid ? strlen(jid) : 0);
+	char *qc = json_quote(error_class, strlen(error_class));
+	char *qm = json_quote(error_message, strlen(error_message));
+	struct json_edit e[] = {
+		{ "jid", qj }, { "error_class", qc }, { "error_message", qm }, { "failed_at", when },
+	};
+	char *out = json_edit_object(raw, len, e, 4);
+	if (!out) {
+		char *body = utf8_scrub(raw, len, MAX_RAW_PAYLOAD);
+		char *qr = json_quote(body, strlen(body));
+		out = xasprintf("{\"raw_payload\":%s,\"jid\":%s,\"error_class\":%s,"
+		                "\"error_message\":%s,\"failed_at\":%s}", qr, qj, qc, qm, when);
+		free(body);
+		free(qr);
+	}
+	free(qj);
+	free(qc);
+	free(qm);
+	return out;
+}
+
+char *job_restamp_enqueued(const char *raw, size_t len, double now)
+{
+	char when[32];
+	job_format_time(now, when);
+	struct json_edit e = { "enqueued_at", when };
+	return json_edit_object(raw, len, &e, 1);
+}
+
+char *job_error_message(const char *error_class, const char *detail, const char *tail,
+                        size_t tail_len)
+{
+	if (!detail)
+		return xasprintf("#<%s>", error_class);
+	while (tail_len > 0 && (tail[tail_len - 1] == '\n' || tail[tail_len - 1] == '\r' ||
+	                        tail[tail_len - 1] == ' '))
+		tail_len--;
+	char *d = utf8_scrub(detail, strlen(detail), MAX_ERROR_MESSAGE);
+	size_t dchars = 0;
+	for (const char *p = d; *p; p++)
+		dchars += ((unsigned char)*p & 0xC0) != 0x80;
+	if (tail_len == 0 || dchars + 2 >= MAX_ERROR_MESSAGE)
+		return d;
+	char *t = utf8_scrub_tail(tail, tail_len, MAX_ERROR_MESSAGE - dchars - 2);
+	char *msg = xasprintf("%s: %s", d, t);
+	free(d);
+	free(t);
+	return msg;
+}
+
+static int digest_of(const char *a, const char *b, const char *args_json, char out[41])
+{
+	char *canon = json_canonical(args_json, strlen(args_json));
+	if (!canon)
+		return -1;
+	char *text = xasprintf("%s|%s|%s", a, b, canon);
+	sha1_hex(text, strlen(text), out);
+	free(text);
+	free(canon);
+	return 0;
+}
+
+int job_unique_digest(const char *cls, const char *queue, const char *args_json, char out[41])
+{
+	return digest_of(cls, queue, args_json, out);
+}
+
+int job_pjid(const char *cron, const char *cls, const char *args_json, char out[41])
+{
+	return digest_of(cron, cls, args_json, out);
+}

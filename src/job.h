@@ -1,0 +1,81 @@
+/*
+ * job.h: a fetched job and the rules that read it: the retry budget and terminal rule
+ * (PROTOCOL §4.2), the backoff, the failure fields a retry/dead entry gets, and the
+ * (unparseable) wrapper (§4.6). All payload changes are byte-preserving (json.h).
+ */
+#ifndef COGWORKERD_JOB_H
+#define COGWORKERD_JOB_H
+
+#include <stddef.h>
+#include <cJSON.h>
+
+#define MAX_ERROR_MESSAGE 10000
+#define MAX_RAW_PAYLOAD 100000
+
+struct job {
+	char *raw;              /* exactly as fetched */
+	size_t raw_len;
+	char *fetched_from;     /* queue name it was fetched from (NULL if unknown) */
+	cJSON *obj;             /* NULL if raw is not a JSON object */
+	const char *cls;        /* "class" string, or NULL */
+	const char *jid;        /* "jid" string, or NULL */
+	const char *queue;      /* "queue" if a non-empty string, else "default" */
+	char *args_json;        /* original text of "args", or "[]" */
+	long retry_count;       /* absent or unusable = 0 */
+	long interrupted_count;
+	int max_retries;
+	const char *pjid;       /* periodic_pjid, or NULL */
+	int periodic_until_executed;
+	int unique;             /* unique == "until_executed" */
+	char *parse_error;      /* why obj is NULL */
+};
+
+/* cJSON parse of NUL-terminated text, strict and serialised (cJSON's global error
+ * pointer is written by every parse). NULL if invalid. */
+cJSON *job_json_parse(const char *s, size_t len);
+
+/* Parse raw (copied). Always succeeds; an unparseable payload has obj == NULL. */
+void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_from);
+void job_free(struct job *j);
+
+/* max_retries(retry): false → 0; true/absent/null → 25; int; float truncated; numeric
+ * string parsed; anything else 0. */
+int job_max_retries(const cJSON *retry);
+
+/* n⁴ + 15 + rand(0..29)·(n + 1) seconds, n = the new retry_count. */
+double job_backoff(long n);
+
+/*
+ * The payload for a retry or dead entry: the raw payload plus error_class, error_message,
+ * failed_at (only if absent, unless overwrite_failed_at), retry_count, and optionally
+ * interrupted_count; failure_outcome removed. NULL if raw is not an object.
+ */
+char *job_failure_payload(const struct job *j, const char *error_class, const char *error_message,
+                          double now, long new_retry_count, int overwrite_failed_at,
+                          long interrupted_count);
+
+/* The (unparseable) wrapper (PROTOCOL §4.6); queue may be NULL (JSON null). */
+char *job_unparseable_wrapper(const char *raw, size_t len, const char *queue,
+                              const char *error_class, const char *error_message, double now);
+
+/* Minimal dead entry (§4.6): the original fields when raw parses, else raw_payload; plus
+ * jid, error_class, error_message, failed_at. */
+char *job_minimal_dead_entry(const char *raw, size_t len, const char *jid,
+                             const char *error_class, const char *error_message, double now);
+
+/* The payload with enqueued_at re-stamped (graduation, cogworkerctl retry). */
+char *job_restamp_enqueued(const char *raw, size_t len, double now);
+
+/* A float epoch as the daemon writes it: microseconds, e.g. 1767225600.123456. */
+void job_format_time(double t, char out[32]);
+
+/* Error message: "<detail>: <scrubbed stderr tail>", valid UTF-8, ≤ 10 000 characters;
+ * "#<error_class>" if it cannot be built. */
+char *job_error_message(const char *error_class, const char *detail, const char *tail,
+                        size_t tail_len);
+
+/* SHA-1 digests of PROTOCOL §4.3 (40 hex + NUL); -1 when args is not valid JSON. */
+int job_unique_digest(const char *cls, const char *queue, const char *args_json, char out[41]);
+int job_pjid(const char *cron, const char *cls, const char *args_json, char out[41]);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * json.h: JSON done on the original text. cJSON reads values, but a job's JSON is never
+ * re-encoded (numbers beyond 2^53 and float spellings must survive byte for byte), so
+ * changes are made by splicing member values into the original text.
+ */
+#ifndef COGWORKERD_JSON_H
+#define COGWORKERD_JSON_H
+
+#include <stddef.h>
+
+struct json_edit {
+	const char *key;
+	const char *value;      /* JSON text of the new value; NULL = remove the member */
+};
+
+/*
+ * Apply edits to the top-level members of the JSON object in raw: an existing member keeps
+ * its place and gets the new value text; a new one is appended at the end; NULL removes it.
+ * Every other byte of raw is kept. Returns a malloc'd string, or NULL if raw is not a
+ * well-formed JSON object.
+ */
+char *json_edit_object(const char *raw, size_t len, const struct json_edit *edits, int nedits);
+
+/* Locate the value text of a top-level member; 0 and the span on success, -1 if absent
+ * or raw is not an object. */
+int json_member_span(const char *raw, size_t len, const char *key, size_t *start, size_t *vlen);
+
+/* True if raw is one well-formed JSON value with nothing but whitespace around it. */
+int json_valid(const char *raw, size_t len);
+
+/*
+ * Canonical cogworker JSON (PROTOCOL §4.5) of the JSON value text in raw: compact, keys in
+ * their order, strings escaped as Ruby's generator does, integers as their digits, floats as
+ * Ruby prints them. Returns malloc'd text, NULL if raw is not valid JSON.
+ */
+char *json_canonical(const char *raw, size_t len);
+
+/* s as a JSON string literal (with quotes), in canonical style; invalid UTF-8 is scrubbed. */
+char *json_quote(const char *s, size_t len);
+
+/* Ruby's Float#to_s for a finite double: shortest round-trip, always with a fraction. */
+void json_ruby_float(double d, char out[40]);
+
+/*
+ * Valid UTF-8 copy of s: every invalid byte sequence becomes U+FFFD, and the result is cut
+ * to at most max_chars characters (0 = no limit). Never fails.
+ */
+char *utf8_scrub(const char *s, size_t len, size_t max_chars);
+/* The last max_chars characters of a scrubbed copy (for output tails). */
+char *utf8_scrub_tail(const char *s, size_t len, size_t max_chars);
+
+/* The value spans of the elements of the JSON array in raw: returns the count (arrays
+ * malloc'd into *starts and *lens), or -1 if raw is not an array. */
+int json_array_spans(const char *raw, size_t len, size_t **starts, size_t **lens);
+
+#endif

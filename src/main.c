@@ -1,0 +1,96 @@
+/*
+ * main.c: cogworkerd's command line. Everything else happens in manager.c.
+ *
+ *   cogworkerd [-c FILE] [-C CONCURRENCY] [-q QUEUE[,WEIGHT]]... [-n|--check] [-V] [-h]
+ *
+ * Exit status: 0 after a clean stop (or a valid --check), 1 on a runtime failure to
+ * start, 2 on a usage or configuration error (naming the file and line).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "daemon.h"
+#include "util.h"
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+	        "usage: cogworkerd [-c FILE] [-C CONCURRENCY] [-q QUEUE[,WEIGHT]]... [--check]\n"
+	        "  -c FILE         conf file (default " DEFAULT_CONF_PATH ")\n"
+	        "  -C N            concurrency: handler children at once\n"
+	        "  -q Q[,W]        a queue to read, with an optional weight (repeatable;\n"
+	        "                  replaces the conf's queues)\n"
+	        "  -n, --check     validate the conf and exit\n"
+	        "  -V, --version   print the version\n"
+	        "environment: REDIS_URL overrides redis.url\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "check", no_argument, NULL, 'n' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "concurrency", required_argument, NULL, 'C' },
+		{ "queue", required_argument, NULL, 'q' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *path = DEFAULT_CONF_PATH;
+	struct conf_overrides ov = { 0 };
+	int check = 0, ch;
+	ov.queues = xcalloc((size_t)argc, sizeof *ov.queues);
+	while ((ch = getopt_long(argc, argv, "c:C:q:nVh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			path = optarg;
+			break;
+		case 'C': {
+			char *end;
+			long n = strtol(optarg, &end, 10);
+			if (*end || n < 1 || n > 10000) {
+				fprintf(stderr, "cogworkerd: -C wants a positive integer, not \"%s\"\n", optarg);
+				return 2;
+			}
+			ov.concurrency = (int)n;
+			break;
+		}
+		case 'q':
+			ov.queues[ov.nqueues++] = optarg;
+			break;
+		case 'n':
+			check = 1;
+			break;
+		case 'V':
+			printf("cogworkerd %s\n", COGWORKERD_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cogworkerd: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	struct conf conf;
+	char err[1024];
+	if (conf_load(path, &ov, &conf, err, sizeof err) != 0) {
+		fprintf(stderr, "cogworkerd: %s\n", err);
+		return 2;
+	}
+	if (check) {
+		printf("%s: configuration OK\n", path);
+		conf_free(&conf);
+		return 0;
+	}
+	int status = manager_run(path, &ov, &conf);
+	fflush(stdout);
+	fflush(stderr);
+	return status;
+}

@@ -1,0 +1,118 @@
+/*
+ * producer.c: the one funnel every push of ours goes through (PROTOCOL §5).
+ *
+ * An immediate job is LPUSHed on its own, and only then is the queue name added to
+ * cogworker:queues, best effort: a MULTI of both raised when the listing was unwritable
+ * after the job was already queued, and callers pushed it again and again (lesson 68).
+ * A unique job takes its lock with SET NX EX before anything is pushed, with a TTL that
+ * includes the wait until it is due (lesson 69).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "job.h"
+#include "json.h"
+#include "log.h"
+#include "producer.h"
+#include "util.h"
+
+char *producer_build(const struct push *p, const char *jid, double now, double at)
+{
+	const char *queue = p->queue ? p->queue : "default";
+	char *qc = json_quote(p->cls, strlen(p->cls));
+	char *qq = json_quote(queue, strlen(queue));
+	char t[32];
+	job_format_time(now, t);
+	struct sbuf b;
+	sb_init(&b);
+	sb_printf(&b, "{\"class\":%s,\"args\":%s,\"queue\":%s,\"jid\":\"%s\"", qc,
+	          p->args_json ? p->args_json : "[]", qq, jid);
+	if (p->retry_json)
+		sb_printf(&b, ",\"retry\":%s", p->retry_json);
+	if (p->unique)
+		sb_adds(&b, ",\"unique\":\"until_executed\"");
+	if (p->extra && *p->extra)
+		sb_printf(&b, ",%s", p->extra);
+	sb_printf(&b, ",\"created_at\":%s", t);
+	if (at > 0) {
+		char a[32];
+		job_format_time(at, a);
+		sb_printf(&b, ",\"at\":%s}", a);
+	} else {
+		sb_printf(&b, ",\"enqueued_at\":%s}", t);
+	}
+	free(qc);
+	free(qq);
+	return sb_steal(&b);
+}
+
+static int take_unique_lock(struct rconn *r, const struct push *p, const char *jid, double now,
+                            double at, char *err, size_t errlen)
+{
+	char digest[41];
+	const char *queue = p->queue ? p->queue : "default";
+	if (job_unique_digest(p->cls, queue, p->args_json ? p->args_json : "[]", digest) != 0) {
+		snprintf(err, errlen, "args are not valid JSON");
+		return -1;
+	}
+	double wait = at > now ? at - now : 0;
+	long ttl = (long)ceil(p->unique_lock_ttl + wait);
+	redisReply *rep = rcmd(r, "SET cogworker:unique:%s %s NX EX %ld", digest, jid,
+	                       ttl < 1 ? 1 : ttl);
+	if (!rep) {
+		snprintf(err, errlen, "%s", r->err);
+		return -1;
+	}
+	int taken = rep->type == REDIS_REPLY_STATUS;
+	freeReplyObject(rep);
+	return taken;
+}
+
+int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char *err,
+                  size_t errlen)
+{
+	char jid[25];
+	if (p->jid)
+		snprintf(jid, sizeof jid, "%s", p->jid);
+	else
+		new_jid(jid);
+	err[0] = '\0';
+	double now = now_float();
+	double at = p->at <= 0 ? 0 : (p->at < 1e9 ? now + p->at : p->at);
+	if (p->unique) {
+		int taken = take_unique_lock(r, p, jid, now, at, err, errlen);
+		if (taken <= 0)
+			return taken;
+	}
+	char *json = producer_build(p, jid, now, at);
+	const char *queue = p->queue ? p->queue : "default";
+	redisReply *rep;
+	if (at > 0) {
+		char score[32];
+		job_format_time(at, score);
+		const char *argv[] = { "ZADD", "cogworker:schedule", score, json };
+		rep = rcmd_argv(r, 4, argv, NULL);
+	} else {
+		char *key = xasprintf("cogworker:queue:%s", queue);
+		const char *argv[] = { "LPUSH", key, json };
+		rep = rcmd_argv(r, 3, argv, NULL);
+		free(key);
+	}
+	free(json);
+	if (!rep) {
+		snprintf(err, errlen, "%s", r->err);
+		return -1;
+	}
+	freeReplyObject(rep);
+	if (at <= 0) {
+		rep = rcmd(r, "SADD cogworker:queues %s", queue);
+		if (rep)
+			freeReplyObject(rep);
+		else
+			log_warn("pushed jid=%s, but cogworker:queues not updated (ignored): %s", jid,
+			         r->err);
+	}
+	memcpy(jid_out, jid, 25);
+	return 1;
+}

@@ -1,0 +1,345 @@
+/*
+ * redis.c: the Redis layer every thread uses through its own struct rconn.
+ *
+ * Design notes, most of them about hiredis 0.14 (DESIGN.md, "Pitfalls"):
+ *
+ * - The connect timeout is not applied to commands, so redisSetTimeout is called after
+ *   every connect; a reconnect also drops keepalive, so it is re-enabled each time. We
+ *   never use redisReconnect: a fresh context is simpler and guarantees the same steps.
+ * - After an I/O error or a timeout the context is unusable. We free it at once; the next
+ *   command connects again, not before the backoff has passed (capped at 2 s, jittered), so
+ *   that every thread of a daemon does not hammer a restarting server in lockstep.
+ * - Blocking commands (BLMOVE, BRPOP) must finish server-side before the socket times out,
+ *   so rcmd_blocking raises the socket timeout above the blocking timeout when needed.
+ * - AUTH (password, or ACL user + password) and SELECT run on every new connection.
+ *
+ * Errors come back as NULL with r->err set and r->unavailable classified, so callers only
+ * decide "log it summarised" (unavailable) or "log it in full" (a command error).
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include "redis.h"
+#include "scripts.h"
+#include "util.h"
+
+#define BACKOFF_MIN 0.05
+#define BACKOFF_MAX 2.0
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+void rconn_init(struct rconn *r, const struct redis_conf *rc)
+{
+	memset(r, 0, sizeof *r);
+	r->rc = *rc;
+	r->rc.url = dup_or_null(rc->url);
+	r->rc.password_file = dup_or_null(rc->password_file);
+	r->rc.host = dup_or_null(rc->host);
+	r->rc.path = dup_or_null(rc->path);
+	r->rc.user = dup_or_null(rc->user);
+	r->rc.password = dup_or_null(rc->password);
+	r->rc.display = dup_or_null(rc->display);
+}
+
+void rconn_close(struct rconn *r)
+{
+	if (r->c) {
+		redisFree(r->c);
+		r->c = NULL;
+	}
+}
+
+void rconn_free(struct rconn *r)
+{
+	rconn_close(r);
+	free(r->rc.url);
+	free(r->rc.password_file);
+	free(r->rc.host);
+	free(r->rc.path);
+	free(r->rc.user);
+	free(r->rc.password);
+	free(r->rc.display);
+	memset(r, 0, sizeof *r);
+}
+
+static struct timeval to_timeval(double s)
+{
+	struct timeval tv;
+	tv.tv_sec = (time_t)s;
+	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+	return tv;
+}
+
+static void set_err(struct rconn *r, int unavailable, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof r->err, fmt, ap);
+	va_end(ap);
+	r->unavailable = unavailable;
+}
+
+static void connect_failed(struct rconn *r)
+{
+	double now = mono_now();
+	r->backoff = r->backoff <= 0 ? BACKOFF_MIN : r->backoff * 2;
+	if (r->backoff > BACKOFF_MAX)
+		r->backoff = BACKOFF_MAX;
+	r->next_attempt = now + r->backoff * (0.5 + 0.5 * random_unit());
+}
+
+/* AUTH and SELECT on a fresh context; 0 on success. */
+static int handshake(struct rconn *r)
+{
+	redisReply *rep = NULL;
+	if (r->rc.password && r->rc.user)
+		rep = redisCommand(r->c, "AUTH %s %s", r->rc.user, r->rc.password);
+	else if (r->rc.password)
+		rep = redisCommand(r->c, "AUTH %s", r->rc.password);
+	if (r->rc.password) {
+		if (!rep || rep->type == REDIS_REPLY_ERROR) {
+			set_err(r, rep == NULL, "AUTH failed: %s", rep ? rep->str : r->c->errstr);
+			if (rep)
+				freeReplyObject(rep);
+			return -1;
+		}
+		freeReplyObject(rep);
+	}
+	if (r->rc.db != 0) {
+		rep = redisCommand(r->c, "SELECT %d", r->rc.db);
+		if (!rep || rep->type == REDIS_REPLY_ERROR) {
+			set_err(r, rep == NULL, "SELECT %d failed: %s", r->rc.db,
+			        rep ? rep->str : r->c->errstr);
+			if (rep)
+				freeReplyObject(rep);
+			return -1;
+		}
+		freeReplyObject(rep);
+	}
+	return 0;
+}
+
+int rconn_connect(struct rconn *r, int force)
+{
+	if (r->c)
+		return 0;
+	if (!force && mono_now() < r->next_attempt) {
+		set_err(r, 1, "not connected (reconnecting)");
+		return -1;
+	}
+	struct timeval ct = to_timeval(r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0);
+	if (r->rc.path)
+		r->c = redisConnectUnixWithTimeout(r->rc.path, ct);
+	else
+		r->c = redisConnectWithTimeout(r->rc.host ? r->rc.host : "127.0.0.1",
+		                               r->rc.port ? r->rc.port : 6379, ct);
+	if (!r->c || r->c->err) {
+		set_err(r, 1, "connect to %s failed: %s", r->rc.display ? r->rc.display : "redis",
+		        r->c ? r->c->errstr : "out of memory");
+		rconn_close(r);
+		connect_failed(r);
+		return -1;
+	}
+	redisSetTimeout(r->c, to_timeval(r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0));
+	if (!r->rc.path)
+		redisEnableKeepAlive(r->c);
+	if (handshake(r) != 0) {
+		rconn_close(r);
+		connect_failed(r);
+		return -1;
+	}
+	r->backoff = 0;
+	r->connects++;
+	return 0;
+}
+
+int redis_error_is_unavailable(const char *msg)
+{
+	static const char *codes[] = { "READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY" };
+	if (!msg)
+		return 1;
+	for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+		size_t n = strlen(codes[i]);
+		if (strncmp(msg, codes[i], n) == 0 && (msg[n] == ' ' || msg[n] == '\0'))
+			return 1;
+	}
+	if (!strstr(msg, "Error running script"))
+		return 0;
+	for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+		size_t n = strlen(codes[i]);
+		for (const char *p = strchr(msg, '-'); p; p = strchr(p + 1, '-')) {
+			if (strncmp(p + 1, codes[i], n) == 0 &&
+			    !(isalnum((unsigned char)p[1 + n]) || p[1 + n] == '_'))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* Turn hiredis's result into ours: NULL + classified error, or the reply. */
+static redisReply *finish(struct rconn *r, redisReply *rep)
+{
+	if (!rep) {
+		set_err(r, 1, "%s", r->c && r->c->errstr[0] ? r->c->errstr : "connection lost");
+		rconn_close(r);
+		connect_failed(r);
+		r->next_attempt = 0;    /* the first reconnect after a drop is immediate */
+		return NULL;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		set_err(r, redis_error_is_unavailable(rep->str), "%s", rep->str);
+		freeReplyObject(rep);
+		return NULL;
+	}
+	return rep;
+}
+
+redisReply *rcmd(struct rconn *r, const char *fmt, ...)
+{
+	if (rconn_connect(r, 0) != 0)
+		return NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	redisReply *rep = redisvCommand(r->c, fmt, ap);
+	va_end(ap);
+	return finish(r, rep);
+}
+
+redisReply *rcmd_argv(struct rconn *r, int argc, const char **argv, const size_t *lens)
+{
+	if (rconn_connect(r, 0) != 0)
+		return NULL;
+	return finish(r, redisCommandArgv(r->c, argc, argv, lens));
+}
+
+redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **argv,
+                          const size_t *lens)
+{
+	if (rconn_connect(r, 0) != 0)
+		return NULL;
+	double normal = r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
+	int raise = normal < block + 1.0;
+	if (raise)
+		redisSetTimeout(r->c, to_timeval(block + normal));
+	redisReply *rep = finish(r, redisCommandArgv(r->c, argc, argv, lens));
+	if (raise && r->c)
+		redisSetTimeout(r->c, to_timeval(normal));
+	return rep;
+}
+
+void rpipe_begin(struct rconn *r, struct rpipe *p)
+{
+	p->n = 0;
+	p->unavailable = 0;
+	p->failed_conn = rconn_connect(r, 0) != 0;
+}
+
+void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...)
+{
+	if (!p->failed_conn) {
+		va_list ap;
+		va_start(ap, fmt);
+		if (redisvAppendCommand(r->c, fmt, ap) != REDIS_OK)
+			p->failed_conn = 1;
+		va_end(ap);
+	}
+	p->n++;
+}
+
+void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **argv,
+                    const size_t *lens)
+{
+	if (!p->failed_conn && redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK)
+		p->failed_conn = 1;
+	p->n++;
+}
+
+int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies)
+{
+	int failures = 0;
+	for (int i = 0; i < p->n; i++) {
+		replies[i] = NULL;
+		if (p->failed_conn || !r->c) {
+			failures++;
+			p->unavailable++;
+			continue;
+		}
+		void *rep = NULL;
+		if (redisGetReply(r->c, &rep) != REDIS_OK)
+			rep = NULL;
+		replies[i] = finish(r, rep);
+		if (!replies[i]) {
+			failures++;
+			p->unavailable += r->unavailable;
+			if (!r->c)
+				p->failed_conn = 1;
+		}
+	}
+	if (p->failed_conn && !r->err[0])
+		set_err(r, 1, "connection lost");
+	return failures;
+}
+
+redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
+                    int nargs, const char **args, const size_t *arglens)
+{
+	const struct script *s = script_get(name);
+	int argc = 3 + nkeys + nargs;
+	const char **argv = xcalloc((size_t)argc, sizeof *argv);
+	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+	char nk[16];
+	snprintf(nk, sizeof nk, "%d", nkeys);
+	argv[0] = s->plain_eval ? "EVAL" : "EVALSHA";
+	argv[1] = s->plain_eval ? s->src : s->sha;
+	argv[2] = nk;
+	for (int i = 0; i < nkeys; i++)
+		argv[3 + i] = keys[i];
+	for (int i = 0; i < nargs; i++) {
+		argv[3 + nkeys + i] = args[i];
+		if (arglens)
+			lens[3 + nkeys + i] = arglens[i];
+	}
+	for (int i = 0; i < argc; i++)
+		if (!arglens || i < 3 + nkeys)
+			lens[i] = strlen(argv[i]);
+	redisReply *rep = rcmd_argv(r, argc, argv, lens);
+	if (!rep && !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0) {
+		argv[0] = "EVAL";
+		argv[1] = s->src;
+		lens[0] = 4;
+		lens[1] = strlen(s->src);
+		rep = rcmd_argv(r, argc, argv, lens);
+	}
+	free(argv);
+	free(lens);
+	return rep;
+}
+
+double redis_time(struct rconn *r)
+{
+	redisReply *rep = rcmd(r, "TIME");
+	if (!rep)
+		return r->unavailable ? -1 : now_float();
+	double t = now_float();
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+		t = atof(rep->element[0]->str) + atof(rep->element[1]->str) / 1e6;
+	freeReplyObject(rep);
+	return t;
+}
+
+long long reply_integer(const redisReply *rep, long long dflt)
+{
+	if (!rep)
+		return dflt;
+	if (rep->type == REDIS_REPLY_INTEGER)
+		return rep->integer;
+	if (rep->type == REDIS_REPLY_STRING)
+		return strtoll(rep->str, NULL, 10);
+	return dflt;
+}

@@ -1,0 +1,77 @@
+/*
+ * redis.h: one Redis connection, owned by one thread (hiredis contexts are not
+ * thread-safe). Connects lazily, re-applies timeouts, AUTH and SELECT after every
+ * reconnect, backs off between failed connects, and classifies errors as PROTOCOL §7.24
+ * says: "unavailable" (connection trouble, READONLY, LOADING, MASTERDOWN, TRYAGAIN, BUSY,
+ * and those wrapped in a script error) versus a command error.
+ */
+#ifndef COGWORKERD_REDIS_H
+#define COGWORKERD_REDIS_H
+
+#include <stddef.h>
+#include <hiredis.h>
+#include "config.h"
+
+struct rconn {
+	redisContext *c;
+	struct redis_conf rc;       /* a private copy: a reload may replace the conf */
+	double backoff;             /* seconds until the next connect attempt may be made */
+	double next_attempt;        /* monotonic */
+	int unavailable;            /* classification of the last error */
+	int connects;               /* successful connects, for metrics and tests */
+	char err[512];              /* text of the last error */
+};
+
+void rconn_init(struct rconn *r, const struct redis_conf *rc);
+void rconn_close(struct rconn *r);
+void rconn_free(struct rconn *r);
+/* Connect now if not connected (ignoring the backoff when force). 0 on success. */
+int rconn_connect(struct rconn *r, int force);
+
+/*
+ * Run one command. Returns the reply (free with freeReplyObject), or NULL on any error,
+ * an error reply included; then r->err holds the text and r->unavailable says whether it
+ * was an availability error. A connection-level error drops the context, so the next call
+ * reconnects.
+ */
+redisReply *rcmd(struct rconn *r, const char *fmt, ...);
+redisReply *rcmd_argv(struct rconn *r, int argc, const char **argv, const size_t *lens);
+/* Like rcmd_argv, with the socket timeout raised above a server-side blocking timeout. */
+redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **argv,
+                          const size_t *lens);
+
+/*
+ * Pipelining: queue commands with rpipe_add*, then rpipe_exec collects every reply into
+ * replies[] (NULL for a failed one). Returns the number of failures; on a connection
+ * error all of them fail. Error texts of failed replies go to the log site's caller
+ * through r->err (the last one).
+ */
+struct rpipe {
+	int n;
+	int failed_conn;
+	int unavailable;         /* failures classified "unavailable" */
+};
+void rpipe_begin(struct rconn *r, struct rpipe *p);
+void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...);
+void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **argv,
+                    const size_t *lens);
+int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies);
+
+/*
+ * Run an embedded script by name (lua/<name>.lua): EVALSHA, and EVAL when the server
+ * answers NOSCRIPT. keys and args are NUL-terminated strings unless lens given (args only).
+ */
+redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
+                    int nargs, const char **args, const size_t *arglens);
+
+/* True if an error reply's text means "Redis unavailable" (PROTOCOL §7.24). */
+int redis_error_is_unavailable(const char *msg);
+
+/* Redis TIME in seconds (float); the host clock when TIME is refused by a command error.
+ * Returns -1 only when Redis is unreachable. */
+double redis_time(struct rconn *r);
+
+/* Helpers for replies. */
+long long reply_integer(const redisReply *rep, long long dflt);
+
+#endif

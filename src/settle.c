@@ -1,0 +1,511 @@
+/*
+ * settle.c: what happens to a job after its handler ran (PROTOCOL §7.5–§7.7, §7.20).
+ *
+ * The order is the point of this file. A job leaves the in-progress list only once it is
+ * safely filed: failure routing writes the retry/dead entry first and acks after; when
+ * that write fails the job is *interrupted* (rebuilt from the raw payload, filed into retry
+ * after 30 s·n or into dead) by a script that removes it from the in-progress list in the
+ * same atomic step; when even that fails, the filing is remembered in memory (a pending
+ * settlement) and reconcile or shutdown completes it. A job that ran is never put back on
+ * a queue because something after its run failed (lessons 11-19).
+ *
+ * All bookkeeping (stats, throughput, attempts, lock release and extension) is best
+ * effort: it is logged on failure and never changes the outcome (lesson 71). Lock
+ * releases that fail are kept as deferred releases and retried on every beat (lesson 72).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "daemon.h"
+#include "handler.h"
+#include "job.h"
+#include "json.h"
+#include "util.h"
+
+#define MAX_INTERRUPTS 3
+#define INTERRUPT_DELAY 30.0
+
+int site_result(struct log_site *site, struct rconn *r, int ok, const char *what)
+{
+	if (ok)
+		log_site_recovered(site, mono_now());
+	else if (r->unavailable)
+		log_site_unavailable(site, r->err, mono_now());
+	else
+		log_error("%s: %s: %s", site->name, what, r->err);
+	return ok;
+}
+
+static int in_list(const int *v, int n, int code)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == code)
+			return 1;
+	return 0;
+}
+
+enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code)
+{
+	if (j->retry_count + 1 > j->max_retries)
+		return DECIDE_DEAD;
+	if (h && exit_code > 0 && in_list(h->dead_codes, h->ndead, exit_code))
+		return DECIDE_KILLED;
+	if (h && exit_code > 0 && in_list(h->discard_codes, h->ndiscard, exit_code))
+		return DECIDE_DISCARD;
+	return DECIDE_RETRY;
+}
+
+/* ---- owned keys and deferred releases ---- */
+
+static void defer_release(const char *key, const char *jid)
+{
+	pthread_mutex_lock(&D.mu);
+	for (struct deferred_release *d = D.deferred; d; d = d->next)
+		if (strcmp(d->key, key) == 0 && strcmp(d->jid, jid) == 0) {
+			pthread_mutex_unlock(&D.mu);
+			return;
+		}
+	struct deferred_release *d = xcalloc(1, sizeof *d);
+	d->key = xstrdup(key);
+	d->jid = xstrdup(jid);
+	d->next = D.deferred;
+	D.deferred = d;
+	pthread_mutex_unlock(&D.mu);
+}
+
+static int delete_if_owned(struct rconn *r, const char *key, const char *jid)
+{
+	const char *keys[] = { key };
+	const char *args[] = { jid };
+	redisReply *rep = rscript(r, "delete_if_owned", 1, keys, 1, args, NULL);
+	if (!rep)
+		return -1;
+	freeReplyObject(rep);
+	return 0;
+}
+
+void release_owned(struct rconn *r, const char *key, const char *jid)
+{
+	if (delete_if_owned(r, key, jid) == 0)
+		return;
+	if (r->unavailable) {
+		log_warn("release of %s deferred: %s", key, r->err);
+		defer_release(key, jid);
+	} else {
+		log_error("release of %s failed (ignored): %s", key, r->err);
+	}
+}
+
+int expire_owned(struct rconn *r, const char *key, const char *jid, long ttl)
+{
+	char t[32];
+	snprintf(t, sizeof t, "%ld", ttl < 1 ? 1 : ttl);
+	const char *keys[] = { key };
+	const char *args[] = { jid, t };
+	redisReply *rep = rscript(r, "expire_if_owned", 1, keys, 2, args, NULL);
+	if (!rep) {
+		log_error("lock %s not extended (ignored): %s", key, r->err);
+		return -1;
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
+void deferred_releases_retry(struct rconn *r)
+{
+	pthread_mutex_lock(&D.mu);
+	struct deferred_release *list = D.deferred;
+	D.deferred = NULL;
+	pthread_mutex_unlock(&D.mu);
+	while (list) {
+		struct deferred_release *d = list;
+		list = d->next;
+		if (delete_if_owned(r, d->key, d->jid) != 0 && r->unavailable) {
+			d->next = list;                 /* Redis still away: keep the rest */
+			pthread_mutex_lock(&D.mu);
+			struct deferred_release **tail = &D.deferred;
+			while (*tail)
+				tail = &(*tail)->next;
+			*tail = d;
+			pthread_mutex_unlock(&D.mu);
+			return;
+		}
+		if (r->err[0] && !r->unavailable)
+			log_error("deferred release of %s dropped: %s", d->key, r->err);
+		r->err[0] = '\0';
+		free(d->key);
+		free(d->jid);
+		free(d);
+	}
+}
+
+static char *unique_key(const char *cls, const char *queue, const char *args_json)
+{
+	char digest[41];
+	if (!cls || job_unique_digest(cls, queue, args_json ? args_json : "[]", digest) != 0)
+		return NULL;
+	return xasprintf(K_UNIQUE "%s", digest);
+}
+
+void release_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
+                       const char *cls, const char *queue, const char *args_json)
+{
+	if (!jid)
+		return;
+	if (unique) {
+		char *k = unique_key(cls, queue, args_json);
+		if (k)
+			release_owned(r, k, jid);
+		free(k);
+	}
+	if (pjid) {
+		char *k = xasprintf(K_RUNNING "%s", pjid);
+		release_owned(r, k, jid);
+		free(k);
+	}
+}
+
+void extend_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
+                      const char *cls, const char *queue, const char *args_json, double delay)
+{
+	if (!jid)
+		return;
+	struct conf *c = conf_acquire();
+	double ttl = delay + c->unique_lock_ttl;
+	conf_release(c);
+	long t = (long)ttl + (ttl > (double)(long)ttl);
+	if (unique) {
+		char *k = unique_key(cls, queue, args_json);
+		if (k)
+			expire_owned(r, k, jid, t);
+		free(k);
+	}
+	if (pjid) {
+		char *k = xasprintf(K_RUNNING "%s", pjid);
+		expire_owned(r, k, jid, t);
+		free(k);
+	}
+}
+
+/* ---- stats, throughput and attempts ---- */
+
+void bump_stats(struct rconn *r, int success, struct log_site *site)
+{
+	const char *field = success ? "processed" : "failed";
+	char bucket[64];
+	snprintf(bucket, sizeof bucket, K_THROUGHPUT "%ld", (long)(now_float() / 3600));
+	struct rpipe p;
+	redisReply *rep[3];
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "INCR %s", success ? K_PROCESSED : K_FAILED);
+	rpipe_add(r, &p, "HINCRBY %s %s 1", bucket, field);
+	rpipe_add(r, &p, "EXPIRE %s 90000", bucket);
+	int failures = rpipe_exec(r, &p, rep);
+	for (int i = 0; i < 3; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	if (failures && !r->unavailable)
+		log_error("stats failed (ignored): %s", r->err);
+	else
+		site_result(site, r, failures == 0, "stats failed (ignored)");
+}
+
+int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
+                   const char *outcome, const char *error_class, const char *error_message,
+                   struct log_site *site)
+{
+	if (!jid)
+		return 0;
+	char t[32];
+	job_format_time(when, t);
+	char *qc = json_quote(error_class, strlen(error_class));
+	char *qm = json_quote(error_message, strlen(error_message));
+	char *entry = xasprintf("{\"attempt\":%ld,\"failed_at\":%s,\"outcome\":\"%s\","
+	                        "\"error_class\":%s,\"error_message\":%s}",
+	                        attempt, t, outcome, qc, qm);
+	char *key = xasprintf(K_ATTEMPTS "%s", jid);
+	struct rpipe p;
+	redisReply *rep[3];
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "RPUSH %s %s", key, entry);
+	rpipe_add(r, &p, "LTRIM %s -25 -1", key);
+	rpipe_add(r, &p, "EXPIRE %s 2592000", key);
+	int failures = rpipe_exec(r, &p, rep);
+	for (int i = 0; i < 3; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	if (failures && !r->unavailable)
+		log_error("attempts log failed (ignored): %s", r->err);
+	else
+		site_result(site, r, failures == 0, "attempts log failed (ignored)");
+	free(qc);
+	free(qm);
+	free(entry);
+	free(key);
+	return failures == 0;
+}
+
+/* ---- ack, give back ---- */
+
+int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
+{
+	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
+		return 0;
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char *counter = xasprintf(K_ORPHANINGS "%s", jid ? jid : "");
+	const char *keys[] = { list, counter };
+	const char *args[] = { raw };
+	size_t lens[] = { len };
+	int ok = 0;
+	for (int attempt = 1; attempt <= 3 && !ok; attempt++) {
+		redisReply *rep = rscript(r, "ack", 2, keys, 1, args, lens);
+		if (rep) {
+			freeReplyObject(rep);
+			ok = 1;
+		} else if (attempt < 3) {
+			sleep_seconds(0.1 * attempt);
+		}
+	}
+	if (!ok) {
+		log_error("couldn't acknowledge finished job jid=%s after 3 attempts: %s",
+		          jid ? jid : "?", r->err);
+		struct pending *p = xcalloc(1, sizeof *p);
+		p->raw = xstrndup(raw, len);
+		p->is_ack = 1;
+		p->jid = jid ? xstrdup(jid) : NULL;
+		pending_add(p);
+	}
+	free(list);
+	free(counter);
+	return ok ? 0 : -1;
+}
+
+int give_back(struct rconn *r, const char *raw, size_t len, const char *queue)
+{
+	redisReply *rep;
+	if (atomic_load(&D.fetch_mode) == FETCH_BASIC) {
+		char *key = xasprintf(K_QUEUE "%s", queue);
+		const char *argv[] = { "RPUSH", key, raw };
+		size_t lens[] = { 5, strlen(key), len };
+		rep = rcmd_argv(r, 3, argv, lens);
+		free(key);
+	} else {
+		char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+		char ttl[32];
+		struct conf *c = conf_acquire();
+		snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
+		conf_release(c);
+		const char *keys[] = { list };
+		const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl };
+		size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl) };
+		rep = rscript(r, "requeue_one", 1, keys, 5, args, lens);
+		free(list);
+	}
+	if (!rep) {
+		log_error("couldn't give back a job (left in progress for reconcile): %s", r->err);
+		return -1;
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
+/* ---- failure routing and the interrupt path ---- */
+
+static struct pending *pending_filing(const struct job *j, const char *set, double score,
+                                      const char *payload)
+{
+	struct pending *p = xcalloc(1, sizeof *p);
+	p->raw = xstrndup(j->raw, j->raw_len);
+	p->set = xstrdup(set);
+	p->score = score;
+	p->payload = xstrdup(payload);
+	p->jid = j->jid ? xstrdup(j->jid) : NULL;
+	p->cls = j->cls ? xstrdup(j->cls) : NULL;
+	p->pjid = j->pjid ? xstrdup(j->pjid) : NULL;
+	p->unique = j->unique;
+	p->queue = xstrdup(j->queue);
+	p->args_json = j->args_json ? xstrdup(j->args_json) : NULL;
+	return p;
+}
+
+/* Write a filing with the INTERRUPT script: 1 filed, 0 no longer ours, -1 error. */
+static int interrupt_write(struct rconn *r, const char *raw, size_t len, const char *jid,
+                           const char *set, double score, const char *payload)
+{
+	if (atomic_load(&D.fetch_mode) == FETCH_BASIC) {
+		char sc[64];
+		snprintf(sc, sizeof sc, "%.6f", score);
+		const char *argv[] = { "ZADD", set, sc, payload };
+		redisReply *rep = rcmd_argv(r, 4, argv, NULL);
+		if (!rep)
+			return -1;
+		freeReplyObject(rep);
+		return 1;
+	}
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char *counter = xasprintf(K_ORPHANINGS "%s", jid ? jid : "");
+	char sc[64];
+	snprintf(sc, sizeof sc, "%.6f", score);
+	const char *keys[] = { list, set, counter };
+	const char *args[] = { raw, sc, payload };
+	size_t lens[] = { len, strlen(sc), strlen(payload) };
+	redisReply *rep = rscript(r, "interrupt", 3, keys, 3, args, lens);
+	free(list);
+	free(counter);
+	if (!rep)
+		return -1;
+	int filed = (int)reply_integer(rep, 0);
+	freeReplyObject(rep);
+	return filed;
+}
+
+static enum disposition interrupt_job(struct rconn *r, const struct job *j, enum decision d,
+                                      const char *error_class, const char *error_message,
+                                      int *died, char **dead_entry)
+{
+	double now = now_float();
+	long count = j->interrupted_count + 1;
+	long attempt = j->retry_count + 1;
+	int out_of_retries = attempt > j->max_retries || d != DECIDE_RETRY;
+	int to_dead = out_of_retries || count > MAX_INTERRUPTS;
+	const char *set = to_dead ? K_DEAD : K_RETRY;
+	double score = to_dead ? now : now + INTERRUPT_DELAY * (double)count;
+	char *payload = job_failure_payload(j, error_class, error_message, now, attempt, 1, count);
+	if (!payload)
+		payload = job_minimal_dead_entry(j->raw, j->raw_len, j->jid, error_class,
+		                                 error_message, now);
+	int filed = interrupt_write(r, j->raw, j->raw_len, j->jid, set, score, payload);
+	if (filed < 0) {
+		log_error("couldn't file failed job jid=%s into %s (kept in memory, filed later): %s",
+		          j->jid ? j->jid : "?", set, r->err);
+		pending_add(pending_filing(j, set, score, payload));
+		free(payload);
+		return DISP_SETTLED;
+	}
+	if (filed == 1 && !to_dead) {
+		extend_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json,
+		                 INTERRUPT_DELAY * (double)count);
+	} else if (filed == 1) {
+		release_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
+		*died = 1;
+		*dead_entry = payload;
+		payload = NULL;
+	}
+	free(payload);
+	return DISP_SETTLED;
+}
+
+static const char *attempt_outcome(enum decision d)
+{
+	switch (d) {
+	case DECIDE_RETRY: return "retrying";
+	case DECIDE_DEAD: return "dead";
+	case DECIDE_KILLED: return "killed";
+	case DECIDE_DISCARD: return "discarded";
+	}
+	return "dead";
+}
+
+enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,
+                               const char *error_class, const char *error_message,
+                               struct log_site *site, int *died, char **dead_entry)
+{
+	double now = now_float();
+	long n = j->retry_count + 1;
+	*died = 0;
+	*dead_entry = NULL;
+	if (d == DECIDE_DISCARD) {
+		release_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
+		record_attempt(r, j->jid, n, now, "discarded", error_class, error_message, site);
+		return DISP_ACK;
+	}
+	char *payload = job_failure_payload(j, error_class, error_message, now, n, 0, 0);
+	if (!payload)
+		return interrupt_job(r, j, d, error_class, error_message, died, dead_entry);
+	double delay = d == DECIDE_RETRY ? job_backoff(n) : 0;
+	char score[64];
+	snprintf(score, sizeof score, "%.6f", now + delay);
+	const char *argv[] = { "ZADD", d == DECIDE_RETRY ? K_RETRY : K_DEAD, score, payload };
+	redisReply *rep = rcmd_argv(r, 4, argv, NULL);
+	if (!rep) {
+		log_error("couldn't file failed job jid=%s into %s: %s; interrupting",
+		          j->jid ? j->jid : "?", argv[1], r->err);
+		free(payload);
+		return interrupt_job(r, j, d, error_class, error_message, died, dead_entry);
+	}
+	freeReplyObject(rep);
+	if (d == DECIDE_RETRY) {
+		extend_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json, delay);
+	} else {
+		release_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
+	}
+	record_attempt(r, j->jid, n, now, attempt_outcome(d), error_class, error_message, site);
+	if (d != DECIDE_RETRY) {
+		*died = 1;
+		*dead_entry = payload;
+	} else {
+		free(payload);
+	}
+	return DISP_ACK;
+}
+
+/* ---- pending settlements (reconcile, stop) ---- */
+
+static void pending_free(struct pending *p)
+{
+	free(p->raw);
+	free(p->set);
+	free(p->payload);
+	free(p->jid);
+	free(p->cls);
+	free(p->pjid);
+	free(p->queue);
+	free(p->args_json);
+	free(p);
+}
+
+/* Settle one pending entry: 0 settled (forget it), -1 still owed. */
+static int settle_one(struct rconn *r, struct pending *p)
+{
+	if (p->is_ack) {
+		char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+		char *counter = xasprintf(K_ORPHANINGS "%s", p->jid ? p->jid : "");
+		const char *keys[] = { list, counter };
+		const char *args[] = { p->raw };
+		redisReply *rep = rscript(r, "ack", 2, keys, 1, args, NULL);
+		free(list);
+		free(counter);
+		if (!rep)
+			return -1;
+		freeReplyObject(rep);
+		return 0;
+	}
+	int filed = interrupt_write(r, p->raw, strlen(p->raw), p->jid, p->set, p->score, p->payload);
+	if (filed < 0)
+		return -1;
+	if (filed == 1 && strcmp(p->set, K_DEAD) == 0) {
+		release_job_locks(r, p->jid, p->pjid, p->unique, p->cls, p->queue, p->args_json);
+		on_death_run(p->cls, p->jid, p->payload);
+	}
+	return 0;
+}
+
+void settle_pending_all(struct rconn *r, struct log_site *site)
+{
+	pthread_mutex_lock(&D.mu);
+	struct pending *list = D.pending;
+	D.pending = NULL;
+	pthread_mutex_unlock(&D.mu);
+	while (list) {
+		struct pending *p = list;
+		list = p->next;
+		p->next = NULL;
+		if (settle_one(r, p) == 0) {
+			site_result(site, r, 1, "settle");
+			pending_free(p);
+		} else {
+			site_result(site, r, 0, "settle");
+			pending_add(p);
+		}
+	}
+}

@@ -1,0 +1,7 @@
+/* ticker.c: placeholder until the periodic ticker lands (issue 4). */
+#include "daemon.h"
+
+int ticker_start(void)
+{
+	return 0;
+}

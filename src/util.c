@@ -1,0 +1,202 @@
+/*
+ * util.c: clocks, randomness and a string buffer.
+ *
+ * Allocation failure is not something a job runner can recover from in a useful way (a
+ * half-built payload is worse than a restart by systemd), so the x* allocators abort with
+ * a message instead of returning NULL; callers never check.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/random.h>
+#include "util.h"
+
+double now_float(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) / 1e6;
+}
+
+double mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void sleep_seconds(double s)
+{
+	if (s <= 0)
+		return;
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+void random_bytes(void *buf, size_t n)
+{
+	unsigned char *p = buf;
+	while (n > 0) {
+		ssize_t r = getrandom(p, n, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "getrandom: %s\n", strerror(errno));
+			abort();
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
+void random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[64];
+	if (nbytes > sizeof b)
+		nbytes = sizeof b;
+	random_bytes(b, nbytes);
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}
+
+void new_jid(char out[25])
+{
+	random_hex(out, 12);
+}
+
+double random_unit(void)
+{
+	uint64_t r;
+	random_bytes(&r, sizeof r);
+	return (double)(r >> 11) / 9007199254740992.0;
+}
+
+static void oom(void)
+{
+	fputs("out of memory\n", stderr);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	struct sbuf b;
+	va_list ap;
+	sb_init(&b);
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	b.s = xrealloc(b.s, (size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(b.s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return b.s;
+}
+
+void sb_init(struct sbuf *b)
+{
+	b->cap = 64;
+	b->len = 0;
+	b->s = xmalloc(b->cap);
+	b->s[0] = '\0';
+}
+
+void sb_free(struct sbuf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+}
+
+static void sb_reserve(struct sbuf *b, size_t extra)
+{
+	if (b->len + extra + 1 <= b->cap)
+		return;
+	while (b->len + extra + 1 > b->cap)
+		b->cap *= 2;
+	b->s = xrealloc(b->s, b->cap);
+}
+
+void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+	sb_reserve(b, n);
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+void sb_adds(struct sbuf *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+void sb_addc(struct sbuf *b, char c)
+{
+	sb_add(b, &c, 1);
+}
+
+void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n <= 0)
+		return;
+	sb_reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+char *sb_steal(struct sbuf *b)
+{
+	char *s = b->s;
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}

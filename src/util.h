@@ -1,0 +1,37 @@
+/* util.h: small helpers every part uses: clocks, random ids, a growable string buffer. */
+#ifndef COGWORKERD_UTIL_H
+#define COGWORKERD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+double now_float(void);             /* wall clock, epoch seconds with microseconds */
+double mono_now(void);              /* CLOCK_MONOTONIC seconds */
+void sleep_seconds(double s);
+void random_bytes(void *buf, size_t n);
+void random_hex(char *out, size_t nbytes);   /* writes 2*nbytes hex chars + NUL */
+void new_jid(char out[25]);
+double random_unit(void);           /* uniform in [0, 1) */
+
+/* A growable, always NUL-terminated byte buffer. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+};
+void sb_init(struct sbuf *b);
+void sb_free(struct sbuf *b);
+void sb_add(struct sbuf *b, const char *s, size_t n);
+void sb_adds(struct sbuf *b, const char *s);
+void sb_addc(struct sbuf *b, char c);
+void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *sb_steal(struct sbuf *b);     /* the buffer's string, ownership to the caller */
+
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,1397 @@
+"""The atomic scripts (lua/*.lua, PROTOCOL §6), run directly against a real redis-server
+with EVAL of the text the build embeds.
+
+Each test sets keys up by hand, runs one script, and checks the reply and every key the
+script may touch. TestCommandOrder watches the commands the scripts issue (MONITOR) to
+pin the check -> write -> remove order.
+
+Run: python3 tests/integration/run.py test_scripts
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (REPO, RedisServer, RedisTestCase, expand_includes,  # noqa: E402
+                     free_port, load_script, script_names)
+
+import redis  # noqa: E402
+
+# -- key names (PROTOCOL §2)
+QUEUE = "cogworker:queue:"
+QUEUES = b"cogworker:queues"
+LIVE = b"cogworker:live_queues"
+DEAD = b"cogworker:dead"
+RETRY = b"cogworker:retry"
+SCHEDULE = b"cogworker:schedule"
+LAST_BEAT = b"cogworker:last_beat"
+PARKING = b"cogworker:repeat_orphans"
+UNSETTLED = b"cogworker:unsettled"
+STATS_FAILED = b"cogworker:stats:failed"
+ORPH = "cogworker:orphanings:"
+RUNNING = "periodic:running:"
+
+OWNER = "dead-host:1:abc"
+INPROGRESS = ("cogworker:inprogress:" + OWNER).encode()
+PRESENCE = ("cogworker:process:" + OWNER).encode()
+QUEUED_TTL = 86400
+
+PROTOCOL_SCRIPTS = [
+    "fetch", "requeue", "bury_orphan", "requeue_one", "interrupt", "park_unsettled",
+    "file_unsettled", "swap_dead_entry", "ack", "requeue_entry", "retake", "claim",
+    "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
+    "delete_if_owned", "kill",
+]
+
+
+def job(jid, queue="default", **extra):
+    """A compact job payload (bytes). Big integers in args check that the exact string
+    travels: cjson would print 12345678901234567890 as 1.2345678901235e+19."""
+    d = {"class": "Work", "args": [12345678901234567890, 1.10], "queue": queue, "jid": jid}
+    d.update(extra)
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def periodic_job(jid, pjid="pj", **extra):
+    return job(jid, periodic_pjid=pjid, periodic_slot=1767225600,
+               periodic_until_executed=True, **extra)
+
+
+def counter(jid):
+    return (ORPH + jid).encode()
+
+
+def qkey(name):
+    return (QUEUE + name).encode()
+
+
+class ScriptTestCase(RedisTestCase):
+    """Shortcuts for the scripts with long layouts."""
+
+    def now(self):
+        return int(self.r.time()[0])
+
+    def requeue(self, threshold="300", now=None, max_orphanings=3, marks=(), owner=OWNER,
+                client=None):
+        """REQUEUE with the daemon's layout; returns the reply as a list."""
+        keys = [("cogworker:inprogress:" + owner).encode(),
+                ("cogworker:process:" + owner).encode(),
+                LAST_BEAT, PARKING, DEAD, QUEUES, LIVE]
+        args = [QUEUE, "default", RUNNING, QUEUED_TTL, owner, threshold,
+                self.now() if now is None else now, ORPH, 604800, max_orphanings]
+        return self.run_script("requeue", keys, args + list(marks), client=client)
+
+    def inprogress(self):
+        return self.r.lrange(INPROGRESS, 0, -1)
+
+    def queue(self, name="default"):
+        return self.r.lrange(qkey(name), 0, -1)
+
+    def live(self, *names):
+        """Declare queues as read by a live process (fresh live_queues scores)."""
+        now = self.now()
+        self.r.zadd(LIVE, {n: now for n in names})
+
+
+# ======================================================================================
+# The files themselves
+
+
+class TestScriptFiles(RedisTestCase):
+
+    def test_every_protocol_script_exists_and_compiles(self):
+        self.assertEqual(set(PROTOCOL_SCRIPTS), set(script_names()))
+        for name in PROTOCOL_SCRIPTS:
+            with self.subTest(script=name):
+                text = load_script(name)
+                self.assertNotIn("--@include", text)
+                with open(os.path.join(REPO, "lua", name + ".lua")) as f:
+                    lines = f.read().split("\n")
+                header = "\n".join(lines[:next(i for i, line in enumerate(lines)
+                                                 if not line.startswith("--"))])
+                for word in ("KEYS", "ARGV", "Returns", "Order", "Why"):
+                    self.assertIn(word, header, "comment block of %s" % name)
+                self.r.script_load(text)  # compiles
+
+    def test_fragments_are_included_in_order(self):
+        for name in ("requeue", "requeue_one"):
+            text = load_script(name)
+            self.assertLess(text.index("local function retake_running_lock"),
+                            text.index("local function requeue_job"), name)
+        for name in ("requeue_entry", "retake"):
+            self.assertIn("local function retake_running_lock", load_script(name))
+
+    def test_time_readers_enable_effects_replication_first(self):
+        guard = "if redis.replicate_commands then pcall(redis.replicate_commands) end"
+        for name in PROTOCOL_SCRIPTS:
+            text = load_script(name)
+            code = [line for line in text.split("\n") if line and not line.startswith("--")]
+            if "'TIME'" in text:
+                self.assertTrue(code[0].startswith(guard), name)
+                self.assertNotIn("redis.call('TIME')", text, "TIME only through pcall")
+
+    def test_expansion_matches_the_build(self):
+        """load_script() == the C strings tools/embed-lua.sh generates."""
+        out = subprocess.run(["sh", os.path.join(REPO, "tools", "embed-lua.sh"),
+                              os.path.join(REPO, "lua")],
+                             check=True, stdout=subprocess.PIPE).stdout.decode()
+        embedded = {}
+        for m in re.finditer(r'static const char lua_(\w+)\[\] =\n((?:".*"\n)*);', out):
+            parts = re.findall(r'^"(.*)"$', m.group(2), re.M)
+            text = "".join(parts)
+            text = re.sub(r'\\(.)', lambda e: {"n": "\n", "t": "\t"}.get(e.group(1),
+                                                                        e.group(1)), text)
+            embedded[m.group(1)] = text
+        self.assertEqual(set(embedded), set(PROTOCOL_SCRIPTS))
+        for name, text in embedded.items():
+            self.assertEqual(text, load_script(name), name)
+
+    def test_expand_includes_like_awk(self):
+        lib = os.path.join(REPO, "lua", "lib")
+        with open(os.path.join(lib, "retake_running_lock.lua")) as f:
+            frag = f.read()
+        self.assertEqual(expand_includes("a\n--@include retake_running_lock\nb"),
+                         "a\n" + frag + "b\n")
+        # only an exact "--@include " prefix includes
+        self.assertEqual(expand_includes(" --@include x\n"), " --@include x\n")
+
+
+# ======================================================================================
+# 6.1 FETCH
+
+
+class TestFetch(ScriptTestCase):
+
+    def fetch(self, *queues):
+        return self.run_script("fetch", [qkey(q) for q in queues] + [INPROGRESS])
+
+    def test_all_empty_is_nil(self):
+        self.assertIsNone(self.fetch("a", "b"))
+        self.assertEqual(self.inprogress(), [])
+
+    def test_takes_the_oldest_of_the_first_non_empty_queue(self):
+        self.r.lpush(qkey("b"), b"b1", b"b2")  # b1 oldest (rightmost)
+        self.r.lpush(qkey("c"), b"c1")
+        self.assertEqual(self.fetch("a", "b", "c"), [qkey("b"), b"b1"])
+        self.assertEqual(self.fetch("a", "b", "c"), [qkey("b"), b"b2"])
+        self.assertEqual(self.fetch("a", "b", "c"), [qkey("c"), b"c1"])
+        self.assertIsNone(self.fetch("a", "b", "c"))
+        # newest fetch at index 0
+        self.assertEqual(self.inprogress(), [b"c1", b"b2", b"b1"])
+
+    def test_try_order_is_the_key_order(self):
+        self.r.lpush(qkey("a"), b"a1")
+        self.r.lpush(qkey("b"), b"b1")
+        self.assertEqual(self.fetch("b", "a"), [qkey("b"), b"b1"])
+
+    def test_moves_the_exact_string(self):
+        raw = job("j1")
+        self.r.lpush(qkey("default"), raw)
+        self.assertEqual(self.fetch("default"), [qkey("default"), raw])
+        self.assertEqual(self.inprogress(), [raw])
+
+
+# ======================================================================================
+# 6.4 REQUEUE: liveness
+
+
+class TestRequeueLiveness(ScriptTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.raw = job("j1")
+        self.r.rpush(INPROGRESS, self.raw)
+
+    def assertAlive(self, reply):
+        self.assertEqual(reply, [-1, 0, 0])
+        self.assertEqual(self.inprogress(), [self.raw])
+        self.assertEqual(self.queue(), [])
+
+    def assertRecovered(self, reply):
+        self.assertEqual(reply[:2], [1, 0])
+        self.assertEqual(self.inprogress(), [])
+        self.assertEqual(self.queue(), [self.raw])
+
+    def test_presence_means_alive(self):
+        self.r.hset(PRESENCE, "busy", "0")
+        self.r.hset(LAST_BEAT, OWNER, self.now() - 10000)
+        self.assertAlive(self.requeue())
+
+    def test_recent_beat_means_alive(self):
+        for age in (10, 120, 300):
+            self.r.hset(LAST_BEAT, OWNER, self.now() - age)
+            self.assertAlive(self.requeue(threshold="300"))
+
+    def test_old_beat_means_dead(self):
+        self.r.hset(LAST_BEAT, OWNER, self.now() - 301)
+        self.assertRecovered(self.requeue(threshold="300"))
+
+    def test_threshold_is_honoured(self):
+        self.r.hset(LAST_BEAT, OWNER, self.now() - 90)
+        self.assertAlive(self.requeue(threshold="120"))
+        self.assertRecovered(self.requeue(threshold="60"))
+
+    def test_no_beat_means_dead(self):
+        self.assertRecovered(self.requeue())
+
+    def test_garbage_beat_counts_as_absent(self):
+        for garbage in ("garbage", "", "inf", "nan", "12abc"):
+            with self.subTest(last_beat=garbage):
+                self.r.delete(qkey("default"), INPROGRESS, counter("j1"))
+                self.r.rpush(INPROGRESS, self.raw)
+                self.r.hset(LAST_BEAT, OWNER, garbage)
+                self.assertRecovered(self.requeue())
+
+    def test_redis_clock_wins_over_the_callers(self):
+        # The caller's epoch is far in the future; TIME works, so it is ignored.
+        self.r.hset(LAST_BEAT, OWNER, self.now() - 10)
+        self.assertAlive(self.requeue(now=self.now() + 100000))
+
+    def test_no_threshold_is_unconditional(self):
+        self.r.hset(PRESENCE, "busy", "0")
+        self.r.hset(LAST_BEAT, OWNER, self.now())
+        self.assertRecovered(self.requeue(threshold=""))
+
+    def test_the_last_beat_is_left_to_the_caller(self):
+        self.r.hset(LAST_BEAT, OWNER, self.now() - 301)
+        self.requeue()
+        self.assertEqual(self.r.hexists(LAST_BEAT, OWNER), True)
+
+
+class TestRequeueTimeRefusedByAcl(ScriptTestCase):
+    """TIME refused by an ACL ([ACL] -time): the scripts use the caller's epoch."""
+
+    def setUp(self):
+        super().setUp()
+        self.r.acl_setuser("cw", enabled=True, passwords=["+pw"], keys=["*"],
+                           commands=["+@all", "-time"], reset=True)
+        self.addCleanup(self.r.acl_deluser, "cw")
+        self.cw = self.server.client(username="cw", password="pw")
+        self.addCleanup(self.cw.close)
+        with self.assertRaises(redis.ResponseError):
+            self.cw.time()
+        self.raw = job("j1")
+        self.r.rpush(INPROGRESS, self.raw)
+        self.r.hset(LAST_BEAT, OWNER, 1000000)
+
+    def test_alive_by_the_callers_clock(self):
+        self.assertEqual(self.requeue(now=1000000 + 300, client=self.cw), [-1, 0, 0])
+
+    def test_dead_by_the_callers_clock(self):
+        self.assertEqual(self.requeue(now=1000000 + 301, client=self.cw), [1, 0, 1,
+                                                                           b"default"])
+        self.assertEqual(self.queue(), [self.raw])
+
+    def test_unlisted_check_uses_the_callers_clock(self):
+        self.r.zadd(LIVE, {"default": 1000000 + 500})
+        self.assertEqual(self.requeue(now=1000000 + 600, client=self.cw), [1, 0, 0])
+
+
+class TestRequeueTimeRenamed(ScriptTestCase):
+    """TIME unknown to the server (rename-command TIME ""): same fallback."""
+
+    redis_args = ["--rename-command", "TIME", ""]
+
+    def now(self):
+        return 2000000000
+
+    def test_fallback(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.hset(LAST_BEAT, OWNER, 2000000000 - 100)
+        self.assertEqual(self.requeue(), [-1, 0, 0])
+        self.assertEqual(self.requeue(now=2000000000 + 400), [1, 0, 1, b"default"])
+        self.assertEqual(self.queue(), [raw])
+
+
+# ======================================================================================
+# 6.4 REQUEUE: the moves
+
+
+class TestRequeueMoves(ScriptTestCase):
+
+    def test_empty_list(self):
+        self.assertEqual(self.requeue(), [0, 0, 0])
+
+    def test_order_is_preserved(self):
+        """Fetched j1, j2, j3 (j3 newest, index 0): after the requeue j1 is first in line
+        (rightmost), ahead of what was already queued."""
+        self.r.lpush(qkey("default"), b"old")
+        for i in (1, 2, 3):
+            self.r.lpush(INPROGRESS, job("j%d" % i))
+        self.live("default")
+        self.assertEqual(self.requeue(), [3, 0, 0])
+        self.assertEqual(self.queue(), [b"old", job("j3"), job("j2"), job("j1")])
+        # consumers take from the right: j1 first, then j2, j3, then old
+        self.assertEqual([self.r.rpop(qkey("default")) for _ in range(4)],
+                         [job("j1"), job("j2"), job("j3"), b"old"])
+
+    def test_each_job_goes_to_its_own_queue(self):
+        self.r.rpush(INPROGRESS, job("a", "qa"), job("b", "qb"))
+        self.live("qa", "qb")
+        self.assertEqual(self.requeue(), [2, 0, 0])
+        self.assertEqual(self.queue("qa"), [job("a", "qa")])
+        self.assertEqual(self.queue("qb"), [job("b", "qb")])
+
+    def test_unreadable_queue_goes_to_default(self):
+        bad = [b"{not json", b"[1,2]", b'"str"', b"null",
+               b'{"jid":"x","queue":""}', b'{"jid":"y","queue":7}', b'{"jid":"z"}']
+        self.r.rpush(INPROGRESS, *bad)
+        self.live("default")
+        self.assertEqual(self.requeue(), [len(bad), 0, 0])
+        self.assertEqual(sorted(self.queue()), sorted(bad))
+
+    def test_finished_marks_are_dropped_with_their_counter(self):
+        done, kept, other = job("done"), job("kept"), job("other")
+        self.r.rpush(INPROGRESS, done, kept, other)
+        self.r.set(counter("done"), 2)
+        self.r.set(counter("other"), 2)
+        self.live("default")
+        reply = self.requeue(threshold="", marks=[b"d:" + done, b"k:" + kept])
+        self.assertEqual(reply, [1, 0, 0])
+        self.assertEqual(self.queue(), [other])
+        self.assertEqual(self.inprogress(), [kept])
+        self.assertFalse(self.r.exists(counter("done")), "the drop is the ack")
+        self.assertEqual(self.r.get(counter("other")), b"2", "shutdown never counts")
+
+    def test_kept_jobs_go_back_after_failed_ones(self):
+        kept = job("kept")
+        broken = job("broken", "broken")
+        self.r.rpush(INPROGRESS, kept, broken, job("good"))
+        self.r.set(qkey("broken"), "a string")
+        self.live("default", "broken")
+        reply = self.requeue(threshold="", marks=[b"k:" + kept])
+        self.assertEqual(reply, [1, 1, 0])
+        self.assertEqual(self.inprogress(), [broken, kept])
+
+    def test_unknown_marks_are_ignored(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.live("default")
+        self.assertEqual(self.requeue(marks=[b"x:" + raw, b"", b"d"]), [1, 0, 0])
+
+    def test_failed_write_rotates_the_job_to_the_back(self):
+        broken, good1, good2 = job("b", "broken"), job("g1"), job("g2")
+        self.r.rpush(INPROGRESS, broken, good1, good2)
+        self.r.set(qkey("broken"), "a string")
+        self.live("default", "broken")
+        self.assertEqual(self.requeue(), [2, 1, 0])
+        self.assertEqual(self.inprogress(), [broken])
+        self.assertEqual(self.queue(), [good1, good2])
+        self.assertFalse(self.r.exists(counter("b")), "only a requeue counts")
+        self.assertEqual(self.r.get(counter("g1")), b"1")
+        # fixed: the next pass moves it too
+        self.r.delete(qkey("broken"))
+        self.assertEqual(self.requeue(), [1, 0, 0])
+        self.assertEqual(self.queue("broken"), [broken])
+        self.assertEqual(self.inprogress(), [])
+
+    def test_failed_writes_keep_their_order(self):
+        b1, b2 = job("b1", "broken"), job("b2", "broken")
+        self.r.rpush(INPROGRESS, b1, job("g"), b2)
+        self.r.set(qkey("broken"), "a string")
+        self.live("default", "broken")
+        self.assertEqual(self.requeue(), [1, 2, 0])
+        self.assertEqual(self.inprogress(), [b1, b2])
+
+    def test_unlisted_queues_are_reported_once_and_listed(self):
+        self.r.zadd(LIVE, {"fresh": self.now(), "stale": self.now() - 200})
+        self.r.rpush(INPROGRESS, job("a", "nobody"), job("b", "fresh"), job("c", "stale"),
+                     job("d", "nobody"))
+        reply = self.requeue()
+        self.assertEqual(reply[:3], [4, 0, 2])
+        self.assertEqual(reply[3:], [b"nobody", b"stale"])
+        self.assertEqual(self.r.smembers(QUEUES), {b"nobody", b"stale"})
+        self.assertEqual(len(self.queue("nobody")), 2)
+
+    def test_live_queue_within_120s_is_listed(self):
+        self.r.zadd(LIVE, {"q": self.now() - 119})
+        self.r.rpush(INPROGRESS, job("a", "q"))
+        self.assertEqual(self.requeue(), [1, 0, 0])
+
+    def test_damaged_listing_keys_do_not_block(self):
+        self.r.set(QUEUES, "x")
+        self.r.set(LIVE, "x")
+        self.r.rpush(INPROGRESS, job("a"))
+        self.assertEqual(self.requeue(), [1, 0, 1, b"default"])
+        self.assertEqual(self.queue(), [job("a")])
+
+    def test_wrong_typed_list_is_an_error(self):
+        self.r.set(INPROGRESS, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.requeue()
+
+
+# ======================================================================================
+# 6.4 REQUEUE: orphan counters, parking, raw burial
+
+
+class TestRequeueOrphans(ScriptTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.raw = job("j1")
+        self.live("default")
+
+    def recover(self, **kw):
+        self.r.rpush(INPROGRESS, self.raw)
+        return self.requeue(**kw)
+
+    def test_counter_counts_recoveries_with_a_ttl(self):
+        for n in (1, 2, 3):
+            self.assertEqual(self.recover(), [1, 0, 0])
+            self.assertEqual(self.r.get(counter("j1")), str(n).encode())
+            self.assertTrue(604790 < self.r.ttl(counter("j1")) <= 604800)
+        self.assertEqual(len(self.queue()), 3)
+
+    def test_fourth_recovery_parks(self):
+        self.r.set(counter("j1"), 3)
+        self.assertEqual(self.recover(max_orphanings=3), [1, 0, 0])
+        self.assertEqual(self.r.lrange(PARKING, 0, -1), [self.raw])
+        self.assertEqual(self.queue(), [])
+        self.assertEqual(self.inprogress(), [])
+        self.assertEqual(self.r.get(counter("j1")), b"3", "parking does not count")
+
+    def test_limit_is_count_plus_one(self):
+        self.r.set(counter("j1"), 2)
+        self.assertEqual(self.recover(max_orphanings=3), [1, 0, 0])
+        self.assertEqual(self.queue(), [self.raw])
+        self.assertEqual(self.r.get(counter("j1")), b"3")
+
+    def test_shutdown_requeue_ignores_the_limit(self):
+        self.r.set(counter("j1"), 10)
+        self.assertEqual(self.recover(threshold=""), [1, 0, 0])
+        self.assertEqual(self.queue(), [self.raw])
+        self.assertEqual(self.r.get(counter("j1")), b"10")
+
+    def test_no_jid_no_counter(self):
+        self.raw = b'{"class":"Work","queue":"default"}'
+        self.assertEqual(self.recover(max_orphanings=0), [1, 0, 0])
+        self.assertEqual(self.queue(), [self.raw])
+        self.assertEqual(self.r.keys(ORPH + "*"), [])
+
+    def test_corrupt_counter_is_reset(self):
+        for corrupt in ("abc", "1.5", ""):
+            with self.subTest(counter=corrupt):
+                self.r.delete(qkey("default"))
+                self.r.set(counter("j1"), corrupt)
+                self.assertEqual(self.recover(max_orphanings=1), [1, 0, 0])
+                self.assertEqual(self.r.get(counter("j1")), b"1")
+                self.assertEqual(self.queue(), [self.raw])
+
+    def test_wrong_typed_counter_is_reset(self):
+        self.r.rpush(counter("j1"), "x", "y")
+        self.assertEqual(self.recover(max_orphanings=1), [1, 0, 0])
+        self.assertEqual(self.r.get(counter("j1")), b"1")
+        # and the limit still works: 1 + 1 > 1
+        self.assertEqual(self.recover(max_orphanings=1), [1, 0, 0])
+        self.assertEqual(self.r.lrange(PARKING, 0, -1), [self.raw])
+
+    def test_counter_is_written_after_the_job(self):
+        """A failed requeue never counts as an orphaning."""
+        self.r.set(qkey("default"), "a string")
+        self.assertEqual(self.recover(), [0, 1, 0])
+        self.assertFalse(self.r.exists(counter("j1")))
+
+    def test_raw_burial_when_parking_fails(self):
+        self.r.set(PARKING, "a string")
+        self.r.set(counter("j1"), 3)
+        reply = self.recover(now=1767225600)
+        self.assertEqual(reply, [1, 0, 0, self.raw])
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True),
+                         [(self.raw, 1767225600.0)])
+        self.assertEqual(self.inprogress(), [])
+        self.assertEqual(self.queue(), [])
+
+    def test_raw_burial_reply_follows_the_unlisted_names(self):
+        self.r.set(PARKING, "a string")
+        self.r.set(counter("j1"), 3)
+        other = job("j2", "nobody")
+        self.r.rpush(INPROGRESS, other)
+        self.assertEqual(self.recover(), [2, 0, 1, b"nobody", self.raw])
+
+    def test_both_parking_and_dead_broken_requeues(self):
+        self.r.hset(PARKING, "x", "y")
+        self.r.set(DEAD, "a string")
+        self.r.set(counter("j1"), 3)
+        self.assertEqual(self.recover(), [1, 0, 0])
+        self.assertEqual(self.queue(), [self.raw])
+        self.assertEqual(self.r.get(counter("j1")), b"4")
+
+    def test_parking_broken_and_nothing_writable_rotates(self):
+        self.r.set(PARKING, "a string")
+        self.r.set(DEAD, "a string")
+        self.r.set(qkey("default"), "a string")
+        self.r.set(counter("j1"), 3)
+        self.assertEqual(self.recover(), [0, 1, 0])
+        self.assertEqual(self.inprogress(), [self.raw])
+
+
+# ======================================================================================
+# 6.2/6.3 via REQUEUE and REQUEUE_ONE: the running lock travels with the push
+
+
+class TestRequeueRunningLock(ScriptTestCase):
+
+    LOCK = (RUNNING + "pj").encode()
+
+    def setUp(self):
+        super().setUp()
+        self.live("default")
+        self.raw = periodic_job("j1")
+
+    def recover(self):
+        self.r.rpush(INPROGRESS, self.raw)
+        return self.requeue()
+
+    def test_absent_lock_is_taken_with_queued_ttl(self):
+        self.assertEqual(self.recover(), [1, 0, 0])
+        self.assertEqual(self.r.get(self.LOCK), b"j1")
+        self.assertTrue(QUEUED_TTL - 10 < self.r.ttl(self.LOCK) <= QUEUED_TTL)
+
+    def test_own_lock_is_refreshed(self):
+        self.r.set(self.LOCK, "j1", ex=30)
+        self.recover()
+        self.assertEqual(self.r.get(self.LOCK), b"j1")
+        self.assertGreater(self.r.ttl(self.LOCK), 420)
+
+    def test_other_owner_is_left_alone(self):
+        self.r.set(self.LOCK, "newer", ex=30)
+        self.recover()
+        self.assertEqual(self.r.get(self.LOCK), b"newer")
+        self.assertLessEqual(self.r.ttl(self.LOCK), 30)
+        self.assertEqual(self.queue(), [self.raw])
+
+    def test_only_a_literal_true_flag_counts(self):
+        for raw in (job("j1", periodic_pjid="pj", periodic_until_executed="true"),
+                    job("j1", periodic_pjid="pj"),
+                    job("j1", periodic_pjid=7, periodic_until_executed=True)):
+            self.raw = raw
+            self.recover()
+            self.assertFalse(self.r.exists(self.LOCK), raw)
+
+    def test_damaged_lock_keeps_the_job_listed(self):
+        self.r.rpush(self.LOCK, "x")
+        self.assertEqual(self.recover(), [0, 1, 0])
+        self.assertEqual(self.inprogress(), [self.raw])
+        self.assertEqual(self.queue(), [])
+
+
+# ======================================================================================
+# 6.5 BURY_ORPHAN
+
+
+class TestBuryOrphan(ScriptTestCase):
+
+    def bury(self, raw, entry=b"entry", score=100):
+        return self.run_script("bury_orphan", [PARKING, DEAD], [raw, score, entry])
+
+    def test_head_only(self):
+        self.r.rpush(PARKING, b"a", b"b")
+        self.assertEqual(self.bury(b"b"), 0)
+        self.assertEqual(self.bury(b"missing"), 0)
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        self.assertEqual(self.bury(b"a", b"entry-a", 123.5), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"entry-a", 123.5)])
+        self.assertEqual(self.r.lrange(PARKING, 0, -1), [b"b"])
+
+    def test_second_burier_gets_zero(self):
+        self.r.rpush(PARKING, b"a")
+        self.assertEqual(self.bury(b"a"), 1)
+        self.assertEqual(self.bury(b"a"), 0)
+        self.assertEqual(self.r.zcard(DEAD), 1)
+
+    def test_empty_or_missing_list(self):
+        self.assertEqual(self.bury(b"a"), 0)
+
+    def test_failed_write_keeps_the_job_parked(self):
+        self.r.rpush(PARKING, b"a")
+        self.r.set(DEAD, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.bury(b"a")
+        self.assertEqual(self.r.lrange(PARKING, 0, -1), [b"a"])
+
+
+# ======================================================================================
+# 6.6 REQUEUE_ONE
+
+
+class TestRequeueOne(ScriptTestCase):
+
+    def requeue_one(self, raw):
+        return self.run_script("requeue_one", [INPROGRESS],
+                               [raw, QUEUE, "default", RUNNING, QUEUED_TTL])
+
+    def test_not_listed_is_zero(self):
+        self.r.rpush(INPROGRESS, job("other"))
+        self.assertEqual(self.requeue_one(job("j1")), 0)
+        self.assertEqual(self.queue(), [])
+        self.assertEqual(self.inprogress(), [job("other")])
+
+    def test_requeues_to_the_front_of_its_queue(self):
+        raw = job("j1", "q")
+        self.r.rpush(INPROGRESS, job("a"), raw, job("b"))
+        self.r.lpush(qkey("q"), b"waiting")
+        self.assertEqual(self.requeue_one(raw), 1)
+        self.assertEqual(self.r.rpop(qkey("q")), raw, "first in line")
+        self.assertEqual(self.inprogress(), [job("a"), job("b")])
+
+    def test_removes_one_copy_only(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw, raw)
+        self.assertEqual(self.requeue_one(raw), 1)
+        self.assertEqual(self.inprogress(), [raw])
+
+    def test_retakes_a_lapsed_running_lock(self):
+        raw = periodic_job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.assertEqual(self.requeue_one(raw), 1)
+        self.assertEqual(self.r.get((RUNNING + "pj").encode()), b"j1")
+        self.assertGreater(self.r.ttl((RUNNING + "pj").encode()), QUEUED_TTL - 10)
+
+    def test_no_orphan_counting(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.requeue_one(raw)
+        self.assertFalse(self.r.exists(counter("j1")))
+
+    def test_failed_write_keeps_the_job_listed(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.set(qkey("default"), "x")
+        with self.assertRaises(redis.ResponseError):
+            self.requeue_one(raw)
+        self.assertEqual(self.inprogress(), [raw])
+
+
+# ======================================================================================
+# 6.7 INTERRUPT
+
+
+class TestInterrupt(ScriptTestCase):
+
+    def interrupt(self, raw, target=RETRY, payload=b"new", score=50, jid="j1"):
+        keys = [INPROGRESS, target] + ([counter(jid)] if jid else [])
+        return self.run_script("interrupt", keys, [raw, score, payload])
+
+    def test_gone_is_zero(self):
+        self.assertEqual(self.interrupt(job("j1")), 0)
+        self.assertEqual(self.r.zcard(RETRY), 0)
+
+    def test_files_and_removes_one_copy(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw, job("x"), raw)
+        self.r.set(counter("j1"), 2)
+        self.assertEqual(self.interrupt(raw, DEAD, b"entry", 77), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"entry", 77.0)])
+        self.assertEqual(self.inprogress(), [job("x"), raw])
+        self.assertFalse(self.r.exists(counter("j1")))
+
+    def test_counter_key_is_optional(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.assertEqual(self.interrupt(raw, jid=None), 1)
+        self.assertEqual(self.inprogress(), [])
+
+    def test_damaged_counter_does_not_fail(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.hset(counter("j1"), "x", "y")
+        self.assertEqual(self.interrupt(raw), 1)
+
+    def test_failed_write_keeps_the_job_listed(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.set(RETRY, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.interrupt(raw)
+        self.assertEqual(self.inprogress(), [raw])
+
+
+# ======================================================================================
+# 6.8 PARK_UNSETTLED, 6.9 FILE_UNSETTLED
+
+
+class TestUnsettled(ScriptTestCase):
+
+    def record(self, jid, target="cogworker:dead", score=42):
+        return json.dumps({"set": target, "score": score, "payload": job(jid).decode()},
+                          separators=(",", ":")).encode()
+
+    def park(self, raw, record):
+        return self.run_script("park_unsettled", [INPROGRESS, UNSETTLED], [raw, record])
+
+    def file(self, record, target=DEAD, payload=b"payload", score=42, jid="j1"):
+        keys = [UNSETTLED, target] + ([counter(jid)] if jid else [])
+        return self.run_script("file_unsettled", keys, [record, score, payload])
+
+    def test_park(self):
+        raw, rec = job("j1"), self.record("j1")
+        self.assertEqual(self.park(raw, rec), 0)
+        self.assertEqual(self.r.llen(UNSETTLED), 0)
+        self.r.rpush(INPROGRESS, raw, job("x"))
+        self.r.rpush(UNSETTLED, b"earlier")
+        self.assertEqual(self.park(raw, rec), 1)
+        self.assertEqual(self.r.lrange(UNSETTLED, 0, -1), [b"earlier", rec])
+        self.assertEqual(self.inprogress(), [job("x")])
+
+    def test_park_failed_write_keeps_the_job_listed(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.set(UNSETTLED, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.park(raw, b"rec")
+        self.assertEqual(self.inprogress(), [raw])
+
+    def test_file_head_only(self):
+        a, b = self.record("a"), self.record("b")
+        self.r.rpush(UNSETTLED, a, b)
+        self.assertEqual(self.file(b, jid="b"), 0)
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        self.r.set(counter("a"), 1)
+        self.assertEqual(self.file(a, DEAD, job("a"), 42, "a"), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(job("a"), 42.0)])
+        self.assertEqual(self.r.lrange(UNSETTLED, 0, -1), [b])
+        self.assertFalse(self.r.exists(counter("a")))
+        self.assertEqual(self.file(a, jid="a"), 0, "a second filer gets 0")
+
+    def test_file_into_retry_without_counter_key(self):
+        rec = self.record("j1", "cogworker:retry")
+        self.r.rpush(UNSETTLED, rec)
+        self.assertEqual(self.file(rec, RETRY, b"p", 9, jid=None), 1)
+        self.assertEqual(self.r.zscore(RETRY, b"p"), 9.0)
+
+    def test_file_failed_write_keeps_the_record(self):
+        rec = self.record("j1")
+        self.r.rpush(UNSETTLED, rec)
+        self.r.set(DEAD, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.file(rec)
+        self.assertEqual(self.r.lrange(UNSETTLED, 0, -1), [rec])
+
+
+# ======================================================================================
+# 6.10 SWAP_DEAD_ENTRY
+
+
+class TestSwapDeadEntry(ScriptTestCase):
+
+    def swap(self, old, new, score=10):
+        return self.run_script("swap_dead_entry", [DEAD], [old, new, score])
+
+    def test_gone_is_zero(self):
+        self.assertEqual(self.swap(b"raw", b"entry"), 0)
+        self.assertEqual(self.r.zcard(DEAD), 0)
+
+    def test_swaps(self):
+        self.r.zadd(DEAD, {b"raw": 1, b"other": 2})
+        self.assertEqual(self.swap(b"raw", b"entry", 10), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True),
+                         [(b"other", 2.0), (b"entry", 10.0)])
+        self.assertEqual(self.swap(b"raw", b"entry"), 0)
+
+    def test_same_member_is_kept(self):
+        self.r.zadd(DEAD, {b"raw": 1})
+        self.assertEqual(self.swap(b"raw", b"raw", 5), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"raw", 5.0)])
+
+
+# ======================================================================================
+# 6.11 ACK
+
+
+class TestAck(ScriptTestCase):
+
+    def test_removes_one_copy_and_the_counter(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw, job("x"), raw)
+        self.r.set(counter("j1"), 2)
+        self.assertEqual(self.run_script("ack", [INPROGRESS, counter("j1")], [raw]), 1)
+        self.assertEqual(self.inprogress(), [job("x"), raw])
+        self.assertFalse(self.r.exists(counter("j1")))
+
+    def test_not_listed_and_damaged_counter_still_one(self):
+        self.r.hset(counter("j1"), "x", "y")
+        self.assertEqual(self.run_script("ack", [INPROGRESS, counter("j1")], [job("j1")]), 1)
+        self.assertEqual(self.run_script("ack", [INPROGRESS], [job("j1")]), 1)
+
+
+# ======================================================================================
+# 6.12 REQUEUE_ENTRY, 6.13 RETAKE
+
+
+class TestRequeueEntry(ScriptTestCase):
+
+    LOCK = (RUNNING + "pj").encode()
+
+    def requeue_entry(self, payload, flag, queue="default", jid="j1", ttl=QUEUED_TTL):
+        keys = [qkey(queue)] + ([self.LOCK] if flag else [])
+        return self.run_script("requeue_entry", keys, [payload, jid, ttl, flag])
+
+    def test_pushes_to_the_front(self):
+        self.r.lpush(qkey("default"), b"waiting")
+        self.assertEqual(self.requeue_entry(job("j1"), ""), 1)
+        self.assertEqual(self.r.rpop(qkey("default")), job("j1"))
+        self.assertFalse(self.r.exists(self.LOCK))
+
+    def test_flagged_takes_the_lock(self):
+        self.assertEqual(self.requeue_entry(periodic_job("j1"), "1", ttl=100), 1)
+        self.assertEqual(self.r.get(self.LOCK), b"j1")
+        self.assertTrue(90 < self.r.ttl(self.LOCK) <= 100)
+
+    def test_flag_spellings(self):
+        for flag, locked in (("true", True), ("1", True), ("0", False), ("false", False)):
+            self.r.delete(self.LOCK)
+            self.run_script("requeue_entry", [qkey("default"), self.LOCK],
+                            [b"p", "j1", 100, flag])
+            self.assertEqual(bool(self.r.exists(self.LOCK)), locked, flag)
+
+    def test_flagged_refreshes_own_and_spares_others(self):
+        self.r.set(self.LOCK, "j1", ex=5)
+        self.requeue_entry(b"p", "1")
+        self.assertGreater(self.r.ttl(self.LOCK), 5)
+        self.r.set(self.LOCK, "newer", ex=5)
+        self.requeue_entry(b"p", "1")
+        self.assertEqual(self.r.get(self.LOCK), b"newer")
+        self.assertLessEqual(self.r.ttl(self.LOCK), 5)
+        self.assertEqual(self.r.llen(qkey("default")), 2)
+
+
+class TestRetake(ScriptTestCase):
+
+    LOCK = (RUNNING + "pj").encode()
+
+    def retake(self, jid="j1", ttl=420):
+        return self.run_script("retake", [self.LOCK], [jid, ttl])
+
+    def test_absent_is_taken(self):
+        self.assertEqual(self.retake(), 1)
+        self.assertEqual(self.r.get(self.LOCK), b"j1")
+        self.assertTrue(410 < self.r.ttl(self.LOCK) <= 420)
+
+    def test_owned_is_refreshed(self):
+        self.r.set(self.LOCK, "j1", ex=10)
+        self.assertEqual(self.retake(), 1)
+        self.assertTrue(410 < self.r.ttl(self.LOCK) <= 420)
+
+    def test_other_owner_untouched(self):
+        self.r.set(self.LOCK, "newer", ex=10)
+        self.assertEqual(self.retake(), 0)
+        self.assertEqual(self.r.get(self.LOCK), b"newer")
+        self.assertLessEqual(self.r.ttl(self.LOCK), 10)
+
+    def test_owned_without_ttl_gets_one(self):
+        self.r.set(self.LOCK, "j1")
+        self.assertEqual(self.retake(), 1)
+        self.assertGreater(self.r.ttl(self.LOCK), 0)
+
+
+# ======================================================================================
+# 6.14 CLAIM, 6.15 ROLLBACK
+
+
+class Periodic(ScriptTestCase):
+    PJID = "pj"
+    RUN = b"periodic:running:pj"
+    LAST = b"periodic:last_slot:pj"
+
+    def slot_lock(self, slot):
+        return ("periodic:lock:pj:%d" % slot).encode()
+
+    def claim(self, slot, mode="until_executed", jid="j1"):
+        return self.run_script("claim", [self.RUN, self.LAST, self.slot_lock(slot)],
+                               [slot, mode, 20, jid, QUEUED_TTL])
+
+    def rollback(self, slot, previous, jid="j1"):
+        return self.run_script("rollback", [self.LAST, self.slot_lock(slot), self.RUN],
+                               [slot, previous, jid])
+
+
+class TestClaim(Periodic):
+
+    def test_first_claim(self):
+        self.assertEqual(self.claim(1000), [1, b""])
+        self.assertEqual(self.r.get(self.LAST), b"1000")
+        self.assertEqual(self.r.get(self.slot_lock(1000)), b"1")
+        self.assertTrue(0 < self.r.ttl(self.slot_lock(1000)) <= 20)
+        self.assertEqual(self.r.get(self.RUN), b"j1")
+        self.assertTrue(QUEUED_TTL - 10 < self.r.ttl(self.RUN) <= QUEUED_TTL)
+
+    def test_returns_the_previous_slot(self):
+        self.r.set(self.LAST, "940")
+        self.assertEqual(self.claim(1000), [1, b"940"])
+
+    def test_blocked_by_a_running_lock(self):
+        self.r.set(self.RUN, "old-run")
+        self.assertEqual(self.claim(1000), 2)
+        self.assertFalse(self.r.exists(self.LAST))
+        self.assertFalse(self.r.exists(self.slot_lock(1000)))
+
+    def test_without_unique_mode_no_running_lock(self):
+        self.r.set(self.RUN, "old-run")
+        self.assertEqual(self.claim(1000, mode=""), [1, b""])
+        self.assertEqual(self.r.get(self.RUN), b"old-run")
+        self.r.delete(self.RUN)
+        self.assertEqual(self.claim(1060, mode=""), [1, b"1000"])
+        self.assertFalse(self.r.exists(self.RUN))
+
+    def test_same_or_earlier_slot_is_zero(self):
+        self.r.set(self.LAST, "1000")
+        self.assertEqual(self.claim(1000), 0)
+        self.assertEqual(self.claim(940), 0)
+        self.assertEqual(self.r.get(self.LAST), b"1000")
+        self.assertFalse(self.r.exists(self.RUN))
+
+    def test_slot_lock_is_nx(self):
+        self.r.set(self.slot_lock(1000), "1", ex=20)
+        self.assertEqual(self.claim(1000), 0)
+        self.assertFalse(self.r.exists(self.LAST))
+        self.assertFalse(self.r.exists(self.RUN))
+
+    def test_two_claimers_one_winner(self):
+        self.assertEqual(self.claim(1000, jid="a"), [1, b""])
+        self.r.delete(self.RUN)  # the first run finished at once
+        self.assertEqual(self.claim(1000, jid="b"), 0)
+
+    def test_non_numeric_last_slot_is_an_error(self):
+        self.r.set(self.LAST, "garbage")
+        with self.assertRaises(redis.ResponseError):
+            self.claim(1000)
+        self.assertFalse(self.r.exists(self.slot_lock(1000)))
+        self.assertFalse(self.r.exists(self.RUN))
+
+
+class TestRollback(Periodic):
+
+    def test_without_previous_goes_to_slot_minus_one(self):
+        self.claim(1767225600)
+        self.assertEqual(self.rollback(1767225600, ""), 1)
+        self.assertEqual(self.r.get(self.LAST), b"1767225599")
+        self.assertFalse(self.r.exists(self.slot_lock(1767225600)))
+        self.assertFalse(self.r.exists(self.RUN))
+
+    def test_restores_previous(self):
+        self.r.set(self.LAST, "100")
+        self.assertEqual(self.claim(1000), [1, b"100"])
+        self.assertEqual(self.rollback(1000, "100"), 1)
+        self.assertEqual(self.r.get(self.LAST), b"100")
+
+    def test_later_slot_untouched(self):
+        self.claim(1000)
+        self.r.set(self.LAST, "1060")
+        self.assertEqual(self.rollback(1000, ""), 1)
+        self.assertEqual(self.r.get(self.LAST), b"1060")
+        self.assertFalse(self.r.exists(self.slot_lock(1000)))
+
+    def test_running_lock_released_only_when_ours(self):
+        self.claim(1000)
+        self.r.set(self.RUN, "newer")
+        self.assertEqual(self.rollback(1000, ""), 1)
+        self.assertEqual(self.r.get(self.RUN), b"newer")
+
+    def test_damaged_keys_still_done(self):
+        self.r.rpush(self.RUN, "x")
+        self.r.set(self.LAST, "1000")
+        self.r.set(self.slot_lock(1000), "1")
+        self.assertEqual(self.rollback(1000, "100"), 1)
+        self.assertEqual(self.r.get(self.LAST), b"100")
+        self.assertFalse(self.r.exists(self.slot_lock(1000)))
+        self.r.delete(self.RUN, self.LAST)
+        self.r.rpush(self.LAST, "x")
+        self.r.set(self.RUN, "j1")
+        self.assertEqual(self.rollback(1000, ""), 1)
+        self.assertFalse(self.r.exists(self.RUN))
+        self.assertEqual(self.r.type(self.LAST), b"list")
+
+
+# ======================================================================================
+# 6.16 CLAIM_AND_REQUEUE, 6.17 BURY, kill
+
+
+class TestClaimAndRequeue(ScriptTestCase):
+
+    def graduate(self, entry, payload, source=SCHEDULE, queue="default"):
+        return self.run_script("claim_and_requeue", [source, QUEUES, qkey(queue)],
+                               [entry, payload, queue])
+
+    def test_gate(self):
+        entry = job("j1", at=1.5)
+        self.r.zadd(SCHEDULE, {entry: 1.5})
+        self.r.lpush(qkey("q"), b"older")
+        self.assertEqual(self.graduate(entry, b"restamped", queue="q"), 1)
+        self.assertEqual(self.queue("q"), [b"restamped", b"older"], "LPUSH: back of line")
+        self.assertEqual(self.r.zcard(SCHEDULE), 0)
+        self.assertEqual(self.r.smembers(QUEUES), {b"q"})
+        self.assertEqual(self.graduate(entry, b"restamped", queue="q"), 0, "gone")
+        self.assertEqual(self.r.llen(qkey("q")), 2)
+
+    def test_from_retry_and_dead(self):
+        for source in (RETRY, DEAD):
+            self.r.zadd(source, {b"e": 1})
+            self.assertEqual(self.graduate(b"e", b"p", source), 1)
+            self.assertEqual(self.r.zcard(source), 0)
+
+    def test_damaged_listing_still_requeued(self):
+        self.r.zadd(RETRY, {b"e": 1})
+        self.r.set(QUEUES, "x")
+        self.assertEqual(self.graduate(b"e", b"p", RETRY), 1)
+        self.assertEqual(self.queue(), [b"p"])
+
+    def test_failed_push_keeps_the_entry(self):
+        self.r.zadd(RETRY, {b"e": 1})
+        self.r.set(qkey("default"), "x")
+        with self.assertRaises(redis.ResponseError):
+            self.graduate(b"e", b"p", RETRY)
+        self.assertEqual(self.r.zscore(RETRY, b"e"), 1.0)
+
+
+class TestBury(ScriptTestCase):
+
+    def bury(self, entry, wrapper=b"wrapper", score=99, source=SCHEDULE):
+        return self.run_script("bury", [source, DEAD, STATS_FAILED], [entry, score, wrapper])
+
+    def test_gone_is_zero(self):
+        self.assertEqual(self.bury(b"e"), 0)
+        self.assertFalse(self.r.exists(STATS_FAILED))
+
+    def test_buries_and_counts(self):
+        self.r.zadd(SCHEDULE, {b"e": 1, b"f": 2})
+        self.r.set(STATS_FAILED, 5)
+        self.assertEqual(self.bury(b"e"), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"wrapper", 99.0)])
+        self.assertEqual(self.r.zrange(SCHEDULE, 0, -1), [b"f"])
+        self.assertEqual(self.r.get(STATS_FAILED), b"6")
+        self.assertEqual(self.bury(b"e"), 0)
+
+    def test_damaged_stats_still_buried(self):
+        self.r.zadd(RETRY, {b"e": 1})
+        self.r.rpush(STATS_FAILED, "x")
+        self.assertEqual(self.bury(b"e", source=RETRY), 1)
+        self.assertEqual(self.r.zcard(RETRY), 0)
+
+    def test_failed_write_keeps_the_entry(self):
+        self.r.zadd(SCHEDULE, {b"e": 1})
+        self.r.set(DEAD, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.bury(b"e")
+        self.assertEqual(self.r.zscore(SCHEDULE, b"e"), 1.0)
+
+
+class TestKill(ScriptTestCase):
+
+    def kill(self, member, new, score=500, source=RETRY):
+        return self.run_script("kill", [source, DEAD], [member, score, new])
+
+    def test_gone_is_zero(self):
+        self.assertEqual(self.kill(b"e", b"e"), 0)
+        self.assertEqual(self.r.zcard(DEAD), 0)
+
+    def test_moves_same_member(self):
+        self.r.zadd(RETRY, {b"e": 1})
+        self.assertEqual(self.kill(b"e", b"e", 500), 1)
+        self.assertEqual(self.r.zcard(RETRY), 0)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"e", 500.0)])
+        self.assertEqual(self.kill(b"e", b"e"), 0)
+
+    def test_moves_new_member(self):
+        self.r.zadd(SCHEDULE, {b"e": 1})
+        self.assertEqual(self.kill(b"e", b"e2", 7, SCHEDULE), 1)
+        self.assertEqual(self.r.zcard(SCHEDULE), 0)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"e2", 7.0)])
+
+    def test_dead_onto_itself_keeps_it(self):
+        self.r.zadd(DEAD, {b"e": 1})
+        self.assertEqual(self.kill(b"e", b"e", 3, DEAD), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"e", 3.0)])
+
+    def test_failed_write_keeps_the_entry(self):
+        self.r.zadd(RETRY, {b"e": 1})
+        self.r.set(DEAD, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.kill(b"e", b"e")
+        self.assertEqual(self.r.zscore(RETRY, b"e"), 1.0)
+
+
+# ======================================================================================
+# 6.18 QUARANTINE, 6.19 owned keys
+
+
+class TestQuarantine(ScriptTestCase):
+
+    QNAME = b"cogworker:quarantine:cogworker:dead:1767225600000:0a1b2c3d"
+
+    def quarantine(self, key, expected):
+        return self.run_script("quarantine", [key, self.QNAME], [expected, 2592000])
+
+    def test_absent_or_right_type_is_zero(self):
+        self.assertEqual(self.quarantine(DEAD, "zset"), 0)
+        self.r.zadd(DEAD, {b"e": 1})
+        self.assertEqual(self.quarantine(DEAD, "zset"), 0)
+        self.assertEqual(self.r.zcard(DEAD), 1)
+        self.assertFalse(self.r.exists(self.QNAME))
+
+    def test_wrong_type_is_renamed_with_a_ttl(self):
+        self.r.set(DEAD, "oops")
+        self.assertEqual(self.quarantine(DEAD, "zset"), 1)
+        self.assertFalse(self.r.exists(DEAD))
+        self.assertEqual(self.r.get(self.QNAME), b"oops")
+        self.assertTrue(2592000 - 10 < self.r.ttl(self.QNAME) <= 2592000)
+
+    def test_each_type(self):
+        for make, expected in ((lambda k: self.r.set(k, "s"), "string"),
+                               (lambda k: self.r.rpush(k, "l"), "list"),
+                               (lambda k: self.r.sadd(k, "m"), "set"),
+                               (lambda k: self.r.hset(k, "f", "v"), "hash"),
+                               (lambda k: self.r.zadd(k, {"m": 1}), "zset")):
+            self.r.flushall()
+            make(b"k")
+            self.assertEqual(self.quarantine(b"k", expected), 0, expected)
+            self.assertEqual(self.quarantine(b"k", "zset" if expected != "zset" else "list"),
+                             1, expected)
+
+
+class TestOwnedKeys(ScriptTestCase):
+
+    KEY = b"cogworker:unique:abc"
+
+    def test_expire_if_owned(self):
+        self.assertEqual(self.run_script("expire_if_owned", [self.KEY], ["j1", 100]), 0)
+        self.assertFalse(self.r.exists(self.KEY))
+        self.r.set(self.KEY, "j2", ex=10)
+        self.assertEqual(self.run_script("expire_if_owned", [self.KEY], ["j1", 100]), 0)
+        self.assertLessEqual(self.r.ttl(self.KEY), 10)
+        self.r.set(self.KEY, "j1", ex=10)
+        self.assertEqual(self.run_script("expire_if_owned", [self.KEY], ["j1", 100]), 1)
+        self.assertTrue(90 < self.r.ttl(self.KEY) <= 100)
+
+    def test_delete_if_owned(self):
+        self.assertEqual(self.run_script("delete_if_owned", [self.KEY], ["j1"]), 0)
+        self.r.set(self.KEY, "j2")
+        self.assertEqual(self.run_script("delete_if_owned", [self.KEY], ["j1"]), 0)
+        self.assertEqual(self.r.get(self.KEY), b"j2")
+        self.r.set(self.KEY, "j1")
+        self.assertEqual(self.run_script("delete_if_owned", [self.KEY], ["j1"]), 1)
+        self.assertFalse(self.r.exists(self.KEY))
+
+
+# ======================================================================================
+# [RO] a read-only replica: pcalls must not hide READONLY from the caller
+
+
+class TestReadOnlyReplica(ScriptTestCase):
+    """The writes that matter are not pcalled, so a failed-over primary makes the
+    writing scripts fail with READONLY (an availability error for the daemon) instead of
+    reporting "nothing could be written"."""
+
+    def setUp(self):
+        super().setUp()
+        self.raw = job("j1")
+        self.r.rpush(INPROGRESS, self.raw)
+        self.r.zadd(RETRY, {self.raw: 1})
+        self.r.set(b"periodic:last_slot:pj", 60)
+        self.r.replicaof("127.0.0.1", free_port())  # a closed port: stays read-only
+        self.addCleanup(self.r.replicaof, "NO", "ONE")
+
+    def test_writing_scripts_fail(self):
+        calls = [
+            lambda: self.requeue(),
+            lambda: self.requeue(threshold=""),
+            lambda: self.run_script("ack", [INPROGRESS, counter("j1")], [self.raw]),
+            lambda: self.run_script("claim_and_requeue", [RETRY, QUEUES, qkey("default")],
+                                    [self.raw, b"p", "default"]),
+            lambda: self.run_script("rollback", [b"periodic:last_slot:pj",
+                                                 b"periodic:lock:pj:60",
+                                                 b"periodic:running:pj"], [60, "", "j1"]),
+        ]
+        for call in calls:
+            with self.assertRaises(redis.ReadOnlyError):
+                call()
+        self.assertEqual(self.inprogress(), [self.raw])
+        self.assertEqual(self.r.zscore(RETRY, self.raw), 1.0)
+
+    def test_alive_owner_still_answers(self):
+        self.r.replicaof("NO", "ONE")
+        self.r.hset(PRESENCE, "busy", "0")
+        self.r.replicaof("127.0.0.1", free_port())
+        self.assertEqual(self.requeue(), [-1, 0, 0])
+
+
+# ======================================================================================
+# The order of commands inside the scripts ([MON])
+
+
+class Monitor:
+    """A MONITOR connection; lua_commands(client, fn) runs fn and returns the commands
+    the scripts issued meanwhile, as lists of (still-escaped) strings."""
+
+    ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+    def __init__(self, server):
+        self.client = server.client()
+        self.conn = self.client.connection_pool.get_connection("MONITOR")
+        self.conn.send_command("MONITOR")
+        assert self.conn.read_response() == b"OK"
+        self.seq = 0
+
+    def lua_commands(self, client, fn):
+        self.seq += 1
+        token = "monitor-sentinel-%d" % self.seq
+        fn()
+        client.echo(token)
+        cmds = []
+        while True:
+            line = self.conn.read_response().decode("utf-8", "replace")
+            if token in line:
+                return cmds
+            if " lua] " in line:
+                args = self.ARG.findall(line.split(" lua] ", 1)[1])
+                cmds.append([args[0].upper()] + args[1:])
+
+    def close(self):
+        self.client.connection_pool.release(self.conn)
+        self.conn.disconnect()
+        self.client.close()
+
+
+class TestCommandOrder(ScriptTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.mon = Monitor(self.server)
+        self.addCleanup(self.mon.close)
+
+    def names(self, fn):
+        return [c[0] for c in self.mon.lua_commands(self.r, fn)]
+
+    def test_requeue_peek_write_pop_then_count(self):
+        raw = periodic_job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.zadd(LIVE, {"default": self.now()})
+        cmds = self.names(self.requeue)
+        self.assertEqual(cmds, [
+            "EXISTS", "HGET",                 # liveness (no stamp: TIME not needed)
+            "TIME",                           # the clock for live_queues
+            "LLEN", "LINDEX",                 # peek
+            "GET",                            # orphan counter
+            "GET", "SET",                     # retake_running_lock (absent -> SET)
+            "RPUSH",                          # write
+            "ZSCORE",                         # live_queues
+            "LPOP",                           # only then pop
+            "INCR", "EXPIRE",                 # and only then count
+        ])
+
+    def test_requeue_parks_before_popping(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.set(counter("j1"), 3)
+        self.r.hset(LAST_BEAT, OWNER, self.now() - 1000)
+        cmds = self.names(self.requeue)
+        self.assertEqual(cmds, ["EXISTS", "HGET", "TIME", "TIME", "LLEN", "LINDEX", "GET",
+                                "RPUSH", "LPOP"])
+
+    def test_requeue_unlisted_is_listed_before_the_pop(self):
+        self.r.rpush(INPROGRESS, job("j1", "nobody"))
+        cmds = self.names(lambda: self.requeue(threshold=""))
+        self.assertEqual(cmds, ["TIME", "LLEN", "LINDEX", "RPUSH", "ZSCORE", "SADD",
+                                "LPOP"])
+
+    def test_requeue_failed_write_pops_then_pushes_back(self):
+        self.r.rpush(INPROGRESS, job("j1", "broken"))
+        self.r.set(qkey("broken"), "x")
+        cmds = self.names(lambda: self.requeue(threshold=""))
+        self.assertEqual(cmds, ["TIME", "LLEN", "LINDEX", "RPUSH", "LPOP", "RPUSH"])
+
+    def test_simple_moves(self):
+        raw = job("j1")
+        cases = [
+            ("requeue_one", lambda: self.r.rpush(INPROGRESS, raw),
+             [INPROGRESS], [raw, QUEUE, "default", RUNNING, QUEUED_TTL],
+             ["LPOS", "RPUSH", "LREM"]),
+            ("interrupt", lambda: self.r.rpush(INPROGRESS, raw),
+             [INPROGRESS, RETRY, counter("j1")], [raw, 1, b"new"],
+             ["LPOS", "ZADD", "LREM", "DEL"]),
+            ("park_unsettled", lambda: self.r.rpush(INPROGRESS, raw),
+             [INPROGRESS, UNSETTLED], [raw, b"rec"], ["LPOS", "RPUSH", "LREM"]),
+            ("file_unsettled", lambda: self.r.rpush(UNSETTLED, b"rec"),
+             [UNSETTLED, DEAD, counter("j1")], [b"rec", 1, raw],
+             ["LINDEX", "ZADD", "LPOP", "DEL"]),
+            ("bury_orphan", lambda: self.r.rpush(PARKING, raw),
+             [PARKING, DEAD], [raw, 1, b"entry"], ["LINDEX", "ZADD", "LPOP"]),
+            ("swap_dead_entry", lambda: self.r.zadd(DEAD, {raw: 1}),
+             [DEAD], [raw, b"entry", 1], ["ZSCORE", "ZADD", "ZREM"]),
+            ("ack", lambda: self.r.rpush(INPROGRESS, raw),
+             [INPROGRESS, counter("j1")], [raw], ["LREM", "DEL"]),
+            ("requeue_entry", lambda: None,
+             [qkey("default"), b"periodic:running:pj"], [raw, "j1", 10, "1"],
+             ["RPUSH", "GET", "SET"]),
+            ("retake", lambda: self.r.set(b"periodic:running:pj", "j1"),
+             [b"periodic:running:pj"], ["j1", 10], ["GET", "EXPIRE"]),
+            ("claim_and_requeue", lambda: self.r.zadd(RETRY, {raw: 1}),
+             [RETRY, QUEUES, qkey("default")], [raw, b"new", "default"],
+             ["ZSCORE", "LPUSH", "ZREM", "SADD"]),
+            ("bury", lambda: self.r.zadd(SCHEDULE, {raw: 1}),
+             [SCHEDULE, DEAD, STATS_FAILED], [raw, 1, b"wrapper"],
+             ["ZSCORE", "ZADD", "ZREM", "INCR"]),
+            ("kill", lambda: self.r.zadd(RETRY, {raw: 1}),
+             [RETRY, DEAD], [raw, 1, raw], ["ZSCORE", "ZADD", "ZREM"]),
+            ("quarantine", lambda: self.r.set(DEAD, "x"),
+             [DEAD, b"cogworker:quarantine:x"], ["zset", 2592000],
+             ["TYPE", "RENAME", "EXPIRE"]),
+            ("claim", lambda: None,
+             [b"periodic:running:pj", b"periodic:last_slot:pj", b"periodic:lock:pj:60"],
+             [60, "until_executed", 20, "j1", 100],
+             ["EXISTS", "GET", "SET", "SET", "SET"]),
+            ("rollback", lambda: (self.r.set(b"periodic:last_slot:pj", 60),
+                                  self.r.set(b"periodic:running:pj", "j1")),
+             [b"periodic:last_slot:pj", b"periodic:lock:pj:60", b"periodic:running:pj"],
+             [60, "", "j1"], ["GET", "SET", "DEL", "GET", "DEL"]),
+            ("expire_if_owned", lambda: self.r.set(b"k", "j1"),
+             [b"k"], ["j1", 10], ["GET", "EXPIRE"]),
+            ("delete_if_owned", lambda: self.r.set(b"k", "j1"),
+             [b"k"], ["j1"], ["GET", "DEL"]),
+        ]
+        for name, prepare, keys, args, expected in cases:
+            with self.subTest(script=name):
+                self.r.flushall()
+                prepare()
+                self.assertEqual(
+                    self.names(lambda: self.run_script(name, keys, args)), expected)
+
+    def test_claim_sets_running_lock_last(self):
+        cmds = self.mon.lua_commands(self.r, lambda: self.run_script(
+            "claim",
+            [b"periodic:running:pj", b"periodic:last_slot:pj", b"periodic:lock:pj:60"],
+            [60, "until_executed", 20, "j1", 100]))
+        self.assertEqual([c[:2] for c in cmds[2:]],
+                         [["SET", "periodic:lock:pj:60"], ["SET", "periodic:last_slot:pj"],
+                          ["SET", "periodic:running:pj"]])
+
+
+class TestHarness(unittest.TestCase):
+    """The harness itself: restart keeps the port, pause/resume, unix socket."""
+
+    def test_server_life_cycle(self):
+        with RedisServer() as srv:
+            r = srv.client()
+            r.set("k", "v")
+            self.assertEqual(srv.client(unix=True).get("k"), b"v")
+            self.assertTrue(srv.url.startswith("redis://127.0.0.1:"))
+            srv.pause()
+            with self.assertRaises(redis.TimeoutError):
+                srv.client(socket_timeout=0.3).ping()
+            srv.resume()
+            self.assertEqual(r.get("k"), b"v")
+            port = srv.port
+            srv.restart()
+            self.assertEqual(srv.port, port)
+            self.assertIsNone(srv.client().get("k"))
+            directory = srv.dir
+        self.assertFalse(os.path.exists(directory))
+
+
+if __name__ == "__main__":
+    unittest.main()

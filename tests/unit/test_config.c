@@ -1,0 +1,1066 @@
+/*
+ * test_config.c: the conf file loader (src/config.c).
+ *
+ * Each test writes its conf into a fresh mkdtemp directory under /tmp and loads it. Errors
+ * are checked for their exact location prefix "<file>:<line>: " and a telling part of the
+ * message, since operators act on both. REDIS_URL is cleared before every test so that the
+ * caller's environment cannot change the outcome. Tests run from the repo root (the sample
+ * conf is read as conf/cogworkerd.conf).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char tmpdir[64];
+static char errbuf[1024];
+
+static void setup(void)
+{
+	strcpy(tmpdir, "/tmp/test_config.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	unsetenv("REDIS_URL");
+	errbuf[0] = '\0';
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	return remove(p);
+}
+
+static void teardown(void)
+{
+	nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Write tmpdir/name; returns its path (static buffer per call site is not needed: strdup). */
+static char *write_file(const char *name, const char *text)
+{
+	char *path;
+	FILE *f;
+
+	ck_assert_int_gt(asprintf(&path, "%s/%s", tmpdir, name), 0);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static int load_ov(const char *text, const struct conf_overrides *ov, struct conf *c)
+{
+	char *path = write_file("cogworkerd.conf", text);
+	int rc = conf_load(path, ov, c, errbuf, sizeof errbuf);
+	free(path);
+	return rc;
+}
+
+static int load(const char *text, struct conf *c)
+{
+	return load_ov(text, NULL, c);
+}
+
+/* The conf must load; returns it for inspection. */
+#define LOAD_OK(text, c) do { \
+	int rc_ = load((text), (c)); \
+	ck_assert_msg(rc_ == 0, "unexpected error: %s", errbuf); \
+} while (0)
+
+/* The conf must fail at line `line` of file `file` (relative to tmpdir), mentioning needle. */
+static void expect_error_in(const char *text, const char *file, int line, const char *needle)
+{
+	struct conf c;
+	char prefix[256];
+
+	ck_assert_msg(load(text, &c) == -1, "loaded, expected an error about '%s'", needle);
+	snprintf(prefix, sizeof prefix, "%s/%s:%d: ", tmpdir, file, line);
+	ck_assert_msg(strncmp(errbuf, prefix, strlen(prefix)) == 0,
+	              "error '%s' does not start with '%s'", errbuf, prefix);
+	ck_assert_msg(strstr(errbuf, needle) != NULL, "error '%s' does not mention '%s'",
+	              errbuf, needle);
+	ck_assert_ptr_null(c.handlers);
+	ck_assert_ptr_null(c.queues);
+}
+
+static void expect_error(const char *text, int line, const char *needle)
+{
+	expect_error_in(text, "cogworkerd.conf", line, needle);
+}
+
+/* --- defaults ------------------------------------------------------------------------- */
+
+static void check_defaults(const struct conf *c)
+{
+	ck_assert_str_eq(c->redis.url, "redis://127.0.0.1:6379/0");
+	ck_assert_str_eq(c->redis.host, "127.0.0.1");
+	ck_assert_int_eq(c->redis.port, 6379);
+	ck_assert_int_eq(c->redis.db, 0);
+	ck_assert_ptr_null(c->redis.path);
+	ck_assert_ptr_null(c->redis.user);
+	ck_assert_ptr_null(c->redis.password);
+	ck_assert_ptr_null(c->redis.password_file);
+	ck_assert_str_eq(c->redis.display, "redis://127.0.0.1:6379/0");
+	ck_assert_double_eq(c->redis.connect_timeout, 2.0);
+	ck_assert_double_eq(c->redis.command_timeout, 5.0);
+	ck_assert_int_eq(c->concurrency, 10);
+	ck_assert_int_eq(c->nqueues, 1);
+	ck_assert_str_eq(c->queues[0], "default");
+	ck_assert_int_eq(c->nqueue_names, 1);
+	ck_assert_str_eq(c->queue_names[0], "default");
+	ck_assert_int_eq(c->fetch_basic, 0);
+	ck_assert_double_eq(c->shutdown_timeout, 25);
+	ck_assert_double_eq(c->poll_interval, 5);
+	ck_assert_double_eq(c->heartbeat_interval, 5);
+	ck_assert_double_eq(c->process_ttl, 60);
+	ck_assert_double_eq(c->orphan_threshold, 300);
+	ck_assert_double_eq(c->orphan_check_interval, 60);
+	ck_assert_int_eq(c->max_orphanings, 3);
+	ck_assert_double_eq(c->fetch_idle_max_interval, 1.0);
+	ck_assert_double_eq(c->unique_lock_ttl, 86400);
+	ck_assert_int_eq(c->periodic_catch_up, 1);
+	ck_assert_int_eq(c->periodic_replace, 0);
+	ck_assert_int_eq(c->log_level, LOG_INFO);
+	ck_assert_str_eq(c->metrics_listen, "");
+	ck_assert_double_eq(c->status_expiration, 0);
+	ck_assert_int_eq(c->history_retention_days, 0);
+	ck_assert_int_eq(c->history_max_entries, 50000);
+	ck_assert_int_eq(c->history_daily_retention_days, 400);
+	ck_assert_int_eq(c->nhandlers, 0);
+	ck_assert_int_eq(c->nperiodic, 0);
+	ck_assert_int_eq(c->non_death, 0);
+	ck_assert_double_eq(c->on_death_timeout, 30);
+	ck_assert_int_eq(conf_queued_ttl(c), 86400);
+	ck_assert_int_eq(conf_active_ttl(c), 420);
+}
+
+START_TEST(test_defaults_without_file)
+{
+	struct conf c;
+
+	ck_assert_int_eq(conf_load(NULL, NULL, &c, errbuf, sizeof errbuf), 0);
+	ck_assert_ptr_null(c.path);
+	check_defaults(&c);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_defaults_empty_file)
+{
+	struct conf c;
+
+	LOAD_OK("# nothing\n", &c);
+	ck_assert_ptr_nonnull(c.path);
+	check_defaults(&c);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_all_settings)
+{
+	struct conf c;
+
+	LOAD_OK("redis = { url = \"redis://10.0.0.5:6380/3\"; connect_timeout = 1; "
+	        "command_timeout = 2.5; };\n"
+	        "concurrency = 25;\n"
+	        "queues = [ \"critical,2\", \"low\" ];\n"
+	        "fetch = \"basic\";\n"
+	        "shutdown_timeout = 0;\n"
+	        "poll_interval = 0.5;\n"
+	        "heartbeat_interval = 2;\n"
+	        "process_ttl = 30;\n"
+	        "orphan_threshold = 900;\n"
+	        "orphan_check_interval = 30.5;\n"
+	        "max_orphanings = 5;\n"
+	        "fetch_idle_max_interval = 2;\n"
+	        "unique_lock_ttl = 3600.5;\n"
+	        "periodic_catch_up = false;\n"
+	        "periodic_replace = true;\n"
+	        "log_level = \"debug\";\n"
+	        "metrics_listen = \"127.0.0.1:9394\";\n"
+	        "status_expiration = 1800;\n"
+	        "history_retention_days = 30;\n"
+	        "history_max_entries = 1000;\n"
+	        "history_daily_retention_days = 90;\n"
+	        "on_death_timeout = 12;\n", &c);
+	ck_assert_str_eq(c.redis.host, "10.0.0.5");
+	ck_assert_int_eq(c.redis.port, 6380);
+	ck_assert_int_eq(c.redis.db, 3);
+	ck_assert_double_eq(c.redis.connect_timeout, 1.0);
+	ck_assert_double_eq(c.redis.command_timeout, 2.5);
+	ck_assert_int_eq(c.concurrency, 25);
+	ck_assert_int_eq(c.nqueues, 3);
+	ck_assert_int_eq(c.fetch_basic, 1);
+	ck_assert_double_eq(c.shutdown_timeout, 0);
+	ck_assert_double_eq(c.poll_interval, 0.5);
+	ck_assert_double_eq(c.heartbeat_interval, 2);
+	ck_assert_double_eq(c.process_ttl, 30);
+	ck_assert_double_eq(c.orphan_threshold, 900);
+	ck_assert_double_eq(c.orphan_check_interval, 30.5);
+	ck_assert_int_eq(c.max_orphanings, 5);
+	ck_assert_double_eq(c.fetch_idle_max_interval, 2);
+	ck_assert_double_eq(c.unique_lock_ttl, 3600.5);
+	ck_assert_int_eq(c.periodic_catch_up, 0);
+	ck_assert_int_eq(c.periodic_replace, 1);
+	ck_assert_int_eq(c.log_level, LOG_DEBUG);
+	ck_assert_str_eq(c.metrics_listen, "127.0.0.1:9394");
+	ck_assert_double_eq(c.status_expiration, 1800);
+	ck_assert_int_eq(c.history_retention_days, 30);
+	ck_assert_int_eq(c.history_max_entries, 1000);
+	ck_assert_int_eq(c.history_daily_retention_days, 90);
+	ck_assert_double_eq(c.on_death_timeout, 12);
+	/* Derived TTLs round up (PROTOCOL §7.17). */
+	ck_assert_int_eq(conf_queued_ttl(&c), 3601);
+	ck_assert_int_eq(conf_active_ttl(&c), 1020);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_sample_conf_loads)
+{
+	struct conf c;
+	int rc = conf_load("conf/cogworkerd.conf", NULL, &c, errbuf, sizeof errbuf);
+
+	ck_assert_msg(rc == 0, "conf/cogworkerd.conf: %s", errbuf);
+	/* The sample documents the defaults: it must not change any. */
+	ck_assert_int_eq(c.concurrency, 10);
+	ck_assert_int_eq(c.nqueues, 1);
+	ck_assert_str_eq(c.queues[0], "default");
+	ck_assert_int_eq(c.fetch_basic, 0);
+	ck_assert_double_eq(c.shutdown_timeout, 25);
+	ck_assert_double_eq(c.process_ttl, 60);
+	ck_assert_double_eq(c.orphan_threshold, 300);
+	ck_assert_int_eq(c.max_orphanings, 3);
+	ck_assert_double_eq(c.unique_lock_ttl, 86400);
+	ck_assert_str_eq(c.redis.display, "redis://127.0.0.1:6379/0");
+	ck_assert_ptr_null(c.redis.password_file);
+	ck_assert_int_eq(c.non_death, 0);
+	ck_assert_double_eq(c.status_expiration, 0);
+	ck_assert_int_eq(c.history_retention_days, 0);
+	ck_assert_int_eq(c.history_max_entries, 50000);
+	ck_assert_int_eq(c.history_daily_retention_days, 400);
+	ck_assert_int_ge(c.nhandlers, 1);
+	conf_free(&c);
+}
+END_TEST
+
+/* --- queues --------------------------------------------------------------------------- */
+
+START_TEST(test_queue_weights)
+{
+	struct conf c;
+	static const char *want[] = { "critical", "critical", "critical", "default", "critical" };
+
+	LOAD_OK("queues = [ \"critical,3\", \"default\", \"critical\" ];\n", &c);
+	ck_assert_int_eq(c.nqueues, 5);
+	for (int i = 0; i < 5; i++)
+		ck_assert_str_eq(c.queues[i], want[i]);
+	ck_assert_int_eq(c.nqueue_names, 2);
+	ck_assert_str_eq(c.queue_names[0], "critical");
+	ck_assert_str_eq(c.queue_names[1], "default");
+	conf_free(&c);
+
+	/* CF-7: "default,3" then "low" → [default, default, default, low]; a list works too. */
+	LOAD_OK("queues = ( \"default,3\", \"low\" );\n", &c);
+	ck_assert_int_eq(c.nqueues, 4);
+	ck_assert_str_eq(c.queues[2], "default");
+	ck_assert_str_eq(c.queues[3], "low");
+	conf_free(&c);
+
+	/* CF-6: repeats are kept. */
+	LOAD_OK("queues = [ \"default\", \"critical\", \"critical\" ];\n", &c);
+	ck_assert_int_eq(c.nqueues, 3);
+	ck_assert_int_eq(c.nqueue_names, 2);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_queue_errors)
+{
+	expect_error("\nqueues = [ \"a,0\" ];\n", 2, "weight");
+	expect_error("queues = [ \"a,x\" ];\n", 1, "weight");
+	expect_error("queues = [ \"a,101\" ];\n", 1, "weight");
+	expect_error("queues = [ \"a,\" ];\n", 1, "weight");
+	expect_error("queues = [ \"a,-1\" ];\n", 1, "weight");
+	expect_error("queues = [ \"a,2,3\" ];\n", 1, "weight");
+	expect_error("queues = [ \",2\" ];\n", 1, "empty");
+	expect_error("queues = [ \"\" ];\n", 1, "empty");
+	expect_error("queues = [ \"my queue\" ];\n", 1, "spaces");
+	expect_error("queues = [ ];\n", 1, "at least one");
+	expect_error("queues = \"default\";\n", 1, "array of strings");
+	expect_error("queues = [ 1, 2 ];\n", 1, "array of strings");
+	expect_error("queues = (\n \"a\",\n 2 );\n", 3, "array of strings");
+}
+END_TEST
+
+/* --- the CF rules ----------------------------------------------------------------------- */
+
+START_TEST(test_fetch)
+{
+	struct conf c;
+
+	LOAD_OK("fetch = \"reliable\";\n", &c);
+	ck_assert_int_eq(c.fetch_basic, 0);
+	conf_free(&c);
+	LOAD_OK("fetch = \"basic\";\n", &c);
+	ck_assert_int_eq(c.fetch_basic, 1);
+	conf_free(&c);
+	expect_error("\n\nfetch = \"fast\";\n", 3, "reliable, basic");
+	expect_error("fetch = \"\";\n", 1, "reliable, basic");
+	expect_error("fetch = 1;\n", 1, "reliable, basic");
+}
+END_TEST
+
+START_TEST(test_max_orphanings)
+{
+	struct conf c;
+
+	LOAD_OK("max_orphanings = 1;\n", &c);
+	ck_assert_int_eq(c.max_orphanings, 1);
+	conf_free(&c);
+	expect_error("max_orphanings = 0;\n", 1, "max_orphanings must be a positive integer");
+	expect_error("max_orphanings = 2.5;\n", 1, "max_orphanings must be an integer");
+	expect_error("max_orphanings = \"3\";\n", 1, "max_orphanings must be an integer");
+}
+END_TEST
+
+START_TEST(test_orphan_threshold)
+{
+	expect_error("orphan_threshold = -1;\n", 1, "orphan_threshold must be a positive number");
+	expect_error("orphan_threshold = \"\";\n", 1, "orphan_threshold must be a number");
+	/* An empty value is a syntax error in libconfig: reported with its line too. */
+	expect_error("concurrency = 2;\norphan_threshold = ;\n", 2, "syntax error");
+}
+END_TEST
+
+START_TEST(test_fetch_idle_max_interval)
+{
+	struct conf c;
+
+	LOAD_OK("fetch_idle_max_interval = 0.25;\n", &c);
+	ck_assert_double_eq(c.fetch_idle_max_interval, 0.25);
+	conf_free(&c);
+	expect_error("fetch_idle_max_interval = 0;\n", 1, "must be a positive number");
+	expect_error("fetch_idle_max_interval = \"1\";\n", 1,
+	             "fetch_idle_max_interval must be a number");
+	expect_error("fetch_idle_max_interval = true;\n", 1, "must be a number");
+}
+END_TEST
+
+START_TEST(test_unique_lock_ttl)
+{
+	struct conf c;
+
+	LOAD_OK("unique_lock_ttl = 0.5;\n", &c);
+	ck_assert_int_eq(conf_queued_ttl(&c), 1);
+	conf_free(&c);
+	expect_error("unique_lock_ttl = 0;\n", 1, "positive");
+}
+END_TEST
+
+START_TEST(test_concurrency)
+{
+	struct conf c;
+
+	LOAD_OK("concurrency = 1000;\n", &c);
+	ck_assert_int_eq(c.concurrency, 1000);
+	conf_free(&c);
+	expect_error("concurrency = 0;\n", 1, "concurrency must be a positive integer");
+	expect_error("concurrency = 1001;\n", 1, "at most 1000");
+	expect_error("concurrency = \"10\";\n", 1, "concurrency must be an integer");
+	expect_error("concurrency = 10.0;\n", 1, "concurrency must be an integer");
+}
+END_TEST
+
+START_TEST(test_intervals_positive)
+{
+	expect_error("poll_interval = 0;\n", 1, "poll_interval must be a positive number");
+	expect_error("heartbeat_interval = 0;\n", 1, "heartbeat_interval must be a positive");
+	expect_error("process_ttl = 0;\n", 1, "process_ttl must be a positive");
+	expect_error("orphan_check_interval = -5;\n", 1, "orphan_check_interval must be a positive");
+	expect_error("on_death_timeout = 0;\n", 1, "on_death_timeout must be a positive");
+	expect_error("shutdown_timeout = -1;\n", 1, "shutdown_timeout must be a number >= 0");
+	expect_error("status_expiration = -1;\n", 1, "status_expiration must be a number >= 0");
+	expect_error("redis = {\n connect_timeout = 0; };\n", 2, "redis.connect_timeout must be a positive");
+	expect_error("redis = { command_timeout = \"5\"; };\n", 1, "redis.command_timeout must be a number");
+	expect_error("history_max_entries = 0;\n", 1, "history_max_entries must be");
+	expect_error("history_retention_days = -1;\n", 1, "history_retention_days must be");
+}
+END_TEST
+
+START_TEST(test_cross_checks)
+{
+	struct conf c;
+
+	expect_error("heartbeat_interval = 5;\n\nprocess_ttl = 10;\n", 3,
+	             "process_ttl (10) must be more than twice heartbeat_interval (5)");
+	/* Only the heartbeat was changed: it is the one blamed. */
+	expect_error("\nheartbeat_interval = 40;\n", 2, "twice heartbeat_interval");
+	expect_error("orphan_threshold = 50;\n", 1,
+	             "orphan_threshold (50) must be more than process_ttl (60)");
+	expect_error("\n\nprocess_ttl = 400;\n", 3, "orphan_threshold (300) must be more than");
+	LOAD_OK("heartbeat_interval = 1; process_ttl = 2.5; orphan_threshold = 3;\n", &c);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_types)
+{
+	struct conf c;
+
+	/* Seconds accept integers and floats alike. */
+	LOAD_OK("redis = { connect_timeout = 3; command_timeout = 0.75; };\nshutdown_timeout = 2.5;\n",
+	        &c);
+	ck_assert_double_eq(c.redis.connect_timeout, 3.0);
+	ck_assert_double_eq(c.redis.command_timeout, 0.75);
+	ck_assert_double_eq(c.shutdown_timeout, 2.5);
+	conf_free(&c);
+	expect_error("periodic_catch_up = 1;\n", 1, "periodic_catch_up must be true or false");
+	expect_error("periodic_replace = \"yes\";\n", 1, "periodic_replace must be true or false");
+	expect_error("redis = \"redis://x\";\n", 1, "redis must be a group");
+	expect_error("redis = { url = 5; };\n", 1, "redis.url must be a string");
+	expect_error("redis = { url = \"\"; };\n", 1, "redis.url must not be empty");
+	expect_error("metrics_listen = 9394;\n", 1, "metrics_listen must be a string");
+	expect_error("handlers = { class = \"X\"; };\n", 1, "handlers must be a list");
+	expect_error("periodic = [ \"x\" ];\n", 1, "periodic must be a list");
+}
+END_TEST
+
+START_TEST(test_int_wrap_detected)
+{
+	struct conf c;
+
+	/* libconfig wraps 8589934592 (2^33) to 0 without the L suffix: refuse it. */
+	expect_error("handlers = (\n  { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "    rlimit_as = 8589934592; }\n);\n", 3, "L suffix");
+	expect_error("history_max_entries = 3000000000;\n", 1, "L suffix");
+	LOAD_OK("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	        "  rlimit_as = 8589934592L; rlimit_cpu = 60; rlimit_nofile = 0x400; } );\n", &c);
+	ck_assert(c.handlers[0].rlimit_as == 8589934592LL);
+	ck_assert(c.handlers[0].rlimit_cpu == 60);
+	ck_assert(c.handlers[0].rlimit_nofile == 1024);
+	ck_assert(c.handlers[0].rlimit_nproc == -1);
+	conf_free(&c);
+	/* No false alarms: a leading 0 is decimal to libconfig; names inside strings and
+	 * comments are not the setting. */
+	LOAD_OK("concurrency = 010;\n"
+	        "handlers = ( { command = [ \"x\", \"rlimit_cpu = 1\" ]; class = \"A\"; "
+	        "rlimit_cpu = 2; } ); # rlimit_cpu = 3\n", &c);
+	ck_assert_int_eq(c.concurrency, 10);
+	ck_assert(c.handlers[0].rlimit_cpu == 2);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_log_level)
+{
+	struct conf c;
+
+	LOAD_OK("log_level = \"warn\";\n", &c);
+	ck_assert_int_eq(c.log_level, LOG_WARN);
+	conf_free(&c);
+	LOAD_OK("log_level = \"error\";\n", &c);
+	ck_assert_int_eq(c.log_level, LOG_ERROR);
+	conf_free(&c);
+	expect_error("log_level = \"loud\";\n", 1, "debug, info, warn, error");
+	expect_error("log_level = 1;\n", 1, "debug, info, warn, error");
+}
+END_TEST
+
+START_TEST(test_metrics_listen)
+{
+	struct conf c;
+
+	LOAD_OK("metrics_listen = \"[::1]:9394\";\n", &c);
+	ck_assert_str_eq(c.metrics_listen, "[::1]:9394");
+	conf_free(&c);
+	LOAD_OK("metrics_listen = \"localhost:9394\";\n", &c);
+	conf_free(&c);
+	expect_error("metrics_listen = \"9394\";\n", 1, "host:port");
+	expect_error("metrics_listen = \":9394\";\n", 1, "host:port");
+	expect_error("metrics_listen = \"host:0\";\n", 1, "port");
+	expect_error("metrics_listen = \"host:\";\n", 1, "port");
+	expect_error("metrics_listen = \"host:70000\";\n", 1, "port");
+	expect_error("metrics_listen = \"::1:9394\";\n", 1, "host:port");
+}
+END_TEST
+
+/* --- unknown settings --------------------------------------------------------------------- */
+
+START_TEST(test_unknown_settings)
+{
+	expect_error("concurrency = 5;\nconcurrancy = 5;\n", 2, "unknown setting 'concurrancy'");
+	expect_error("redis = {\n  url = \"redis://h\";\n  pasword = \"x\";\n};\n", 3,
+	             "unknown setting 'redis.pasword'");
+	expect_error("handlers = (\n  { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "    timout = 5; }\n);\n", 3, "unknown setting 'handler.timout'");
+	expect_error("periodic = (\n  { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    queue = \"low\"; }\n);\n", 3, "unknown setting 'periodic.queue'");
+}
+END_TEST
+
+START_TEST(test_syntax_error)
+{
+	expect_error("concurrency = 5;\nqueues = [ \"a\" \n", 3, "syntax error");
+	expect_error("a = 1;\na = 2;\n", 2, "duplicate setting");
+}
+END_TEST
+
+START_TEST(test_missing_file)
+{
+	struct conf c;
+	char path[128];
+
+	snprintf(path, sizeof path, "%s/nope.conf", tmpdir);
+	ck_assert_int_eq(conf_load(path, NULL, &c, errbuf, sizeof errbuf), -1);
+	ck_assert_msg(strncmp(errbuf, path, strlen(path)) == 0 && strstr(errbuf, "No such file"),
+	              "%s", errbuf);
+}
+END_TEST
+
+START_TEST(test_include_dir)
+{
+	struct conf c;
+	char *main_path;
+	char cwd[512];
+
+	/* The include is found next to the conf, not in the working directory (repo root). */
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+	free(write_file("extra.conf", "concurrency = 7;\nqueues = [ \"x,2\" ];\n"));
+	main_path = write_file("main.conf", "log_level = \"warn\";\n@include \"extra.conf\"\n");
+	ck_assert_int_eq(conf_load(main_path, NULL, &c, errbuf, sizeof errbuf), 0);
+	ck_assert_int_eq(c.concurrency, 7);
+	ck_assert_int_eq(c.nqueues, 2);
+	ck_assert_int_eq(c.log_level, LOG_WARN);
+	conf_free(&c);
+	free(main_path);
+
+	/* An error in the included file names that file and its line. */
+	free(write_file("bad.conf", "# comment\nconcurrency = 0;\n"));
+	expect_error_in("log_level = \"warn\";\n@include \"bad.conf\"\n", "bad.conf", 2,
+	                "concurrency must be a positive integer");
+	expect_error("@include \"missing.conf\"\n", 1, "include");
+}
+END_TEST
+
+/* --- handlers ------------------------------------------------------------------------------- */
+
+START_TEST(test_handler_settings)
+{
+	struct conf c;
+	const struct handler *h;
+
+	LOAD_OK("on_death_timeout = 45;\n"
+	        "handlers = (\n"
+	        "  { class = \"Resize\";\n"
+	        "    command = [ \"/usr/local/bin/resize\", \"--quality\", \"80\" ];\n"
+	        "    args_as_argv = true; timeout = 300; kill_grace = 2.5;\n"
+	        "    env = [ \"TMPDIR=/var/tmp\", \"EMPTY=\" ]; env_passthrough = [ \"PATH\" ];\n"
+	        "    cwd = \"/var/lib/resize\"; user = \"resize\"; group = \"media\";\n"
+	        "    dead_exit_codes = [ 3, 5 ]; discard_exit_codes = [ 4 ]; output_tail = 1048576;\n"
+	        "    rlimit_cpu = 600; rlimit_nofile = 1024; rlimit_nproc = 64;\n"
+	        "    on_death = [ \"/bin/notify\", \"resize\" ]; on_death_timeout = 5; },\n"
+	        "  { class = \"*\"; command = [ \"/usr/local/libexec/dispatch\" ]; }\n"
+	        ");\n", &c);
+	ck_assert_int_eq(c.nhandlers, 2);
+	h = &c.handlers[0];
+	ck_assert_str_eq(h->class_name, "Resize");
+	ck_assert_int_eq(h->command.n, 3);
+	ck_assert_str_eq(h->command.v[0], "/usr/local/bin/resize");
+	ck_assert_str_eq(h->command.v[2], "80");
+	ck_assert_ptr_null(h->command.v[3]);
+	ck_assert_int_eq(h->args_as_argv, 1);
+	ck_assert_double_eq(h->timeout, 300);
+	ck_assert_double_eq(h->kill_grace, 2.5);
+	ck_assert_int_eq(h->env.n, 2);
+	ck_assert_str_eq(h->env.v[1], "EMPTY=");
+	ck_assert_int_eq(h->env_passthrough.n, 1);
+	ck_assert_str_eq(h->cwd, "/var/lib/resize");
+	ck_assert_str_eq(h->user, "resize");
+	ck_assert_str_eq(h->group, "media");
+	ck_assert_int_eq(h->ndead, 2);
+	ck_assert_int_eq(h->dead_codes[1], 5);
+	ck_assert_int_eq(h->ndiscard, 1);
+	ck_assert_int_eq(h->discard_codes[0], 4);
+	ck_assert_uint_eq(h->output_tail, 1048576);
+	ck_assert(h->rlimit_cpu == 600 && h->rlimit_nofile == 1024 && h->rlimit_nproc == 64);
+	ck_assert(h->rlimit_as == -1);
+	ck_assert_int_eq(h->on_death.n, 2);
+	ck_assert_double_eq(h->on_death_timeout, 5);
+	ck_assert_int_eq(h->line, 3);
+
+	/* Defaults of the second one; its on_death_timeout is the global one. */
+	h = &c.handlers[1];
+	ck_assert_int_eq(h->args_as_argv, 0);
+	ck_assert_double_eq(h->timeout, 0);
+	ck_assert_double_eq(h->kill_grace, 10);
+	ck_assert_uint_eq(h->output_tail, 4096);
+	ck_assert_int_eq(h->env.n, 0);
+	ck_assert_ptr_nonnull(h->env.v);
+	ck_assert_ptr_null(h->env.v[0]);
+	ck_assert_ptr_nonnull(h->on_death.v);
+	ck_assert_int_eq(h->on_death.n, 0);
+	ck_assert_ptr_null(h->cwd);
+	ck_assert_ptr_null(h->user);
+	ck_assert_int_eq(h->ndead, 0);
+	ck_assert(h->rlimit_cpu == -1 && h->rlimit_as == -1);
+	ck_assert_double_eq(h->on_death_timeout, 45);
+
+	ck_assert_ptr_eq(conf_find_handler(&c, "Resize"), &c.handlers[0]);
+	ck_assert_ptr_eq(conf_find_handler(&c, "Other"), &c.handlers[1]);
+	conf_free(&c);
+
+	LOAD_OK("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ]; } );\n", &c);
+	ck_assert_ptr_nonnull(conf_find_handler(&c, "A"));
+	ck_assert_ptr_null(conf_find_handler(&c, "B"));
+	ck_assert_double_eq(c.handlers[0].on_death_timeout, 30);
+	conf_free(&c);
+	LOAD_OK("handlers = ();\nperiodic = ();\n", &c);
+	ck_assert_int_eq(c.nhandlers, 0);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_handler_errors)
+{
+	expect_error("handlers = (\n  { class = \"A\"; timeout = 5; }\n);\n", 2,
+	             "handler 'A' has no command");
+	expect_error("handlers = (\n  { class = \"A\";\n    command = [ ]; }\n);\n", 3,
+	             "handler.command must not be empty");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"\" ]; } );\n", 1,
+	             "program must not be empty");
+	expect_error("handlers = ( { class = \"A\"; command = \"/bin/true\"; } );\n", 1,
+	             "handler.command must be an array of strings");
+	expect_error("handlers = ( { class = \"A\"; command = [ 1 ]; } );\n", 1,
+	             "handler.command must be an array of strings");
+	expect_error("handlers = (\n  { command = [ \"/bin/true\" ]; }\n);\n", 2,
+	             "handler without class");
+	expect_error("handlers = ( { class = \"\"; command = [ \"/bin/true\" ]; } );\n", 1,
+	             "handler.class must not be empty");
+	expect_error("handlers = (\n  { class = \"A\"; command = [ \"/bin/true\" ]; },\n"
+	             "  { class = \"B\"; command = [ \"/bin/true\" ]; },\n"
+	             "  { class = \"A\"; command = [ \"/bin/false\" ]; }\n);\n", 4,
+	             "duplicate handler for class 'A' (first at line 2)");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  dead_exit_codes = [ 0 ]; } );\n", 2, "not an exit code");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  discard_exit_codes = [ 256 ]; } );\n", 2, "not an exit code");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  dead_exit_codes = 3; } );\n", 2, "array of exit codes");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  dead_exit_codes = [ 3 ];\n  discard_exit_codes = [ 4, 3 ]; } );\n", 3,
+	             "exit code 3 is in both");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  env = [ \"NOEQUALS\" ]; } );\n", 2, "NAME=value");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  env = [ \"=x\" ]; } );\n", 2, "NAME=value");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  env_passthrough = [ \"A=B\" ]; } );\n", 2, "variable name");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  cwd = \"relative/dir\"; } );\n", 2, "absolute path");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  output_tail = 1048577; } );\n", 2, "at most 1048576");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  timeout = -1; } );\n", 2, "handler.timeout must be a number >= 0");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  timeout = \"60\"; } );\n", 2, "handler.timeout must be a number");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  rlimit_nofile = -2; } );\n", 2, "handler.rlimit_nofile must be an integer >= 0");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  args_as_argv = \"yes\"; } );\n", 2, "true or false");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  on_death = \"/bin/notify\"; } );\n", 2, "handler.on_death must be an array");
+	expect_error("handlers = ( \"A\" );\n", 1, "each handler must be a group");
+}
+END_TEST
+
+START_TEST(test_global_on_death)
+{
+	struct conf c;
+
+	LOAD_OK("on_death = [ \"/bin/notify\", \"--dead\" ];\n", &c);
+	ck_assert_int_eq(c.non_death, 1);
+	ck_assert_int_eq(c.on_death[0].n, 2);
+	ck_assert_str_eq(c.on_death[0].v[1], "--dead");
+	ck_assert_ptr_null(c.on_death[0].v[2]);
+	conf_free(&c);
+
+	LOAD_OK("on_death = ( [ \"/bin/a\" ], [ \"/bin/b\", \"x\" ], ( \"/bin/c\" ) );\n", &c);
+	ck_assert_int_eq(c.non_death, 3);
+	ck_assert_str_eq(c.on_death[0].v[0], "/bin/a");
+	ck_assert_str_eq(c.on_death[1].v[1], "x");
+	ck_assert_str_eq(c.on_death[2].v[0], "/bin/c");
+	conf_free(&c);
+
+	LOAD_OK("on_death = [ ];\n", &c);
+	ck_assert_int_eq(c.non_death, 0);
+	conf_free(&c);
+
+	expect_error("on_death = \"/bin/notify\";\n", 1, "on_death must be a command");
+	expect_error("on_death = ( [ \"/bin/a\" ],\n  [ ] );\n", 2, "must not be empty");
+	expect_error("on_death = ( [ \"/bin/a\" ],\n  5 );\n", 2, "array of strings");
+}
+END_TEST
+
+/* --- periodic --------------------------------------------------------------------------------- */
+
+START_TEST(test_periodic)
+{
+	struct conf c;
+	const struct periodic_entry *p;
+
+	LOAD_OK("periodic = (\n"
+	        "  { cron = \"*/5 * * * *\"; class = \"Report\";\n"
+	        "    args = \"[{\\\"section\\\": \\\"digest\\\"}, 12345678901234567890, 1.50]\";\n"
+	        "    retry = 3; unique = \"until_executed\"; },\n"
+	        "  { cron = \"0 4 * * *\"; class = \"Nightly\"; retry = true; },\n"
+	        "  { cron = \"0 5 * * *\"; class = \"Other\"; retry = false; unique = \"\"; }\n"
+	        ");\n", &c);
+	ck_assert_int_eq(c.nperiodic, 3);
+	p = &c.periodic[0];
+	ck_assert_str_eq(p->cron, "*/5 * * * *");
+	ck_assert_str_eq(p->class_name, "Report");
+	/* The text is kept as written: big integers and float spellings survive. */
+	ck_assert_str_eq(p->args_json,
+	                 "[{\"section\": \"digest\"}, 12345678901234567890, 1.50]");
+	ck_assert_str_eq(p->retry_json, "3");
+	ck_assert_int_eq(p->until_executed, 1);
+	ck_assert_int_eq(p->line, 2);
+	p = &c.periodic[1];
+	ck_assert_str_eq(p->args_json, "[]");
+	ck_assert_str_eq(p->retry_json, "true");
+	ck_assert_int_eq(p->until_executed, 0);
+	ck_assert_str_eq(c.periodic[2].retry_json, "false");
+	conf_free(&c);
+
+	LOAD_OK("periodic = ( { cron = \"* * * * *\"; class = \"A\"; } );\n", &c);
+	ck_assert_str_eq(c.periodic[0].retry_json, "0");
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_periodic_errors)
+{
+	expect_error("periodic = (\n  { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    args = \"[1, 2\"; }\n);\n", 3, "periodic.args is not valid JSON");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    args = \"{\\\"a\\\": 1}\"; } );\n", 2, "must be a JSON array");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    args = \"[1] x\"; } );\n", 2, "not valid JSON");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    args = [ 1, 2 ]; } );\n", 2, "must be a string holding a JSON array");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    retry = -1; } );\n", 2, "periodic.retry must be");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    retry = \"3\"; } );\n", 2, "periodic.retry must be");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\";\n"
+	             "    unique = \"until_and_while_executing\"; } );\n", 2, "until_executed");
+	expect_error("periodic = (\n  { class = \"A\";\n"
+	             "    cron = \"every day\"; }\n);\n", 3, "invalid cron 'every day'");
+	expect_error("periodic = (\n  { class = \"A\"; }\n);\n", 2, "without cron");
+	expect_error("periodic = (\n  { cron = \"* * * * *\"; }\n);\n", 2, "without class");
+	expect_error("periodic = ( { cron = \"\"; class = \"A\"; } );\n", 1,
+	             "periodic.cron must not be empty");
+}
+END_TEST
+
+/* --- overrides ---------------------------------------------------------------------------------- */
+
+START_TEST(test_overrides)
+{
+	struct conf c;
+	char *qs[] = { "critical,2", "low" };
+	struct conf_overrides ov = { .concurrency = 3, .queues = qs, .nqueues = 2 };
+	struct conf_overrides none = { 0 };
+
+	ck_assert_int_eq(load_ov("concurrency = 20;\nqueues = [ \"default\" ];\n", &ov, &c), 0);
+	ck_assert_int_eq(c.concurrency, 3);
+	ck_assert_int_eq(c.nqueues, 3);
+	ck_assert_str_eq(c.queues[0], "critical");
+	ck_assert_str_eq(c.queues[1], "critical");
+	ck_assert_str_eq(c.queues[2], "low");
+	ck_assert_int_eq(c.nqueue_names, 2);
+	conf_free(&c);
+
+	/* Nothing given: the file's values stay. */
+	ck_assert_int_eq(load_ov("concurrency = 20;\nqueues = [ \"a\" ];\n", &none, &c), 0);
+	ck_assert_int_eq(c.concurrency, 20);
+	ck_assert_str_eq(c.queues[0], "a");
+	conf_free(&c);
+
+	/* Overrides apply to the defaults too. */
+	ck_assert_int_eq(conf_load(NULL, &ov, &c, errbuf, sizeof errbuf), 0);
+	ck_assert_int_eq(c.concurrency, 3);
+	ck_assert_int_eq(c.nqueues, 3);
+	conf_free(&c);
+
+	ov.concurrency = 2000;
+	ck_assert_int_eq(conf_load(NULL, &ov, &c, errbuf, sizeof errbuf), -1);
+	ck_assert_msg(strncmp(errbuf, "-C 2000:", 8) == 0, "%s", errbuf);
+	ov.concurrency = 0;
+	qs[1] = "low,0";
+	ck_assert_int_eq(conf_load(NULL, &ov, &c, errbuf, sizeof errbuf), -1);
+	ck_assert_msg(strncmp(errbuf, "-q: ", 4) == 0 && strstr(errbuf, "low,0"), "%s", errbuf);
+}
+END_TEST
+
+START_TEST(test_redis_url_env)
+{
+	struct conf c;
+
+	setenv("REDIS_URL", "redis://envhost:7000/4", 1);
+	LOAD_OK("redis = { url = \"redis://filehost:6379/0\"; };\n", &c);
+	ck_assert_str_eq(c.redis.url, "redis://envhost:7000/4");
+	ck_assert_str_eq(c.redis.host, "envhost");
+	ck_assert_int_eq(c.redis.port, 7000);
+	ck_assert_int_eq(c.redis.db, 4);
+	conf_free(&c);
+
+	ck_assert_int_eq(conf_load(NULL, NULL, &c, errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(c.redis.host, "envhost");
+	conf_free(&c);
+
+	/* Set but empty: ignored. */
+	setenv("REDIS_URL", "", 1);
+	LOAD_OK("redis = { url = \"redis://filehost:6379/0\"; };\n", &c);
+	ck_assert_str_eq(c.redis.host, "filehost");
+	conf_free(&c);
+
+	setenv("REDIS_URL", "http://secret@x", 1);
+	ck_assert_int_eq(conf_load(NULL, NULL, &c, errbuf, sizeof errbuf), -1);
+	ck_assert_msg(strncmp(errbuf, "REDIS_URL: ", 11) == 0, "%s", errbuf);
+	ck_assert_ptr_null(strstr(errbuf, "secret"));
+	unsetenv("REDIS_URL");
+}
+END_TEST
+
+/* --- redis url ------------------------------------------------------------------------------------ */
+
+START_TEST(test_url_tcp)
+{
+	struct redis_conf rc = { 0 };
+
+	ck_assert_int_eq(redis_url_parse("redis://localhost", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.host, "localhost");
+	ck_assert_int_eq(rc.port, 6379);
+	ck_assert_int_eq(rc.db, 0);
+	ck_assert_ptr_null(rc.path);
+	ck_assert_ptr_null(rc.user);
+	ck_assert_ptr_null(rc.password);
+	ck_assert_str_eq(rc.display, "redis://localhost:6379/0");
+
+	ck_assert_int_eq(redis_url_parse("redis://10.1.2.3:6390/", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.host, "10.1.2.3");
+	ck_assert_int_eq(rc.port, 6390);
+	ck_assert_int_eq(rc.db, 0);
+
+	ck_assert_int_eq(redis_url_parse("redis://[::1]:6380/2", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.host, "::1");
+	ck_assert_int_eq(rc.port, 6380);
+	ck_assert_int_eq(rc.db, 2);
+	ck_assert_str_eq(rc.display, "redis://[::1]:6380/2");
+	redis_conf_clear(&rc);
+}
+END_TEST
+
+START_TEST(test_url_credentials)
+{
+	struct redis_conf rc = { 0 };
+
+	ck_assert_int_eq(redis_url_parse("redis://app:s3cret@db.example:6379/1", &rc,
+	                                 errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.user, "app");
+	ck_assert_str_eq(rc.password, "s3cret");
+	ck_assert_str_eq(rc.host, "db.example");
+	ck_assert_int_eq(rc.db, 1);
+	ck_assert_str_eq(rc.display, "redis://db.example:6379/1");
+
+	/* Empty user: a password alone (requirepass). */
+	ck_assert_int_eq(redis_url_parse("redis://:pw@h", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_ptr_null(rc.user);
+	ck_assert_str_eq(rc.password, "pw");
+
+	/* Percent-encoding in user and password; the last @ ends the credentials. */
+	ck_assert_int_eq(redis_url_parse("redis://us%40er:p%3Ass%2Fw%25@h:1/2", &rc,
+	                                 errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.user, "us@er");
+	ck_assert_str_eq(rc.password, "p:ss/w%");
+	ck_assert_str_eq(rc.host, "h");
+	ck_assert_int_eq(rc.port, 1);
+	ck_assert_int_eq(rc.db, 2);
+	ck_assert_str_eq(rc.display, "redis://h:1/2");
+
+	ck_assert_int_eq(redis_url_parse("redis://:a@b@h", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.password, "a@b");
+	ck_assert_str_eq(rc.host, "h");
+
+	ck_assert_int_eq(redis_url_parse("redis://:p%zz@h", &rc, errbuf, sizeof errbuf), -1);
+	ck_assert_ptr_nonnull(strstr(errbuf, "percent-encoding"));
+	ck_assert_int_eq(redis_url_parse("redis://:p%4@h", &rc, errbuf, sizeof errbuf), -1);
+	/* A failed parse leaves the earlier result alone. */
+	ck_assert_str_eq(rc.password, "a@b");
+	redis_conf_clear(&rc);
+	ck_assert_ptr_null(rc.host);
+}
+END_TEST
+
+START_TEST(test_url_unix)
+{
+	struct redis_conf rc = { 0 };
+
+	ck_assert_int_eq(redis_url_parse("unix:///run/redis/redis.sock?db=5", &rc,
+	                                 errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.path, "/run/redis/redis.sock");
+	ck_assert_ptr_null(rc.host);
+	ck_assert_int_eq(rc.db, 5);
+	ck_assert_str_eq(rc.display, "unix:///run/redis/redis.sock?db=5");
+
+	ck_assert_int_eq(redis_url_parse("unix:///tmp/r.sock", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_str_eq(rc.path, "/tmp/r.sock");
+	ck_assert_int_eq(rc.db, 0);
+	ck_assert_str_eq(rc.display, "unix:///tmp/r.sock?db=0");
+
+	ck_assert_int_eq(redis_url_parse("unix://tmp/r.sock", &rc, errbuf, sizeof errbuf), -1);
+	ck_assert_ptr_nonnull(strstr(errbuf, "absolute"));
+	ck_assert_int_eq(redis_url_parse("unix:///tmp/r.sock?db=x", &rc, errbuf, sizeof errbuf), -1);
+	ck_assert_int_eq(redis_url_parse("unix:///tmp/r.sock?timeout=1", &rc, errbuf, sizeof errbuf), -1);
+	redis_conf_clear(&rc);
+}
+END_TEST
+
+START_TEST(test_url_errors)
+{
+	struct redis_conf rc = { 0 };
+	static const struct { const char *url, *needle; } bad[] = {
+		{ "rediss://h:6379/0", "TLS" },
+		{ "http://h", "scheme" },
+		{ "h:6379", "scheme" },
+		{ "", "empty" },
+		{ "redis://", "no host" },
+		{ "redis://:pw@", "no host" },
+		{ "redis://h:0", "port" },
+		{ "redis://h:65536", "port" },
+		{ "redis://h:abc", "port" },
+		{ "redis://h:6379/x", "database" },
+		{ "redis://h:6379/0?x=1", "query" },
+		{ "redis://::1:6379", "brackets" },
+	};
+
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		ck_assert_msg(redis_url_parse(bad[i].url, &rc, errbuf, sizeof errbuf) == -1,
+		              "'%s' accepted", bad[i].url);
+		ck_assert_msg(strstr(errbuf, bad[i].needle) != NULL, "'%s': %s", bad[i].url, errbuf);
+	}
+	ck_assert_ptr_null(rc.host);
+	ck_assert_ptr_null(rc.display);
+}
+END_TEST
+
+START_TEST(test_url_in_conf)
+{
+	expect_error("redis = {\n  url = \"rediss://x:6379\";\n};\n", 2, "TLS is not supported");
+	expect_error("redis = {\n  connect_timeout = 1;\n  url = \"redis://:topsecret@h:99999\";\n};\n",
+	             3, "port");
+	ck_assert_ptr_null(strstr(errbuf, "topsecret"));
+}
+END_TEST
+
+START_TEST(test_password_file)
+{
+	struct conf c;
+	char *pw = write_file("pw", "from-file\nsecond line\n");
+	char *text;
+
+	/* It overrides the url's password; the user stays. */
+	ck_assert_int_gt(asprintf(&text, "redis = { url = \"redis://app:inurl@h/0\";\n"
+	                          "password_file = \"%s\"; };\n", pw), 0);
+	LOAD_OK(text, &c);
+	ck_assert_str_eq(c.redis.password, "from-file");
+	ck_assert_str_eq(c.redis.user, "app");
+	conf_free(&c);
+	free(text);
+
+	/* A relative path is taken from the conf's directory; CRLF is stripped. */
+	free(write_file("pw2", "crlf\r\n"));
+	LOAD_OK("redis = { password_file = \"pw2\"; };\n", &c);
+	ck_assert_str_eq(c.redis.password, "crlf");
+	ck_assert_ptr_nonnull(strstr(c.redis.password_file, tmpdir));
+	conf_free(&c);
+
+	/* No line end at all. */
+	free(write_file("pw3", "bare"));
+	LOAD_OK("redis = { password_file = \"pw3\"; };\n", &c);
+	ck_assert_str_eq(c.redis.password, "bare");
+	conf_free(&c);
+
+	expect_error("redis = {\n  password_file = \"/nonexistent/pw\";\n};\n", 2,
+	             "cannot read redis.password_file '/nonexistent/pw'");
+	free(write_file("empty", "\n"));
+	expect_error("redis = {\n\n  password_file = \"empty\";\n};\n", 3, "is empty");
+	free(pw);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_defaults_without_file);
+	tcase_add_test(tc, test_defaults_empty_file);
+	tcase_add_test(tc, test_all_settings);
+	tcase_add_test(tc, test_sample_conf_loads);
+	tcase_add_test(tc, test_queue_weights);
+	tcase_add_test(tc, test_queue_errors);
+	tcase_add_test(tc, test_fetch);
+	tcase_add_test(tc, test_max_orphanings);
+	tcase_add_test(tc, test_orphan_threshold);
+	tcase_add_test(tc, test_fetch_idle_max_interval);
+	tcase_add_test(tc, test_unique_lock_ttl);
+	tcase_add_test(tc, test_concurrency);
+	tcase_add_test(tc, test_intervals_positive);
+	tcase_add_test(tc, test_cross_checks);
+	tcase_add_test(tc, test_types);
+	tcase_add_test(tc, test_int_wrap_detected);
+	tcase_add_test(tc, test_log_level);
+	tcase_add_test(tc, test_metrics_listen);
+	tcase_add_test(tc, test_unknown_settings);
+	tcase_add_test(tc, test_syntax_error);
+	tcase_add_test(tc, test_missing_file);
+	tcase_add_test(tc, test_include_dir);
+	tcase_add_test(tc, test_handler_settings);
+	tcase_add_test(tc, test_handler_errors);
+	tcase_add_test(tc, test_global_on_death);
+	tcase_add_test(tc, test_periodic);
+	tcase_add_test(tc, test_periodic_errors);
+	tcase_add_test(tc, test_overrides);
+	tcase_add_test(tc, test_redis_url_env);
+	tcase_add_test(tc, test_url_tcp);
+	tcase_add_test(tc, test_url_credentials);
+	tcase_add_test(tc, test_url_unix);
+	tcase_add_test(tc, test_url_errors);
+	tcase_add_test(tc, test_url_in_conf);
+	tcase_add_test(tc, test_password_file);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

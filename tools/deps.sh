@@ -1,0 +1,22 @@
+#!/bin/sh
+# Install the Debian packages the build, the tests and the benchmarks need, when missing.
+# Runs as root, or through sudo; does nothing when everything is there already.
+set -e
+pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
+      libssl-dev libmicrohttpd-dev check redis-server redis-tools python3 python3-redis
+      procps valgrind gnuplot-nox man-db systemd"
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing"
+if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends $missing
+# The packaged redis-server service is not ours: tests start private servers.
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+	$sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+fi
