@@ -875,6 +875,7 @@ struct watch {
 	double kill_at;                 /* SIGKILL after the grace, once TERMed */
 	int killed;                     /* SIGKILL sent to the group */
 	double drain_until;             /* once exited and killed: stop reading output then */
+	double next_group_check;        /* group_alive() rate limit (it may scan /proc) */
 };
 
 static void group_signal(pid_t pgid, int sig)
@@ -966,9 +967,15 @@ static void watch_tick(struct pump *p, struct watch *w, double now)
 		start_kill(w, KILL_TIMEOUT, req->kill_grace, now);
 	if (!w->killed) {
 		int due;
-		if (w->exited)      /* leftovers: at once, or after the grace of a TERM */
-			due = w->reason == KILL_NONE || now >= w->kill_at || !group_alive(w->pid);
-		else
+		if (w->exited && w->reason == KILL_NONE) {
+			due = 1;        /* leftovers after a normal exit: at once */
+		} else if (w->exited) {                 /* TERMed: the grace covers the group */
+			due = now >= w->kill_at;
+			if (!due && now >= w->next_group_check) {
+				w->next_group_check = now + HANDLER_TICK;
+				due = !group_alive(w->pid);
+			}
+		} else
 			due = w->reason != KILL_NONE && now >= w->kill_at;
 		if (due) {
 			group_signal(w->pid, SIGKILL);

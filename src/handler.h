@@ -2,6 +2,19 @@
  * handler.h: running one handler command as a child process (DESIGN.md "Handlers",
  * PROTOCOL §1.1): own process group, job JSON on stdin, COGWORKER_* environment, output
  * pumped to the log, timeout with TERM/grace/KILL of the whole group.
+ *
+ * Notes on the contract (details in handler.c):
+ * - env NULL = an empty environment (nothing is inherited); argv[0] without '/' is
+ *   searched in the PATH of env (default /usr/local/bin:/usr/bin:/bin), not the daemon's.
+ * - rlimit_* < 0 = leave as is; 0 is a real limit. Soft and hard limits are both set.
+ * - Output lines longer than 8 KiB are split (for the log and on_stdout_line); an
+ *   unterminated last line is delivered at EOF.
+ * - Whatever is left in the child's process group after the child exits is SIGKILLed,
+ *   after a normal exit too; after TERM (timeout/abort) the grace covers the whole group.
+ * - code is 0 for RUN_TIMEOUT and RUN_ABORTED; tail is always a malloc'd NUL-terminated
+ *   string (possibly empty), also for RUN_SPAWN_FAILED; pid is 0 if nothing was forked.
+ * - Children are reaped with waitpid(pid): nothing else in the process may waitpid(-1)
+ *   or set SIGCHLD to SIG_IGN. SIGPIPE needs no particular disposition.
  */
 #ifndef COGWORKERD_HANDLER_H
 #define COGWORKERD_HANDLER_H

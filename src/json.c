@@ -1016,3 +1016,41 @@ bad:
 	sb_free(&c.out);
 	return NULL;
 }
+
+/* ------------------------------------------------------------------------------------------
+ * Array elements (args_as_argv hands each element's original text to the handler).
+ * ---------------------------------------------------------------------------------------- */
+
+int json_array_spans(const char *raw, size_t len, size_t **starts, size_t **lens)
+{
+	*starts = NULL;
+	*lens = NULL;
+	if (!raw || !scan_whole(raw, len, 0))
+		return -1;
+	struct scan s = { raw, raw + len, 0, 0 };
+	skip_ws(&s);
+	if (*s.p != '[')
+		return -1;
+	int n = 0, cap = 0;
+	s.p++;
+	skip_ws(&s);
+	while (s.p < s.end && *s.p != ']') {
+		const char *begin = s.p;
+		if (scan_value(&s) < 0)
+			return -1;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			*starts = xrealloc(*starts, (size_t)cap * sizeof **starts);
+			*lens = xrealloc(*lens, (size_t)cap * sizeof **lens);
+		}
+		(*starts)[n] = (size_t)(begin - raw);
+		(*lens)[n] = (size_t)(s.p - begin);
+		n++;
+		skip_ws(&s);
+		if (s.p < s.end && *s.p == ',') {
+			s.p++;
+			skip_ws(&s);
+		}
+	}
+	return n;
+}

@@ -316,3 +316,207 @@ class RedisTestCase(unittest.TestCase):
         """EVAL lua/<name>.lua (expanded) with KEYS and ARGV; returns the raw reply."""
         c = client or self.r
         return c.eval(self.script(name), len(keys), *keys, *args)
+
+
+# --------------------------------------------------------------------------------------
+# The daemon under test
+
+HANDLERS = os.path.join(REPO, "tests", "handlers")
+
+
+def handler(name, *args):
+    """argv of a test handler in tests/handlers (see BEHAVIOURS.md §0.2)."""
+    return [os.path.join(HANDLERS, name)] + [str(a) for a in args]
+
+
+def conf_value(v):
+    """A Python value as libconfig text."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return "%dL" % v if abs(v) > 2**31 - 1 else str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"')
+    if isinstance(v, (list, tuple)):
+        if v and isinstance(v[0], dict):
+            return "(" + ", ".join(conf_value(x) for x in v) + ")"
+        return "[" + ", ".join(conf_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + " ".join("%s = %s;" % (k, conf_value(x)) for k, x in v.items()) + " }"
+    raise TypeError(v)
+
+
+class Daemon:
+    """A cogworkerd on a test's redis-server.
+
+        d = Daemon(server, workdir, handlers=[{"class": "Ok", "command": handler("ok")}])
+        d.start(); d.identity; d.wait_log("done: Ok"); d.stop()
+
+    Test handlers append their jid to <workdir>/runs and read gates from <workdir>/gates
+    (the RUNS and GATES variables are put into every handler's env)."""
+
+    def __init__(self, server, workdir, url=None, **settings):
+        self.server = server
+        self.workdir = workdir
+        self.runs = os.path.join(workdir, "runs")
+        self.gates = os.path.join(workdir, "gates")
+        os.makedirs(self.gates, exist_ok=True)
+        self.settings = {"concurrency": 1, "queues": ["default"], "heartbeat_interval": 5,
+                         "log_level": "info"}
+        self.settings.update(settings)
+        self.url = url or server.url
+        self.proc = None
+        self.identity = None
+        self.n = len([f for f in os.listdir(workdir) if f.startswith("daemon-")])
+        self.conf_path = os.path.join(workdir, "daemon-%d.conf" % self.n)
+        self.log_path = os.path.join(workdir, "daemon-%d.log" % self.n)
+
+    def write_conf(self):
+        s = dict(self.settings)
+        handlers = s.pop("handlers", [])
+        for h in handlers:
+            env = list(h.get("env", []))
+            env += ["RUNS=" + self.runs, "GATES=" + self.gates,
+                    "REDIS_PORT=%d" % self.server.port]
+            h["env"] = env
+        lines = ['redis = { url = %s; };' % conf_value(self.url)]
+        for k, v in s.items():
+            lines.append("%s = %s;" % (k, conf_value(v)))
+        if handlers:
+            lines.append("handlers = %s;" % conf_value(handlers))
+        with open(self.conf_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def start(self, wait=True, env=None, args=()):
+        self.write_conf()
+        e = dict(os.environ)
+        e.pop("REDIS_URL", None)
+        e.update(env or {})
+        self.log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([binary("cogworkerd"), "-c", self.conf_path] + list(args),
+                                     stdin=subprocess.DEVNULL, stdout=self.log_file,
+                                     stderr=subprocess.STDOUT, env=e,
+                                     preexec_fn=_die_with_parent)
+        if wait:
+            self.wait_started()
+        return self
+
+    def wait_started(self, timeout=10):
+        line = self.wait_log("started, identity=", timeout=timeout)
+        self.identity = line.split("identity=")[1].split()[0]
+        return self.identity
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_lines(self, needle):
+        return [l for l in self.log().splitlines() if needle in l]
+
+    def wait_log(self, needle, timeout=5, count=1):
+        def found():
+            lines = self.log_lines(needle)
+            return lines[count - 1] if len(lines) >= count else None
+        try:
+            return wait_for(found, timeout=timeout, message="log line %r" % needle)
+        except AssertionError:
+            raise AssertionError("log line %r not seen in %gs; log:\n%s"
+                                 % (needle, timeout, self.log()[-4000:]))
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout=10):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("cogworkerd did not exit within %gs; log:\n%s"
+                                 % (timeout, self.log()[-4000:]))
+
+    def stop(self, timeout=40):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            status = self.wait_exit(timeout)
+        else:
+            status = self.proc.returncode if self.proc else None
+        self.close()
+        return status
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close()
+
+    def close(self):
+        f = getattr(self, "log_file", None)
+        if f and not f.closed:
+            f.close()
+
+    def runs_of(self, jid):
+        try:
+            with open(self.runs) as f:
+                return sum(1 for l in f if l.strip() == jid)
+        except FileNotFoundError:
+            return 0
+
+    def open_gate(self, jid, code=0):
+        path = os.path.join(self.gates, jid)
+        with open(path + ".tmp", "w") as f:
+            f.write(str(code))
+        os.rename(path + ".tmp", path)
+
+
+def new_jid():
+    return os.urandom(12).hex()
+
+
+def job(cls, args=(), queue="default", jid=None, retry=None, **extra):
+    """A job JSON string the way BEHAVIOURS.md §0.1 pushes it (compact, like Ruby)."""
+    import json
+    now = time.time()
+    j = {"class": cls, "args": list(args), "queue": queue, "jid": jid or new_jid()}
+    if retry is not None:
+        j["retry"] = retry
+    j["created_at"] = now
+    j["enqueued_at"] = now
+    j.update(extra)
+    return json.dumps(j, separators=(",", ":"), ensure_ascii=False)
+
+
+class DaemonTestCase(RedisTestCase):
+    """A RedisTestCase with a fresh work dir per test and daemons stopped at test end.
+
+        d = self.daemon(handlers=[...], concurrency=2)   # started, identity known
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.workdir = tempfile.mkdtemp(prefix="cw-test-")
+        self.addCleanup(shutil.rmtree, self.workdir, True)
+        self.daemons = []
+        self.addCleanup(self._stop_daemons)
+
+    def _stop_daemons(self):
+        for d in self.daemons:
+            if d.proc and d.proc.poll() is None:
+                d.kill()
+
+    def daemon(self, start=True, **settings):
+        d = Daemon(self.server, self.workdir, **settings)
+        self.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def push(self, payload, queue="default"):
+        if isinstance(payload, str):
+            payload = payload.encode()
+        self.r.lpush(b"cogworker:queue:" + queue.encode(), payload)
+        return payload

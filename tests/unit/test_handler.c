@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "handler.h"
@@ -127,11 +128,19 @@ static int wait_dead(int pid, double secs)
 	return 1;
 }
 
-static void quiet_stderr(void)
+/* Send fd 2 (the log) to /dev/null; returns a copy of the old one for restore_stderr. */
+static int quiet_stderr(void)
 {
-	int fd = open("/dev/null", O_WRONLY);
+	int saved = dup(2), fd = open("/dev/null", O_WRONLY);
 	dup2(fd, 2);
 	close(fd);
+	return saved;
+}
+
+static void restore_stderr(int saved)
+{
+	dup2(saved, 2);
+	close(saved);
 }
 
 /* ---- outcomes ---------------------------------------------------------------------- */
@@ -490,7 +499,7 @@ START_TEST(test_flood_bounded)
 	struct lines out = { 0 };
 	struct rusage ru;
 
-	quiet_stderr();                 /* log_output: ~24k lines of NULs into the log */
+	int saved = quiet_stderr();     /* log_output: ~24k lines of NULs into the log */
 	req_init(&r, &c);
 	r.log_output = 1;
 	r.output_tail = 4096;
@@ -498,6 +507,7 @@ START_TEST(test_flood_bounded)
 	r.ctx = &out;
 	r.timeout = 20;
 	handler_run(&r, &res, NULL, NULL);
+	restore_stderr(saved);
 	ck_assert_int_eq(res.status, RUN_EXITED);
 	ck_assert_int_eq(res.code, 0);
 	ck_assert_uint_eq(out.bytes, 100000000);
@@ -903,10 +913,17 @@ START_TEST(test_resolve_and_switch_ids)
 	sb_free(&out.text);
 	free(groups);
 
-	/* Not root: a configured user is an error. */
-	ck_assert_int_eq(setresuid(65534, 65534, 65534), 0);
-	ck_assert_int_eq(handler_resolve_ids(&h, &r, &groups, err, sizeof err), -1);
-	ck_assert_msg(strstr(err, "root"), "%s", err);
+	/* Not root: a configured user is an error (in a child: this process stays root). */
+	pid_t pid = fork();
+	if (pid == 0) {
+		int ok = setresuid(65534, 65534, 65534) == 0 &&
+		         handler_resolve_ids(&h, &r, &groups, err, sizeof err) == -1 &&
+		         strstr(err, "root") != NULL;
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 END_TEST
 
