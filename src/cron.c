@@ -13,7 +13,8 @@
  * `+01:00` zones, 3+ digit numbers — is rejected: a conf entry must never be evaluated
  * differently from cogworker, so what we cannot be sure of is an error, not a guess.
  *
- * Fugit details we reproduce on purpose (read off fugit 1.5.2's cron.rb):
+ * Fugit details we reproduce on purpose (read off fugit 1.5.2's cron.rb, and checked by
+ * comparing thousands of random expressions and instants with fugit 1.5.2 itself):
  *
  * - dom/dow OR rule: when both day fields are restricted, a day matches if either
  *   matches. "Restricted" is Fugit's notion: day-of-month `*` and `*\/1` are not
@@ -213,24 +214,30 @@ static const char *rule_hms(const char *s, int32_t *out, int signok, int maxh) {
 	return s;
 }
 
+/* A bounded decimal number; *s advances. */
+static int rule_num(const char **s, int lo, int hi, int *out) {
+	int v = 0, n = 0;
+	while (isdigit((unsigned char)**s) && n < 4) v = v * 10 + (*(*s)++ - '0'), n++;
+	*out = v;
+	return n > 0 && v >= lo && v <= hi ? 0 : -1;
+}
+
 static const char *rule_when(const char *s, struct tzwhen *w) {
-	char *end;
 	memset(w, 0, sizeof(*w));
 	w->time = 7200;
 	if (*s == 'M') {
 		w->kind = 'M';
-		if (sscanf(s + 1, "%d.%d.%d", &w->m, &w->w, &w->d) != 3) return NULL;
-		if (w->m < 1 || w->m > 12 || w->w < 1 || w->w > 5 || w->d < 0 || w->d > 6) return NULL;
 		s++;
-		for (int dots = 0; isdigit((unsigned char)*s) || (*s == '.' && dots < 2); s++)
-			dots += *s == '.';
+		if (rule_num(&s, 1, 12, &w->m) < 0 || *s++ != '.' || rule_num(&s, 1, 5, &w->w) < 0 ||
+		    *s++ != '.' || rule_num(&s, 0, 6, &w->d) < 0)
+			return NULL;
+	} else if (*s == 'J') {
+		w->kind = 'J';
+		s++;
+		if (rule_num(&s, 1, 365, &w->n) < 0) return NULL;
 	} else {
-		w->kind = *s == 'J' ? 'J' : 'N';
-		if (*s == 'J') s++;
-		if (!isdigit((unsigned char)*s)) return NULL;
-		w->n = (int)strtol(s, &end, 10);
-		s = end;
-		if (w->kind == 'J' ? (w->n < 1 || w->n > 365) : (w->n > 365)) return NULL;
+		w->kind = 'N';
+		if (rule_num(&s, 0, 365, &w->n) < 0) return NULL;
 	}
 	if (*s == '/') s = rule_hms(s + 1, &w->time, 1, 167);
 	return s;
@@ -542,7 +549,9 @@ static int parse_value(struct fparse *fp, const char **s, int *out) {
 	if (isdigit((unsigned char)*p)) {
 		int v = 0, n = 0;
 		while (isdigit((unsigned char)*p)) v = v * 10 + (*p++ - '0'), n++;
-		if (n > f->digits || v < f->lo || v > f->hi)
+		if (n > f->digits)
+			return FAIL(fp, "bad %s '%.*s': at most %d digits", f->name, (int)(p - *s), *s, f->digits);
+		if (v < f->lo || v > f->hi)
 			return FAIL(fp, "%s '%.*s' out of range (%d-%d)", f->name, (int)(p - *s), *s, f->lo, f->hi);
 		*s = p, *out = v;
 		return 0;
@@ -836,7 +845,8 @@ static void month_back(const struct cron *c, struct civ *t) {
 	t->hour = 23, t->min = t->sec = 59;
 }
 
-/* The first matching wall time in [w, wmax], or NONE. */
+/* The first matching wall time in [w, wmax], or NONE. Each step jumps to the next
+ * candidate of the first field that does not match, so time only moves forward. */
 static int64_t civil_next(const struct cron *c, int64_t w, int64_t wmax) {
 	struct civ t;
 	int v;
@@ -844,20 +854,26 @@ static int64_t civil_next(const struct cron *c, int64_t w, int64_t wmax) {
 	for (;;) {
 		int64_t x = civ_to(&t);
 		if (x > wmax) return NONE;
-		if (!(c->mon >> t.mon & 1)) month_fwd(c, &t);
-		else if (!day_ok(c, &t)) day_fwd(&t);
-		else if (!(c->hour >> t.hour & 1))
-			(v = bit_next(c->hour, t.hour + 1, 23)) < 0 ? day_fwd(&t) : (void)(t.hour = v, t.min = t.sec = 0);
-		else if (!(c->min >> t.min & 1))
-			(v = bit_next(c->min, t.min + 1, 59)) < 0 ? hour_fwd(&t) : (void)(t.min = v, t.sec = 0);
-		else if (!(c->sec >> t.sec & 1))
-			(v = bit_next(c->sec, t.sec + 1, 59)) < 0 ? min_fwd(&t) : (void)(t.sec = v);
-		else
+		if (!(c->mon >> t.mon & 1)) {
+			month_fwd(c, &t);
+		} else if (!day_ok(c, &t)) {
+			day_fwd(&t);
+		} else if (!(c->hour >> t.hour & 1)) {
+			if ((v = bit_next(c->hour, t.hour + 1, 23)) < 0) day_fwd(&t);
+			else t.hour = v, t.min = t.sec = 0;
+		} else if (!(c->min >> t.min & 1)) {
+			if ((v = bit_next(c->min, t.min + 1, 59)) < 0) hour_fwd(&t);
+			else t.min = v, t.sec = 0;
+		} else if (!(c->sec >> t.sec & 1)) {
+			if ((v = bit_next(c->sec, t.sec + 1, 59)) < 0) min_fwd(&t);
+			else t.sec = v;
+		} else {
 			return x;
+		}
 	}
 }
 
-/* The last matching wall time in [wmin, w], or NONE. */
+/* The last matching wall time in [wmin, w], or NONE: civil_next mirrored. */
 static int64_t civil_prev(const struct cron *c, int64_t w, int64_t wmin) {
 	struct civ t;
 	int v;
@@ -865,16 +881,22 @@ static int64_t civil_prev(const struct cron *c, int64_t w, int64_t wmin) {
 	for (;;) {
 		int64_t x = civ_to(&t);
 		if (x < wmin) return NONE;
-		if (!(c->mon >> t.mon & 1)) month_back(c, &t);
-		else if (!day_ok(c, &t)) day_back(&t);
-		else if (!(c->hour >> t.hour & 1))
-			(v = bit_prev(c->hour, t.hour - 1)) < 0 ? day_back(&t) : (void)(t.hour = v, t.min = t.sec = 59);
-		else if (!(c->min >> t.min & 1))
-			(v = bit_prev(c->min, t.min - 1)) < 0 ? hour_back(&t) : (void)(t.min = v, t.sec = 59);
-		else if (!(c->sec >> t.sec & 1))
-			(v = bit_prev(c->sec, t.sec - 1)) < 0 ? min_back(&t) : (void)(t.sec = v);
-		else
+		if (!(c->mon >> t.mon & 1)) {
+			month_back(c, &t);
+		} else if (!day_ok(c, &t)) {
+			day_back(&t);
+		} else if (!(c->hour >> t.hour & 1)) {
+			if ((v = bit_prev(c->hour, t.hour - 1)) < 0) day_back(&t);
+			else t.hour = v, t.min = t.sec = 59;
+		} else if (!(c->min >> t.min & 1)) {
+			if ((v = bit_prev(c->min, t.min - 1)) < 0) hour_back(&t);
+			else t.min = v, t.sec = 59;
+		} else if (!(c->sec >> t.sec & 1)) {
+			if ((v = bit_prev(c->sec, t.sec - 1)) < 0) min_back(&t);
+			else t.sec = v;
+		} else {
 			return x;
+		}
 	}
 }
 

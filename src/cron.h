@@ -14,5 +14,7 @@ void cron_free(struct cron *c);
 int64_t cron_prev(const struct cron *c, int64_t now);
 /* The first matching instant strictly after t. */
 int64_t cron_next(const struct cron *c, int64_t t);
+/* Both return -1 when nothing matches within about 400 years (only possible when DST
+ * swallows every candidate); both are thread-safe on a parsed cron. */
 
 #endif

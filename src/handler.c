@@ -439,7 +439,7 @@ struct child_spec {
 	int nrlimits;
 	int rl_resource[HANDLER_NRLIMITS];
 	struct rlimit rl[HANDLER_NRLIMITS];
-	struct sigaction sa_default;
+	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa_default;
 	sigset_t empty_mask;
 };
 
@@ -479,9 +479,14 @@ static void child_exec(const struct child_spec *c)
 	if (getppid() != c->parent)         /* the daemon died before the prctl */
 		child_fail(rep, ESRCH);
 
+	/*
+	 * The raw system call, not sigaction(3): glibc refuses to touch the two real-time
+	 * signals it reserves (32, 33), and an ignored disposition there would be inherited
+	 * across exec from whoever started the daemon.
+	 */
 	for (int sig = 1; sig < _NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &c->sa_default, NULL);   /* EINVAL for libc's own: fine */
+			syscall(SYS_rt_sigaction, sig, &c->ksa_default, NULL, _NSIG / 8);
 	if (sigprocmask(SIG_SETMASK, &c->empty_mask, NULL) < 0)
 		child_fail(rep, errno);
 
@@ -645,8 +650,7 @@ static int spawn(const struct run_request *req, const char *path, char **argv,
 	spec_add_rlimit(&c, RLIMIT_AS, req->rlimit_as);
 	spec_add_rlimit(&c, RLIMIT_NOFILE, req->rlimit_nofile);
 	spec_add_rlimit(&c, RLIMIT_NPROC, req->rlimit_nproc);
-	c.sa_default.sa_handler = SIG_DFL;
-	sigemptyset(&c.sa_default.sa_mask);
+	c.ksa_default.handler = (void *)SIG_DFL;
 	sigemptyset(&c.empty_mask);
 
 	/* No handler of ours may run in the vfork child: everything blocked around it. */

@@ -1,0 +1,293 @@
+/* Unit tests: the job rules of src/job.c (retry budget, backoff, failure entries,
+ * wrappers, error messages, digests) and error classification / log sites. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "job.h"
+#include "json.h"
+#include "log.h"
+#include "redis.h"
+#include "scripts.h"
+#include "util.h"
+
+static int budget(const char *json)
+{
+	cJSON *v = cJSON_Parse(json);
+	int n = job_max_retries(v);
+	cJSON_Delete(v);
+	return n;
+}
+
+START_TEST(test_retry_budget)
+{
+	ck_assert_int_eq(budget("false"), 0);
+	ck_assert_int_eq(budget("true"), 25);
+	ck_assert_int_eq(budget("null"), 25);
+	ck_assert_int_eq(job_max_retries(NULL), 25);
+	ck_assert_int_eq(budget("3"), 3);
+	ck_assert_int_eq(budget("2.0"), 2);
+	ck_assert_int_eq(budget("2.9"), 2);
+	ck_assert_int_eq(budget("\"4\""), 4);
+	ck_assert_int_eq(budget("{}"), 0);
+	ck_assert_int_eq(budget("\"lots\""), 0);
+	ck_assert_int_eq(budget("[]"), 0);
+	ck_assert_int_eq(budget("-3"), 0);
+}
+END_TEST
+
+START_TEST(test_backoff_bounds)
+{
+	for (long n = 1; n <= 5; n++) {
+		double lo = (double)(n * n * n * n) + 15, hi = lo + 29.0 * (double)(n + 1);
+		for (int i = 0; i < 500; i++) {
+			double d = job_backoff(n);
+			ck_assert(d >= lo && d <= hi);
+			ck_assert(d == floor(d));
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_parse_fields)
+{
+	struct job j;
+	const char *raw = "{\"class\":\"R\",\"args\":[1, 12345678901234567890],\"queue\":\"q\","
+	                  "\"jid\":\"abc\",\"retry\":\"4\",\"retry_count\":3,"
+	                  "\"periodic_pjid\":\"pj\",\"periodic_until_executed\":true,"
+	                  "\"unique\":\"until_executed\"}";
+	job_parse(&j, raw, strlen(raw), "q");
+	ck_assert_ptr_nonnull(j.obj);
+	ck_assert_str_eq(j.cls, "R");
+	ck_assert_str_eq(j.queue, "q");
+	ck_assert_str_eq(j.args_json, "[1, 12345678901234567890]");
+	ck_assert_int_eq(j.retry_count, 3);
+	ck_assert_int_eq(j.max_retries, 4);
+	ck_assert_str_eq(j.pjid, "pj");
+	ck_assert_int_eq(j.periodic_until_executed, 1);
+	ck_assert_int_eq(j.unique, 1);
+	job_free(&j);
+
+	job_parse(&j, "{not json", 9, "default");
+	ck_assert_ptr_null(j.obj);
+	ck_assert_ptr_nonnull(j.parse_error);
+	job_free(&j);
+	job_parse(&j, "{\"a\":1} x", 9, "default");
+	ck_assert_ptr_null(j.obj);
+	job_free(&j);
+	job_parse(&j, "[1]", 3, "default");
+	ck_assert_ptr_null(j.obj);
+	job_free(&j);
+	/* a queue that is not a usable string falls back to default */
+	job_parse(&j, "{\"class\":\"X\",\"queue\":null}", 26, NULL);
+	ck_assert_str_eq(j.queue, "default");
+	job_free(&j);
+}
+END_TEST
+
+START_TEST(test_failure_payload_byte_exact)
+{
+	const char *raw = "{\"class\":\"F\",\"args\":[9007199254740993, 12345678901234567890, "
+	                  "1.5e300, 0.1, \"\xc3\xa9\\n\\u0001\"],\"retry\":3,\"failure_outcome\":\"x\","
+	                  "\"jid\":\"j1\"}";
+	struct job j;
+	job_parse(&j, raw, strlen(raw), "default");
+	char *p = job_failure_payload(&j, "Cogworker::HandlerFailed", "exit status 1: kaboom",
+	                              1767225600.25, 1, 0, 0);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(p, "{\"class\":\"F\",\"args\":[9007199254740993, 12345678901234567890, "
+	                    "1.5e300, 0.1, \"\xc3\xa9\\n\\u0001\"],\"retry\":3,\"jid\":\"j1\","
+	                    "\"error_class\":\"Cogworker::HandlerFailed\","
+	                    "\"error_message\":\"exit status 1: kaboom\","
+	                    "\"failed_at\":1767225600.250000,\"retry_count\":1}");
+	free(p);
+	job_free(&j);
+
+	/* failed_at keeps the first failure; retry_count is replaced in place */
+	const char *again = "{\"class\":\"F\",\"retry_count\":1,\"failed_at\":1.5,\"jid\":\"j\"}";
+	job_parse(&j, again, strlen(again), "default");
+	p = job_failure_payload(&j, "E", "m", 99.0, 2, 0, 0);
+	ck_assert_str_eq(p, "{\"class\":\"F\",\"retry_count\":2,\"failed_at\":1.5,\"jid\":\"j\","
+	                    "\"error_class\":\"E\",\"error_message\":\"m\"}");
+	free(p);
+	/* the interrupt path overwrites failed_at and counts interrupts */
+	p = job_failure_payload(&j, "E", "m", 99.0, 2, 1, 1);
+	ck_assert_str_eq(p, "{\"class\":\"F\",\"retry_count\":2,\"failed_at\":99.000000,\"jid\":\"j\","
+	                    "\"error_class\":\"E\",\"error_message\":\"m\",\"interrupted_count\":1}");
+	free(p);
+	job_free(&j);
+}
+END_TEST
+
+START_TEST(test_unparseable_wrapper)
+{
+	char *w = job_unparseable_wrapper("{not json", 9, "default", "JSON::ParserError",
+	                                  "unexpected token at '{not json'", 10.0);
+	cJSON *v = cJSON_Parse(w);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_str_eq(cJSON_GetObjectItem(v, "class")->valuestring, "(unparseable)");
+	ck_assert_str_eq(cJSON_GetObjectItem(v, "queue")->valuestring, "default");
+	ck_assert_str_eq(cJSON_GetObjectItem(v, "raw_payload")->valuestring, "{not json");
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(v, "retry")));
+	ck_assert_int_eq(strlen(cJSON_GetObjectItem(v, "jid")->valuestring), 24);
+	ck_assert(cJSON_IsArray(cJSON_GetObjectItem(v, "args")));
+	cJSON_Delete(v);
+	free(w);
+	/* schedule/retry entries have no queue: null; raw bytes are scrubbed to UTF-8 */
+	w = job_unparseable_wrapper("bad \xff", 5, NULL, "Cogworker::InvalidJob", "x", 10.0);
+	ck_assert(json_valid(w, strlen(w)));
+	ck_assert_ptr_nonnull(strstr(w, "\"queue\":null"));
+	ck_assert_ptr_nonnull(strstr(w, "bad \xef\xbf\xbd"));
+	free(w);
+}
+END_TEST
+
+START_TEST(test_error_message)
+{
+	char *m = job_error_message("Cogworker::HandlerFailed", "exit status 1", "kaboom\n", 7);
+	ck_assert_str_eq(m, "exit status 1: kaboom");
+	free(m);
+	m = job_error_message("Cogworker::HandlerFailed", "exit status 1", "bad \xff", 5);
+	ck_assert_str_eq(m, "exit status 1: bad \xef\xbf\xbd");
+	free(m);
+	m = job_error_message("Cogworker::HandlerFailed", "exit status 2", NULL, 0);
+	ck_assert_str_eq(m, "exit status 2");
+	free(m);
+	/* FR-15: a message that cannot be built is #<ErrorClass> */
+	m = job_error_message("Cogworker::HandlerFailed", NULL, "x", 1);
+	ck_assert_str_eq(m, "#<Cogworker::HandlerFailed>");
+	free(m);
+	/* PX-7: at most 10 000 characters, starts with the status, ends with the output */
+	size_t n = 50000;
+	char *big = xmalloc(n);
+	for (size_t i = 0; i < n; i++)
+		big[i] = (char)('a' + i % 26);
+	m = job_error_message("Cogworker::HandlerFailed", "exit status 1", big, n);
+	ck_assert_uint_eq(strlen(m), 10000);
+	ck_assert(strncmp(m, "exit status 1: ", 15) == 0);
+	ck_assert(memcmp(m + strlen(m) - 26, big + n - 26, 26) == 0);
+	free(m);
+	free(big);
+}
+END_TEST
+
+START_TEST(test_restamp_and_minimal_entry)
+{
+	const char *raw = "{\"class\":\"A\",\"args\":[12345678901234567890],\"enqueued_at\":1.0}";
+	char *p = job_restamp_enqueued(raw, strlen(raw), 5.5);
+	ck_assert_str_eq(p, "{\"class\":\"A\",\"args\":[12345678901234567890],\"enqueued_at\":5.500000}");
+	free(p);
+	p = job_minimal_dead_entry("{not json", 9, "j", "E", "m", 2.0);
+	ck_assert(json_valid(p, strlen(p)));
+	ck_assert_ptr_nonnull(strstr(p, "\"raw_payload\":\"{not json\""));
+	free(p);
+}
+END_TEST
+
+START_TEST(test_digests)
+{
+	/* UJ-1: SHA-1 of U|default|<canonical args> */
+	char d[41], expect[41];
+	ck_assert_int_eq(job_unique_digest("U", "default", "[1, \"a\", {\"b\": null}, 2.5, \"\\u00e9\\/\\n\"]", d), 0);
+	const char *canon = "U|default|[1,\"a\",{\"b\":null},2.5,\"\xc3\xa9/\\n\"]";
+	sha1_hex(canon, strlen(canon), expect);
+	ck_assert_str_eq(d, expect);
+	/* the PT fixture's pjid */
+	ck_assert_int_eq(job_pjid("* * * * *", "P", "[{\"k\":\"v\"}]", d), 0);
+	const char *text = "* * * * *|P|[{\"k\":\"v\"}]";
+	sha1_hex(text, strlen(text), expect);
+	ck_assert_str_eq(d, expect);
+	ck_assert_int_eq(job_pjid("x", "P", "[oops", d), -1);
+}
+END_TEST
+
+START_TEST(test_error_classification)
+{
+	ck_assert(redis_error_is_unavailable("READONLY You can't write against a read only replica."));
+	ck_assert(redis_error_is_unavailable("LOADING Redis is loading the dataset in memory"));
+	ck_assert(redis_error_is_unavailable("MASTERDOWN Link with MASTER is down"));
+	ck_assert(redis_error_is_unavailable("TRYAGAIN Multiple keys request during rehashing"));
+	ck_assert(redis_error_is_unavailable("BUSY Redis is busy running a script."));
+	ck_assert(redis_error_is_unavailable("ERR Error running script (call to f_x): @user_script:1: "
+	                                     "-READONLY You can't write against a read only replica."));
+	ck_assert(!redis_error_is_unavailable("WRONGTYPE Operation against a key holding the wrong kind of value"));
+	ck_assert(!redis_error_is_unavailable("BUSYKEY Target key name already exists."));
+	ck_assert(!redis_error_is_unavailable("BUSYGROUP Consumer Group name already exists"));
+	ck_assert(!redis_error_is_unavailable("OOM command not allowed when used memory > 'maxmemory'."));
+	ck_assert(!redis_error_is_unavailable("NOPERM this user has no permissions"));
+	ck_assert(!redis_error_is_unavailable("ERR Error running script: -BUSYKEY x"));
+}
+END_TEST
+
+/* RE-2 [unit]: exact counts of the outage summaries, by capturing stderr. */
+static char *capture(void (*fn)(void))
+{
+	char path[] = "/tmp/cw-logXXXXXX";
+	int fd = mkstemp(path);
+	int saved = dup(2);
+	dup2(fd, 2);
+	fn();
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	char *buf = xcalloc(1, 65536);
+	ssize_t n = read(fd, buf, 65535);
+	(void)n;
+	close(fd);
+	unlink(path);
+	return buf;
+}
+
+static void outage(void)
+{
+	struct log_site s = LOG_SITE("Fetch");
+	for (int i = 0; i < 100; i++)
+		log_site_unavailable(&s, "connection refused", 1000.0 + i * 0.1);
+	log_site_unavailable(&s, "connection refused", 1070.0);
+	log_site_recovered(&s, 1071.0);
+	log_site_recovered(&s, 1072.0);
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+START_TEST(test_log_site_summary)
+{
+	char *out = capture(outage);
+	ck_assert_int_eq(count(out, "Fetch: Redis unavailable"), 1);
+	ck_assert_int_eq(count(out, "(repeats summarized every 60s)"), 1);
+	ck_assert_int_eq(count(out, "Fetch: still unavailable — 100 more error(s)"), 1);
+	ck_assert_int_eq(count(out, "Fetch: Redis available again after 101 error(s) over 71s"), 1);
+	ck_assert_int_eq(count(out, "\n"), 3);
+	free(out);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("job");
+	TCase *tc = tcase_create("rules");
+	tcase_add_test(tc, test_retry_budget);
+	tcase_add_test(tc, test_backoff_bounds);
+	tcase_add_test(tc, test_parse_fields);
+	tcase_add_test(tc, test_failure_payload_byte_exact);
+	tcase_add_test(tc, test_unparseable_wrapper);
+	tcase_add_test(tc, test_error_message);
+	tcase_add_test(tc, test_restamp_and_minimal_entry);
+	tcase_add_test(tc, test_digests);
+	tcase_add_test(tc, test_error_classification);
+	tcase_add_test(tc, test_log_site_summary);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
