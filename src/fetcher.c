@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bookkeeping.h"
 #include "daemon.h"
 #include "handler.h"
 #include "job.h"
@@ -143,17 +144,33 @@ static char **args_as_argv(const struct job *j, int *n)
 	return out;
 }
 
+struct progress_ctx {
+	struct fetcher *f;
+	const struct conf *c;
+	const char *jid;
+};
+
+static void on_progress(void *ctx, const char *line, size_t len)
+{
+	struct progress_ctx *p = ctx;
+	status_progress(&p->f->r, p->c, p->jid, line, len);
+}
+
 struct outcome {
 	int success;
 	int exit_code;          /* for the exit-code map; -1 when not an exit */
 	const char *error_class;
 	char *error_message;
 	int aborted;
+	double started, finished;
+	char *tail;             /* stderr tail, for the history's backtrace */
+	size_t tail_len;
 };
 
-static void run_handler(struct fetcher *f, const struct job *j, const struct handler *h,
-                        struct outcome *o)
+static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
+                        const struct handler *h, struct outcome *o)
 {
+	struct progress_ctx progress = { f, c, j->jid };
 	char rc[32];
 	snprintf(rc, sizeof rc, "%ld", j->retry_count);
 	char **env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
@@ -168,6 +185,7 @@ static void run_handler(struct fetcher *f, const struct job *j, const struct han
 		.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
 		.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
 		.log_tag = tag, .log_output = 1, .abort = &f->abort, .abort_grace = 2.0,
+		.on_stdout_line = on_progress, .ctx = &progress,
 	};
 	unsigned *groups = NULL;
 	char err[256];
@@ -214,6 +232,10 @@ static void run_handler(struct fetcher *f, const struct job *j, const struct han
 	}
 	if (!o->success && !o->aborted)
 		o->error_message = job_error_message(o->error_class, detail, res.tail, res.tail_len);
+	if (res.tail_len) {
+		o->tail = xstrndup(res.tail, res.tail_len);
+		o->tail_len = res.tail_len;
+	}
 out:
 	run_result_free(&res);
 	free(groups);
@@ -239,6 +261,8 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	struct conf *c = conf_acquire();
 	const struct handler *h = conf_find_handler(c, cls);
 	struct outcome o = { 0 };
+	o.started = now_float();
+	status_write(&f->r, c, j, "working", NULL, NULL);
 	if (!h) {
 		o.error_class = "Cogworker::NoHandler";
 		char *detail = xasprintf("no handler configured for class %s", cls);
@@ -247,8 +271,9 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		o.exit_code = -1;
 	} else {
 		shorten_running_lock(f, j);
-		run_handler(f, j, h, &o);
+		run_handler(f, c, j, h, &o);
 	}
+	o.finished = now_float();
 	enum disposition disp = DISP_ACK;
 	if (o.aborted) {
 		/* Left in progress (and in the workers hash, for basic mode) for the requeue. */
@@ -259,18 +284,25 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	}
 	if (o.success) {
 		bump_stats(&f->r, 1, &f->job_site);
+		status_write(&f->r, c, j, "complete", NULL, NULL);
+		history_record(&f->r, c, j, 1, o.started, o.finished, NULL, NULL, NULL, 0);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
 		log_info("done: %s jid=%s", cls, j->jid ? j->jid : "?");
 	} else {
 		bump_stats(&f->r, 0, &f->job_site);
+		enum decision d = decide_failure(j, h, o.exit_code);
+		status_write(&f->r, c, j, d == DECIDE_RETRY ? "retrying" : "failed", o.error_class,
+		             o.error_message);
+		history_record(&f->r, c, j, 0, o.started, o.finished, o.error_class, o.error_message,
+		               o.tail, o.tail_len);
 		log_warn("fail: %s jid=%s: %s: %s", cls, j->jid ? j->jid : "?", o.error_class,
 		         o.error_message);
-		enum decision d = decide_failure(j, h, o.exit_code);
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &f->job_site, died,
 		                     dead_entry);
 	}
 	conf_release(c);
 	free(o.error_message);
+	free(o.tail);
 	deregister_worker(f);
 	return disp;
 }

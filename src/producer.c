@@ -69,6 +69,27 @@ static int take_unique_lock(struct rconn *r, const struct push *p, const char *j
 	return taken;
 }
 
+/* Best effort: a push that happened is reported as pushed whatever this does. */
+static void status_queued(struct rconn *r, const struct push *p, const char *jid)
+{
+	char *key = xasprintf("status:%s", jid);
+	char now[32], ttl[32];
+	snprintf(now, sizeof now, "%ld", (long)now_float());
+	snprintf(ttl, sizeof ttl, "%ld", (long)ceil(p->status_expiration));
+	const char *argv[] = { "HSET", key, "status", "queued", "update_time", now, "class", p->cls,
+	                       "queue", p->queue ? p->queue : "default" };
+	redisReply *rep = rcmd_argv(r, 10, argv, NULL);
+	if (rep) {
+		freeReplyObject(rep);
+		rep = rcmd(r, "EXPIRE %s %s", key, ttl);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	else
+		log_warn("status of jid=%s not written (ignored): %s", jid, r->err);
+	free(key);
+}
+
 int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char *err,
                   size_t errlen)
 {
@@ -113,6 +134,8 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 			log_warn("pushed jid=%s, but cogworker:queues not updated (ignored): %s", jid,
 			         r->err);
 	}
+	if (p->status_expiration > 0)
+		status_queued(r, p, jid);
 	memcpy(jid_out, jid, 25);
 	return 1;
 }

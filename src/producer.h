@@ -17,6 +17,7 @@ struct push {
 	int unique;                 /* until_executed */
 	double unique_lock_ttl;     /* for the unique lock */
 	const char *extra;          /* extra members as JSON text without braces, or NULL */
+	double status_expiration;   /* > 0: write status "queued" after the push (§5 step 4) */
 };
 
 /* 1 pushed (jid_out filled), 0 suppressed by a held unique lock, -1 error (r->err or err). */

@@ -124,7 +124,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		{ "stdin", no_argument, NULL, 's' },
 		{ 0, 0, 0, 0 },
 	};
-	struct push p = { .unique_lock_ttl = c->conf.unique_lock_ttl };
+	struct push p = { .unique_lock_ttl = c->conf.unique_lock_ttl,
+	                  .status_expiration = c->conf.status_expiration };
 	const char *json_args = NULL;
 	int from_stdin = 0, ch;
 	char retry[32];

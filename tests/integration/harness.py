@@ -340,7 +340,7 @@ def conf_value(v):
     if isinstance(v, str):
         return '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"')
     if isinstance(v, (list, tuple)):
-        if v and isinstance(v[0], dict):
+        if v and isinstance(v[0], (dict, list, tuple)):
             return "(" + ", ".join(conf_value(x) for x in v) + ")"
         return "[" + ", ".join(conf_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -381,7 +381,9 @@ class Daemon:
             env += ["RUNS=" + self.runs, "GATES=" + self.gates,
                     "REDIS_PORT=%d" % self.server.port]
             h["env"] = env
-        lines = ['redis = { url = %s; };' % conf_value(self.url)]
+        redis_extra = s.pop("redis", {})     # e.g. {"command_timeout": 1.0}
+        lines = ['redis = { url = %s; %s};' % (conf_value(self.url), "".join(
+            "%s = %s; " % (k, conf_value(v)) for k, v in redis_extra.items()))]
         for k, v in s.items():
             lines.append("%s = %s;" % (k, conf_value(v)))
         if handlers:

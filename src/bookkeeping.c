@@ -1,0 +1,206 @@
+/*
+ * bookkeeping.c: job status and run history, as cogworker's server middleware keeps
+ * them, so the Web UI's Jobs and History tabs stay right when cogworkerd runs the jobs.
+ *
+ * Each record is one pipelined round trip; status is off when status_expiration is 0 and
+ * history when history_retention_days is 0. Errors go to their own log sites ("Status",
+ * "History") and are otherwise ignored: bookkeeping may miss entries during an outage,
+ * it never turns a success into a failure or replaces a handler's error.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "bookkeeping.h"
+#include "json.h"
+#include "util.h"
+
+#define MAX_BACKTRACE_LINES 200
+
+static struct log_site status_site = LOG_SITE("Status");
+static struct log_site history_site = LOG_SITE("History");
+static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Fold a pipeline's outcome into a shared site (fetchers share these two). */
+static void site_report(struct log_site *site, struct rconn *r, int failures, const char *what)
+{
+	pthread_mutex_lock(&site_lock);
+	if (failures == 0)
+		log_site_recovered(site, mono_now());
+	else if (r->unavailable)
+		log_site_unavailable(site, r->err, mono_now());
+	else
+		log_error("%s: %s failed (ignored): %s", site->name, what, r->err);
+	pthread_mutex_unlock(&site_lock);
+}
+
+static int run_pipeline(struct rconn *r, struct rpipe *p, struct log_site *site, const char *what)
+{
+	redisReply *rep[16];
+	int failures = rpipe_exec(r, p, rep);
+	for (int i = 0; i < p->n; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	site_report(site, r, failures, what);
+	return failures;
+}
+
+void status_write(struct rconn *r, const struct conf *c, const struct job *j,
+                  const char *status, const char *error_class, const char *error_message)
+{
+	if (c->status_expiration <= 0 || !j->jid)
+		return;
+	char *key = xasprintf("status:%s", j->jid);
+	char now[32], ttl[32];
+	snprintf(now, sizeof now, "%ld", (long)now_float());
+	snprintf(ttl, sizeof ttl, "%ld", (long)(c->status_expiration + 0.999));
+	const char *argv[14] = { "HSET", key, "status", status, "update_time", now,
+	                         "class", j->cls ? j->cls : "", "queue", j->queue };
+	int argc = 10;
+	if (error_class) {
+		argv[argc++] = "error_class";
+		argv[argc++] = error_class;
+		argv[argc++] = "error_message";
+		argv[argc++] = error_message ? error_message : "";
+	}
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	rpipe_add_argv(r, &p, argc, argv, NULL);
+	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
+	run_pipeline(r, &p, &status_site, "status write");
+	free(key);
+}
+
+void status_progress(struct rconn *r, const struct conf *c, const char *jid,
+                     const char *line, size_t len)
+{
+	static const char prefix[] = "cogworker:progress ";
+	size_t plen = sizeof prefix - 1;
+	if (c->status_expiration <= 0 || !jid || len <= plen || memcmp(line, prefix, plen) != 0)
+		return;
+	char *text = utf8_scrub(line + plen, len - plen, 1000);
+	char *message = strchr(text, ' ');
+	if (message)
+		*message++ = '\0';
+	char *end;
+	double pct = strtod(text, &end);
+	if (end == text || *end) {
+		free(text);
+		return;
+	}
+	char spct[32], now[32], ttl[32];
+	snprintf(spct, sizeof spct, "%g", pct);
+	snprintf(now, sizeof now, "%ld", (long)now_float());
+	snprintf(ttl, sizeof ttl, "%ld", (long)(c->status_expiration + 0.999));
+	char *key = xasprintf("status:%s", jid);
+	const char *argv[] = { "HSET", key, "pct", spct, "message", message ? message : "",
+	                       "update_time", now };
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	rpipe_add_argv(r, &p, 8, argv, NULL);
+	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
+	run_pipeline(r, &p, &status_site, "progress write");
+	free(key);
+	free(text);
+}
+
+/* The last lines of stderr as a JSON array (≤ 200), or the exit status alone. */
+static char *backtrace_json(const char *tail, size_t len, const char *error_message)
+{
+	struct sbuf b;
+	sb_init(&b);
+	sb_addc(&b, '[');
+	const char *lines[MAX_BACKTRACE_LINES];
+	size_t lens[MAX_BACKTRACE_LINES];
+	int n = 0;
+	size_t end = len;
+	while (end > 0 && n < MAX_BACKTRACE_LINES) {
+		while (end > 0 && (tail[end - 1] == '\n' || tail[end - 1] == '\r'))
+			end--;
+		if (end == 0)
+			break;
+		size_t start = end;
+		while (start > 0 && tail[start - 1] != '\n')
+			start--;
+		lines[n] = tail + start;
+		lens[n++] = end - start;
+		end = start;
+	}
+	if (n == 0) {
+		const char *colon = error_message ? strstr(error_message, ": ") : NULL;
+		size_t l = error_message ? (colon ? (size_t)(colon - error_message)
+		                                  : strlen(error_message)) : 0;
+		char *q = json_quote(error_message ? error_message : "", l);
+		sb_adds(&b, q);
+		free(q);
+	}
+	for (int i = n - 1; i >= 0; i--) {
+		char *q = json_quote(lines[i], lens[i]);
+		sb_printf(&b, "%s%s", i == n - 1 ? "" : ",", q);
+		free(q);
+	}
+	sb_addc(&b, ']');
+	return sb_steal(&b);
+}
+
+static char *quoted_or_null(const char *s)
+{
+	return s ? json_quote(s, strlen(s)) : xstrdup("null");
+}
+
+static void trim(struct rconn *r, struct rpipe *p, const char *key, const struct conf *c,
+                 double now)
+{
+	char cutoff[32], rank[32];
+	snprintf(cutoff, sizeof cutoff, "(%.6f", now - c->history_retention_days * 86400.0);
+	snprintf(rank, sizeof rank, "%d", -(c->history_max_entries + 1));
+	rpipe_add(r, p, "ZREMRANGEBYSCORE %s -inf %s", key, cutoff);
+	rpipe_add(r, p, "ZREMRANGEBYRANK %s 0 %s", key, rank);
+}
+
+void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
+                    double started, double finished, const char *error_class,
+                    const char *error_message, const char *stderr_tail, size_t tail_len)
+{
+	if (c->history_retention_days <= 0 || !j->obj)
+		return;
+	char s[32], f[32];
+	job_format_time(started, s);
+	job_format_time(finished, f);
+	char *jid = quoted_or_null(j->jid), *cls = quoted_or_null(j->cls);
+	char *queue = quoted_or_null(j->queue);
+	char *ec = success ? xstrdup("null") : quoted_or_null(error_class);
+	char *em = success ? xstrdup("null") : quoted_or_null(error_message);
+	char *bt = success ? xstrdup("null") : backtrace_json(stderr_tail, tail_len, error_message);
+	char *entry = xasprintf("{\"jid\":%s,\"class\":%s,\"queue\":%s,\"args\":%s,\"status\":\"%s\","
+	                        "\"started_at\":%s,\"finished_at\":%s,\"error_class\":%s,"
+	                        "\"error_message\":%s,\"backtrace\":%s}",
+	                        jid, cls, queue, j->args_json, success ? "success" : "failed",
+	                        s, f, ec, em, bt);
+	const char *which = success ? "cogworker:history:success" : "cogworker:history:failed";
+	char day[64], ttl[32];
+	time_t t = (time_t)finished;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(day, sizeof day, "cogworker:history:daily:%Y-%m-%d", &tm);
+	snprintf(ttl, sizeof ttl, "%ld", (long)c->history_daily_retention_days * 86400L);
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	const char *all[] = { "ZADD", "cogworker:history:all", f, entry };
+	rpipe_add_argv(r, &p, 4, all, NULL);
+	const char *one[] = { "ZADD", which, f, entry };
+	rpipe_add_argv(r, &p, 4, one, NULL);
+	trim(r, &p, "cogworker:history:all", c, finished);
+	trim(r, &p, which, c, finished);
+	rpipe_add(r, &p, "HINCRBY %s %s 1", day, success ? "success" : "failed");
+	rpipe_add(r, &p, "EXPIRE %s %s", day, ttl);
+	run_pipeline(r, &p, &history_site, "history write");
+	free(jid);
+	free(cls);
+	free(queue);
+	free(ec);
+	free(em);
+	free(bt);
+	free(entry);
+}

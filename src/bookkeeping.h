@@ -1,0 +1,25 @@
+/*
+ * bookkeeping.h: cogworker's opt-in records of a run (PROTOCOL §7.21, §7.22): job status
+ * (status:<jid>) and run history (cogworker:history:*). Best effort, always: a failure
+ * here is logged and never changes a job's outcome (lesson 71).
+ */
+#ifndef COGWORKERD_BOOKKEEPING_H
+#define COGWORKERD_BOOKKEEPING_H
+
+#include "config.h"
+#include "job.h"
+#include "log.h"
+#include "redis.h"
+
+/* status:<jid> = status (queued|working|complete|retrying|failed) and the error fields. */
+void status_write(struct rconn *r, const struct conf *c, const struct job *j,
+                  const char *status, const char *error_class, const char *error_message);
+/* A handler's stdout line "cogworker:progress PCT MESSAGE": pct and message. */
+void status_progress(struct rconn *r, const struct conf *c, const char *jid,
+                     const char *line, size_t len);
+/* One history entry per finished run; stderr_tail feeds the backtrace of a failure. */
+void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
+                    double started, double finished, const char *error_class,
+                    const char *error_message, const char *stderr_tail, size_t tail_len);
+
+#endif

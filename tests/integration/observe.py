@@ -1,0 +1,311 @@
+"""Observation helpers for the integration tests, beside harness.py: a MONITOR recorder
+([MON]), process-table look-ups (which handler children are alive), and a daemon whose
+output goes through a pipe (RE-6).
+
+    mon = Monitor(server).start()
+    ...
+    mon.stop()
+    mon.commands("BLMOVE", client=d)      # [(ts, client, [b"BLMOVE", ...]), ...]
+
+    procs_with_env("COGWORKER_JID", jid)  # pids of a job's handler and its descendants
+
+Stdlib + python3-redis only, like harness.py.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from harness import Daemon, _die_with_parent, binary, wait_for
+
+# --------------------------------------------------------------------------------------
+# [MON]
+
+_ESCAPES = {ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("a"): b"\a",
+            ord("b"): b"\b", ord('"'): b'"', ord("\\"): b"\\"}
+
+
+def parse_monitor_line(line):
+    """`1700000000.123456 [0 127.0.0.1:5555] "SET" "k" "v"` → (ts, client, [args]).
+    client is "127.0.0.1:5555", "lua" or "unix:/path". Arguments are unescaped the way
+    Redis escapes them (sdscatrepr). None for a line that is not a command."""
+    if line.startswith(b"+"):
+        line = line[1:]
+    try:
+        ts_end = line.index(b" ")
+        ts = float(line[:ts_end])
+        br_end = line.index(b"]", ts_end)
+    except ValueError:
+        return None
+    inside = line[ts_end + 2:br_end].split(b" ", 1)
+    client = inside[1].decode("utf-8", "replace") if len(inside) > 1 else ""
+    rest = line[br_end + 1:]
+    args, i, n = [], 0, len(rest)
+    while i < n:
+        if rest[i:i + 1] != b'"':
+            i += 1
+            continue
+        i += 1
+        cur = bytearray()
+        while i < n and rest[i] != ord('"'):
+            c = rest[i]
+            if c == ord("\\") and i + 1 < n:
+                e = rest[i + 1]
+                if e == ord("x") and i + 3 < n:
+                    cur += bytes([int(rest[i + 2:i + 4], 16)])
+                    i += 4
+                    continue
+                cur += _ESCAPES.get(e, bytes([e]))
+                i += 2
+                continue
+            cur.append(c)
+            i += 1
+        i += 1
+        args.append(bytes(cur))
+    if not args:
+        return None
+    return ts, client, args
+
+
+class Monitor:
+    """Runs MONITOR on its own connection in a thread and keeps every command with the
+    server's timestamp. Commands run inside scripts have client "lua".
+
+    entries(): everything so far; commands(name, client=None): those named `name`
+    (case-insensitive), optionally only from the daemon `client` (a Daemon: its
+    connections are recognised by CLIENT LIST's port numbers, looked up when asked)."""
+
+    def __init__(self, server):
+        self.server = server
+        self._entries = []
+        self._lock = threading.Lock()
+        self._sock = None
+        self._thread = None
+        self._stop = False
+
+    def start(self):
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        s.sendall(b"MONITOR\r\n")
+        buf = b""
+        while b"\r\n" not in buf:
+            chunk = s.recv(4096)
+            if not chunk:
+                raise RuntimeError("MONITOR connection closed")
+            buf += chunk
+        first, buf = buf.split(b"\r\n", 1)
+        if first != b"+OK":
+            raise RuntimeError("MONITOR refused: %r" % first)
+        s.settimeout(0.2)
+        self._sock = s
+        self._thread = threading.Thread(target=self._run, args=(buf,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self, buf):
+        while not self._stop:
+            while b"\r\n" in buf:
+                line, buf = buf.split(b"\r\n", 1)
+                e = parse_monitor_line(line)
+                if e:
+                    with self._lock:
+                        self._entries.append(e)
+            try:
+                chunk = self._sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+
+    def stop(self):
+        self._stop = True
+        if self._thread:
+            self._thread.join(5)
+        if self._sock:
+            self._sock.close()
+            self._sock = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def entries(self):
+        with self._lock:
+            return list(self._entries)
+
+    def commands(self, name=None, clients=None):
+        """Entries whose command is `name` (any when None), from `clients` (a set of
+        "host:port" strings, or None for all)."""
+        out = []
+        for e in self.entries():
+            if name is not None and e[2][0].upper() != name.upper().encode():
+                continue
+            if clients is not None and e[1] not in clients:
+                continue
+            out.append(e)
+        return out
+
+    def wait_command(self, pred, timeout=5, message=None):
+        """Wait for an entry e with pred(e) true; returns it."""
+        def found():
+            for e in self.entries():
+                if pred(e):
+                    return e
+            return None
+        return wait_for(found, timeout=timeout, message=message or "a MONITOR entry")
+
+
+def client_addrs(r, name=None):
+    """'host:port' of the connections CLIENT LIST shows (those with client name `name`
+    when given), minus MONITOR connections."""
+    out = set()
+    for c in r.client_list():
+        if "O" in c.get("flags", "") or c.get("cmd") == "monitor":
+            continue
+        if name is not None and c.get("name") != name:
+            continue
+        out.add(c["addr"])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The process table
+
+
+def _proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # "pid (comm) S ppid pgrp ..."; comm may contain spaces and parentheses
+    rest = data[data.rindex(b")") + 2:].split()
+    return rest
+
+
+def pid_alive(pid):
+    """True while pid exists and is not a zombie."""
+    st = _proc_state(pid)
+    return st is not None and st[0] not in (b"Z", b"X")
+
+
+def ppid_of(pid):
+    st = _proc_state(pid)
+    return int(st[1]) if st else None
+
+
+def all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def descendants(pid):
+    """Every live descendant of pid (children, grandchildren, ...)."""
+    children = {}
+    for p in all_pids():
+        pp = ppid_of(p)
+        if pp is not None and pid_alive(p):
+            children.setdefault(pp, []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def procs_with_env(name, value):
+    """Live processes whose environment holds name=value: a handler started for a jid
+    (COGWORKER_JID) and every descendant it spawned, even after they were re-parented."""
+    needle = ("%s=%s" % (name, value)).encode()
+    out = []
+    for p in all_pids():
+        try:
+            with open("/proc/%d/environ" % p, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in env and pid_alive(p):
+            out.append(p)
+    return out
+
+
+def rss_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# A daemon whose stdout and stderr are a pipe (journald-like, RE-6)
+
+
+class PipedDaemon(Daemon):
+    """A Daemon whose stdout+stderr are one pipe; a thread copies what comes through the
+    pipe into the usual log file, so wait_log and log() see exactly what the pipe
+    carried."""
+
+    def start(self, wait=True, env=None, args=()):
+        self.write_conf()
+        e = dict(os.environ)
+        e.pop("REDIS_URL", None)
+        e.update(env or {})
+        self.log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([binary("cogworkerd"), "-c", self.conf_path] + list(args),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=e,
+                                     preexec_fn=_die_with_parent)
+        self._copier = threading.Thread(target=self._copy, daemon=True)
+        self._copier.start()
+        if wait:
+            self.wait_started()
+        return self
+
+    def _copy(self):
+        fd = self.proc.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self.log_file.write(chunk)
+            self.log_file.flush()
+
+    def wait_exit(self, timeout=10):
+        status = super().wait_exit(timeout)
+        self._copier.join(5)
+        return status
+
+    def close(self):
+        t = getattr(self, "_copier", None)
+        if t:
+            t.join(5)
+        super().close()
+
+
+def send_signal(pid, sig=signal.SIGTERM):
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def sleep_until(pred, timeout, interval=0.05):
+    """Like wait_for but returns False instead of raising."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return bool(pred())
