@@ -6,7 +6,7 @@
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
 CC       ?= cc
-PKGS     := hiredis libcjson libconfig libsystemd libcrypto
+PKGS     := hiredis libcjson libconfig libsystemd libcrypto libmicrohttpd
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -pthread -D_GNU_SOURCE \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -30,7 +30,11 @@ endif
 LIB_SRC  := src/log.c src/util.c src/config.c src/redis.c src/json.c src/job.c src/bookkeeping.c \
             src/handler.c src/cron.c src/scripts.c src/producer.c
 DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
-            src/heartbeat.c src/scheduled.c src/ticker.c src/deathhook.c
+            src/heartbeat.c src/scheduled.c src/keyguard.c src/recovery.c src/ticker.c \
+            src/deathhook.c
+# The metrics endpoint (daemon) and what it shares with cogworkerctl (exporter, counters).
+LIB_SRC  += src/exporter.c src/counters.c
+DAEMON_SRC += src/metrics.c
 CTL_SRC  := $(wildcard src/ctl/*.c)
 LUA      := $(wildcard lua/*.lua lua/lib/*.lua)
 
@@ -62,7 +66,9 @@ $(BUILD)/lua_scripts.c: $(LUA) tools/embed-lua.sh
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
+# Unit tests link the daemon's objects too (not main.o), so [unit] behaviours of the
+# settle and recovery paths can be driven directly with injected Redis faults.
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(filter-out $(BUILD)/src/main.o,$(DAEMON_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $(shell pkg-config --cflags check) -o $@ $^ \
 	    $(LDFLAGS) $(LDLIBS) $(shell pkg-config --libs check)
@@ -88,3 +94,56 @@ bench: deps all
 
 clean:
 	rm -rf build
+
+# make install [PREFIX=/usr/local] [DESTDIR=staging] [SYSCONFDIR=/etc]
+#   $(PREFIX)/sbin/cogworkerd, $(PREFIX)/bin/cogworkerctl, $(SYSCONFDIR)/cogworkerd/cogworkerd.conf
+#   (only if absent, else cogworkerd.conf.example beside it), the units in
+#   $(PREFIX)/lib/systemd/system (paths rewritten for PREFIX and SYSCONFDIR), the sysusers.d and
+#   tmpfiles.d snippets in $(PREFIX)/lib, man pages in $(PREFIX)/share/man. Without DESTDIR, as
+#   root on a systemd host, it also creates the cogworker user and reloads systemd.
+PREFIX      ?= /usr/local
+SYSCONFDIR  ?= /etc
+BINDIR      ?= $(PREFIX)/bin
+SBINDIR     ?= $(PREFIX)/sbin
+MANDIR      ?= $(PREFIX)/share/man
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+INSTALL_SED := sed -e 's|/usr/local/sbin/cogworkerd|$(SBINDIR)/cogworkerd|g' \
+               -e 's|/usr/local/bin/cogworkerctl|$(BINDIR)/cogworkerctl|g' \
+               -e 's|/usr/local/lib/systemd/system|$(UNITDIR)|g' \
+               -e 's|/etc/cogworkerd|$(SYSCONFDIR)/cogworkerd|g'
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/cogworkerd \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BUILD)/cogworkerd $(DESTDIR)$(SBINDIR)/cogworkerd
+	install -m 0755 $(BUILD)/cogworkerctl $(DESTDIR)$(BINDIR)/cogworkerctl
+	@conf=$(DESTDIR)$(SYSCONFDIR)/cogworkerd/cogworkerd.conf; \
+	if [ -e "$$conf" ]; then \
+	    echo "install: $$conf exists, kept; the new example is $$conf.example"; \
+	    install -m 0644 conf/cogworkerd.conf "$$conf.example"; \
+	else \
+	    install -m 0644 conf/cogworkerd.conf "$$conf"; \
+	fi
+	for u in cogworkerd.service cogworkerd@.service; do \
+	    $(INSTALL_SED) systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
+	    chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -m 0644 systemd/cogworkerd.sysusers $(DESTDIR)$(SYSUSERSDIR)/cogworkerd.conf
+	$(INSTALL_SED) systemd/cogworkerd.tmpfiles > $(DESTDIR)$(TMPFILESDIR)/cogworkerd.conf
+	chmod 0644 $(DESTDIR)$(TMPFILESDIR)/cogworkerd.conf
+	$(INSTALL_SED) man/cogworkerctl.1 > $(DESTDIR)$(MANDIR)/man1/cogworkerctl.1
+	$(INSTALL_SED) man/cogworkerd.conf.5 > $(DESTDIR)$(MANDIR)/man5/cogworkerd.conf.5
+	$(INSTALL_SED) man/cogworkerd.8 > $(DESTDIR)$(MANDIR)/man8/cogworkerd.8
+	chmod 0644 $(DESTDIR)$(MANDIR)/man1/cogworkerctl.1 $(DESTDIR)$(MANDIR)/man5/cogworkerd.conf.5 \
+	    $(DESTDIR)$(MANDIR)/man8/cogworkerd.8
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && [ -d /run/systemd/system ]; then \
+	    systemd-sysusers $(SYSUSERSDIR)/cogworkerd.conf && \
+	    systemd-tmpfiles --create $(TMPFILESDIR)/cogworkerd.conf && \
+	    systemctl daemon-reload && \
+	    echo "install: done; edit $(SYSCONFDIR)/cogworkerd/cogworkerd.conf, then: systemctl enable --now cogworkerd"; \
+	else \
+	    echo "install: done; on the target host run: systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload"; \
+	fi

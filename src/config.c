@@ -1021,6 +1021,8 @@ static const struct spec top_specs[] = {
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "periodic_catch_up", .kind = K_BOOL, .off = C(periodic_catch_up) },
 	{ .name = "periodic_replace", .kind = K_BOOL, .off = C(periodic_replace) },
+	{ .name = "tick_interval", .kind = K_SECONDS, .off = C(tick_interval),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "log_level", .kind = K_CUSTOM, .read = read_log_level },
 	{ .name = "metrics_listen", .kind = K_CUSTOM, .read = read_metrics_listen },
 	{ .name = "status_expiration", .kind = K_SECONDS, .off = C(status_expiration),
@@ -1063,6 +1065,7 @@ static void conf_defaults(struct conf *c)
 	c->unique_lock_ttl = 86400;
 	c->periodic_catch_up = 1;
 	c->periodic_replace = 0;
+	c->tick_interval = 5;
 	c->log_level = LOG_INFO;
 	c->metrics_listen = xstrdup("");
 	c->status_expiration = 0;

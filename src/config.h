@@ -69,6 +69,7 @@ struct conf {
 	double fetch_idle_max_interval;
 	double unique_lock_ttl;
 	int periodic_catch_up, periodic_replace;
+	double tick_interval;           /* periodic ticker, seconds (default 5) */
 	enum log_level log_level;
 	char *metrics_listen;           /* "" = off */
 	double status_expiration;       /* 0 = off */

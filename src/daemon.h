@@ -186,13 +186,33 @@ int subscriber_start(void);
 void subscriber_stop(void);
 void presence_remove(struct rconn *r);
 
-/* scheduled.c */
+/* ---- the scheduled poller (scheduled.c, keyguard.c, recovery.c; PROTOCOL §7.10-§7.15) ----
+ * Everything below runs on the poller thread only, with the poller's own connection. */
+
+/* scheduled.c: starts the (detached, never joined) poller thread. */
 int poller_start(void);
+
+/* keyguard.c: one key check (§7.15). 0 when Redis answered, -1 on an availability error. */
+int keyguard_check(struct rconn *r, struct log_site *site);
+
+/* recovery.c: one orphan recovery pass (§7.10). scan = also SCAN for unregistered lists.
+ * The report decides whether the pass counts as a real check (§7.14). */
+struct orphan_report {
+	int registry_read;      /* SMEMBERS cogworker:inprogress_identities worked */
+	int scan_done;          /* the SCAN ran to its end */
+	int conn_lost;          /* an availability error happened during the pass */
+};
+void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
+                     struct log_site *site);
+/* recovery.c: reconcile the own in-progress list (§7.11). -1 on an availability error. */
+int reconcile_own(struct rconn *r, struct log_site *site);
 /* ticker.c */
 int ticker_start(void);
 
 /* manager.c */
 void stop_requeue(struct rconn *r);
 int manager_run(const char *path, const struct conf_overrides *ov, struct conf *conf);
+/* The shared state and the conf, without starting anything (also for unit tests). */
+void daemon_init(struct conf *conf);
 
 #endif

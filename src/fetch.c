@@ -204,6 +204,22 @@ static int fetch_script(struct rconn *r, char **order, int n, struct fetched *ou
 	return got;
 }
 
+/* Idle fetchers parked in BLMOVE, per queue name (a few configured names: never shrinks). */
+static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct parked { char *name; int n; } *parked;
+static int nparked;
+
+static int *park_slot(const char *queue)        /* under park_mu */
+{
+	for (int i = 0; i < nparked; i++)
+		if (strcmp(parked[i].name, queue) == 0)
+			return &parked[i].n;
+	parked = xrealloc(parked, (size_t)(nparked + 1) * sizeof *parked);
+	parked[nparked].name = xstrdup(queue);
+	parked[nparked].n = 0;
+	return &parked[nparked++].n;
+}
+
 static int fetch_reliable(struct rconn *r, int index, char **active, int n, double idle_max,
                           int concurrency, struct fetched *out, double *idle)
 {
@@ -224,13 +240,33 @@ static int fetch_reliable(struct rconn *r, int index, char **active, int n, doub
 					byname[k] = byname[k - 1];
 					byname[k - 1] = t;
 				}
-			int pick = (int)(((long)index + (long)*idle) % nd);
-			double block = concurrency >= nd ? FETCH_TIMEOUT : idle_max;
+			/* The queue with the fewest fetchers parked on it, ties broken by the
+			 * rotation: rotation alone let two fetchers park on one queue while
+			 * another had none, and a push there waited a whole BLMOVE timeout. */
+			int start = (int)(((long)index + (long)*idle) % nd), pick = start;
+			int least = -1, watched = 0;
+			pthread_mutex_lock(&park_mu);
+			for (int k = 0; k < nd; k++) {
+				int i = (start + k) % nd, cnt = *park_slot(byname[i]);
+				watched += cnt > 0;
+				if (least < 0 || cnt < least) {
+					least = cnt;
+					pick = i;
+				}
+			}
+			watched += least == 0;
+			(*park_slot(byname[pick]))++;
+			pthread_mutex_unlock(&park_mu);
+			/* A queue nobody watches is reached by rotation within idle_max. */
+			double block = concurrency >= nd && watched >= nd ? FETCH_TIMEOUT : idle_max;
 			if (block < 0.1)
 				block = 0.1;
 			if (block > FETCH_TIMEOUT)
 				block = FETCH_TIMEOUT;
 			got = blmove(r, byname[pick], block, out);
+			pthread_mutex_lock(&park_mu);
+			(*park_slot(byname[pick]))--;
+			pthread_mutex_unlock(&park_mu);
 			free(byname);
 			*idle += 1;
 		}

@@ -20,6 +20,7 @@
 #include "handler.h"
 #include "job.h"
 #include "json.h"
+#include "metrics.h"
 #include "util.h"
 
 struct fetcher {
@@ -29,8 +30,12 @@ struct fetcher {
 	atomic_int abort;
 	atomic_int exited;
 	struct rconn r;
-	struct log_site fetch_site, job_site;
 };
+
+/* One site each for all fetchers (PROTOCOL §7.24 logs per place in the code, not per
+ * thread: N fetchers made N identical lines per outage). log.c serialises them. */
+static struct log_site fetch_site = LOG_SITE("Fetch");
+static struct log_site job_site = LOG_SITE("Processor");
 
 static void sleep_quiet_or_error(double s)
 {
@@ -54,7 +59,7 @@ static void register_worker(struct fetcher *f, const struct job *j)
 	else if (!f->r.unavailable)
 		log_error("register failed (ignored): %s", f->r.err);
 	else
-		site_result(&f->job_site, &f->r, 0, "register failed (ignored)");
+		site_result(&job_site, &f->r, 0, "register failed (ignored)");
 	free(q);
 	free(key);
 	free(value);
@@ -69,7 +74,7 @@ static void deregister_worker(struct fetcher *f)
 	else if (!f->r.unavailable)
 		log_error("deregister failed (ignored): %s", f->r.err);
 	else
-		site_result(&f->job_site, &f->r, 0, "deregister failed (ignored)");
+		site_result(&job_site, &f->r, 0, "deregister failed (ignored)");
 	free(key);
 }
 
@@ -96,7 +101,7 @@ static enum disposition bury_unparseable(struct fetcher *f, const struct job *j)
 	snprintf(score, sizeof score, "%.6f", now);
 	const char *argv[] = { "ZADD", K_DEAD, score, wrapper };
 	redisReply *rep = rcmd_argv(&f->r, 4, argv, NULL);
-	bump_stats(&f->r, 0, &f->job_site);
+	bump_stats(&f->r, 0, &job_site);
 	log_error("unparseable job from queue %s moved to dead: %s",
 	          j->fetched_from ? j->fetched_from : "?", j->parse_error ? j->parse_error : "");
 	if (rep) {
@@ -194,7 +199,9 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 	if ((h->user || h->group) && handler_resolve_ids(h, &req, &groups, err, sizeof err) != 0) {
 		res.status = RUN_SPAWN_FAILED;
 		o->error_class = "Cogworker::HandlerSpawnFailed";
-		o->error_message = job_error_message(o->error_class, err, NULL, 0);
+		char *what = xasprintf("exec failed: %s", err);     /* PROTOCOL §1.1 format */
+		o->error_message = job_error_message(o->error_class, what, NULL, 0);
+		free(what);
 		o->exit_code = -1;
 		goto out;
 	}
@@ -253,8 +260,10 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 {
 	*died = 0;
 	*dead_entry = NULL;
-	if (!j->obj)
+	if (!j->obj) {
+		metrics_inc(METRIC_JOBS_DEAD);
 		return bury_unparseable(f, j);
+	}
 	register_worker(f, j);
 	const char *cls = j->cls ? j->cls : "";
 	log_info("start: %s jid=%s", cls, j->jid ? j->jid : "?");
@@ -271,7 +280,10 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		o.exit_code = -1;
 	} else {
 		shorten_running_lock(f, j);
+		double t0 = mono_now();
 		run_handler(f, c, j, h, &o);
+		if (!o.aborted)
+			metrics_observe_run(mono_now() - t0);
 	}
 	o.finished = now_float();
 	enum disposition disp = DISP_ACK;
@@ -279,17 +291,19 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		/* Left in progress (and in the workers hash, for basic mode) for the requeue. */
 		log_warn("stopped: %s jid=%s (left for the shutdown requeue)", cls,
 		         j->jid ? j->jid : "?");
+		metrics_inc(METRIC_JOBS_INTERRUPTED);
 		conf_release(c);
 		return DISP_ABANDON;
 	}
 	if (o.success) {
-		bump_stats(&f->r, 1, &f->job_site);
+		metrics_inc(METRIC_JOBS_SUCCEEDED);
+		bump_stats(&f->r, 1, &job_site);
 		status_write(&f->r, c, j, "complete", NULL, NULL);
 		history_record(&f->r, c, j, 1, o.started, o.finished, NULL, NULL, NULL, 0);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
 		log_info("done: %s jid=%s", cls, j->jid ? j->jid : "?");
 	} else {
-		bump_stats(&f->r, 0, &f->job_site);
+		bump_stats(&f->r, 0, &job_site);
 		enum decision d = decide_failure(j, h, o.exit_code);
 		status_write(&f->r, c, j, d == DECIDE_RETRY ? "retrying" : "failed", o.error_class,
 		             o.error_message);
@@ -297,8 +311,12 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		               o.tail, o.tail_len);
 		log_warn("fail: %s jid=%s: %s: %s", cls, j->jid ? j->jid : "?", o.error_class,
 		         o.error_message);
-		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &f->job_site, died,
+		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,
 		                     dead_entry);
+		metrics_inc(d == DECIDE_DISCARD ? METRIC_JOBS_DISCARDED
+		            : *died || d != DECIDE_RETRY ? METRIC_JOBS_DEAD : METRIC_JOBS_RETRIED);
+		if (strcmp(o.error_class, "Cogworker::HandlerTimeout") == 0)
+			metrics_inc(METRIC_HANDLER_TIMEOUTS);
 	}
 	conf_release(c);
 	free(o.error_message);
@@ -309,7 +327,9 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 
 static void process(struct fetcher *f, struct fetched *fj)
 {
-	if (atomic_load(&D.stopping)) {
+	/* A blocking fetch begun before quiet or stop may return a job after it: hand it
+	 * back unstarted (a quiet process starts nothing new, lesson 21). */
+	if (atomic_load(&D.stopping) || atomic_load(&D.quiet)) {
 		give_back(&f->r, fj->raw, fj->len, fj->queue);
 		return;
 	}
@@ -346,11 +366,11 @@ static void *fetcher_main(void *arg)
 			continue;
 		}
 		if (got < 0) {
-			site_result(&f->fetch_site, &f->r, 0, "fetch");
+			site_result(&fetch_site, &f->r, 0, "fetch");
 			sleep_quiet_or_error(1.0);
 			continue;
 		}
-		site_result(&f->fetch_site, &f->r, 1, "fetch");
+		site_result(&fetch_site, &f->r, 1, "fetch");
 		if (got == 1) {
 			process(f, &fj);
 			fetched_free(&fj);
@@ -372,13 +392,11 @@ int fetchers_start(int n)
 		struct fetcher *f = &all[i];
 		f->index = i;
 		random_hex(f->tid, 6);
-		f->fetch_site = (struct log_site)LOG_SITE("Fetch");
-		f->job_site = (struct log_site)LOG_SITE("Processor");
 		rconn_init(&f->r, &c->redis);
 	}
 	conf_release(c);
 	for (int i = 0; i < n; i++)
-		if (pthread_create(&all[i].thread, NULL, fetcher_main, &all[i]) != 0) {
+		if (thread_start(&all[i].thread, NULL, "fetcher", fetcher_main, &all[i]) != 0) {
 			log_error("couldn't start fetcher thread %d", i);
 			return -1;
 		}

@@ -181,7 +181,17 @@ char **handler_build_env(const struct handler *h, const char *jid, const char *c
 	envlist_set(&e, "COGWORKER_CLASS", cls);
 	envlist_set(&e, "COGWORKER_QUEUE", queue);
 	envlist_set(&e, "COGWORKER_RETRY_COUNT", retry_count ? retry_count : "0");
-	envlist_set(&e, "COGWORKER_ARGS", args_json ? args_json : "[]");
+	/*
+	 * execve refuses a single environment string longer than MAX_ARG_STRLEN (32 pages:
+	 * 128 KiB with 4 KiB pages) with E2BIG, so a job with bigger args could never run:
+	 * COGWORKER_ARGS is then left out, and the handler reads the args from stdin.
+	 */
+	const char *args = args_json ? args_json : "[]";
+	if (strlen(args) + sizeof "COGWORKER_ARGS=" <= 32 * 4096)
+		envlist_set(&e, "COGWORKER_ARGS", args);
+	else
+		log_warn("jid=%s: args too large for COGWORKER_ARGS (%zu bytes), left out: "
+		         "the handler gets them on stdin only", jid ? jid : "?", strlen(args));
 	return e.v;
 }
 

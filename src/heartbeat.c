@@ -20,6 +20,7 @@
 #include <sys/eventfd.h>
 #include "daemon.h"
 #include "json.h"
+#include "metrics.h"
 #include "util.h"
 
 static struct log_site beat_site = LOG_SITE("Heartbeat");
@@ -309,7 +310,7 @@ int subscriber_start(void)
 	rconn_init(&sub_conn, &c->redis);
 	conf_release(c);
 	atomic_store(&sub_stop, 0);
-	if (pthread_create(&sub_thread, NULL, subscriber_main, &sub_conn) != 0)
+	if (thread_start(&sub_thread, NULL, "subscriber", subscriber_main, &sub_conn) != 0)
 		return -1;
 	atomic_store(&sub_running, 1);
 	return 0;

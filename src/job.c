@@ -116,6 +116,16 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 		j->parse_error = xstrdup("not a JSON object");
 		return;
 	}
+	/* cJSON is laxer than JSON (leading zeros, raw control characters in strings), which
+	 * Ruby's parser rejects; such a payload could not be filed byte-preservingly either
+	 * (json_edit_object is strict), so it is unparseable here too. */
+	char *strict = json_edit_object(j->raw, len, NULL, 0);
+	if (!strict) {
+		cJSON_Delete(v);
+		j->parse_error = xstrdup("unexpected token: not valid JSON (RFC 8259)");
+		return;
+	}
+	free(strict);
 	j->obj = v;
 	j->cls = string_field(v, "class");
 	j->jid = string_field(v, "jid");
@@ -196,8 +206,9 @@ char *job_unparseable_wrapper(const char *raw, size_t len, const char *queue,
 	char *qc = json_quote(error_class, strlen(error_class));
 	char *msg = utf8_scrub(error_message, strlen(error_message), MAX_ERROR_MESSAGE);
 	char *qm = json_quote(msg, strlen(msg));
-	char *body = utf8_scrub(raw, len, MAX_RAW_PAYLOAD);
-	char *qr = json_quote(body, strlen(body));
+	size_t blen;
+	char *body = utf8_scrub_len(raw, len, MAX_RAW_PAYLOAD, &blen);     /* NULs kept */
+	char *qr = json_quote(body, blen);
 	char *out = xasprintf("{\"class\":\"(unparseable)\",\"args\":[],\"queue\":%s,\"jid\":\"%s\","
 	                      "\"retry\":false,\"retry_count\":0,\"enqueued_at\":%s,\"failed_at\":%s,"
 	                      "\"error_class\":%s,\"error_message\":%s,\"raw_payload\":%s}",
@@ -224,8 +235,9 @@ char *job_minimal_dead_entry(const char *raw, size_t len, const char *jid,
 	};
 	char *out = json_edit_object(raw, len, e, 4);
 	if (!out) {
-		char *body = utf8_scrub(raw, len, MAX_RAW_PAYLOAD);
-		char *qr = json_quote(body, strlen(body));
+		size_t blen;
+		char *body = utf8_scrub_len(raw, len, MAX_RAW_PAYLOAD, &blen);
+		char *qr = json_quote(body, blen);
 		out = xasprintf("{\"raw_payload\":%s,\"jid\":%s,\"error_class\":%s,"
 		                "\"error_message\":%s,\"failed_at\":%s}", qr, qj, qc, qm, when);
 		free(body);
@@ -259,10 +271,21 @@ char *job_error_message(const char *error_class, const char *detail, const char 
 		dchars += ((unsigned char)*p & 0xC0) != 0x80;
 	if (tail_len == 0 || dchars + 2 >= MAX_ERROR_MESSAGE)
 		return d;
+	/* A NUL in the output would end the message there (losing its end, the part that
+	 * matters): it becomes U+FFFD like an invalid byte. */
+	char *nonul = NULL;
+	if (memchr(tail, '\0', tail_len)) {
+		nonul = xstrndup(tail, tail_len);
+		for (size_t i = 0; i < tail_len; i++)
+			if (nonul[i] == '\0')
+				nonul[i] = (char)0xFF;
+		tail = nonul;
+	}
 	char *t = utf8_scrub_tail(tail, tail_len, MAX_ERROR_MESSAGE - dchars - 2);
 	char *msg = xasprintf("%s: %s", d, t);
 	free(d);
 	free(t);
+	free(nonul);
 	return msg;
 }
 

@@ -159,6 +159,15 @@ char *utf8_scrub(const char *s, size_t len, size_t max_chars)
 	return sb_steal(&b);
 }
 
+char *utf8_scrub_len(const char *s, size_t len, size_t max_chars, size_t *out_len)
+{
+	struct sbuf b;
+	sb_init(&b);
+	utf8_scrub_into(&b, s, len, max_chars);
+	*out_len = b.len;
+	return sb_steal(&b);
+}
+
 /*
  * Only the end of s matters, and s may be a long output, so scrubbing starts near the end.
  * Each character of the result comes from 1 to 4 bytes of s, so the last max_chars of them

@@ -46,6 +46,8 @@ void json_ruby_float(double d, char out[40]);
  * to at most max_chars characters (0 = no limit). Never fails.
  */
 char *utf8_scrub(const char *s, size_t len, size_t max_chars);
+/* The same, with the length of the result (which may hold NUL bytes: s may). */
+char *utf8_scrub_len(const char *s, size_t len, size_t max_chars, size_t *out_len);
 /* The last max_chars characters of a scrubbed copy (for output tails). */
 char *utf8_scrub_tail(const char *s, size_t len, size_t max_chars);
 

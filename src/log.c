@@ -9,6 +9,7 @@
  * outage every thread fails every few hundred milliseconds, and one line per failure
  * buried everything else (lesson 73).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -75,7 +76,27 @@ void log_msg(enum log_level l, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Sites may be shared by threads (the fetchers'): one lock for all, rarely contended. */
+static pthread_mutex_t site_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void site_unavailable(struct log_site *s, const char *err, double now);
+static void site_recovered(struct log_site *s, double now);
+
 void log_site_unavailable(struct log_site *s, const char *err, double now)
+{
+	pthread_mutex_lock(&site_mu);
+	site_unavailable(s, err, now);
+	pthread_mutex_unlock(&site_mu);
+}
+
+void log_site_recovered(struct log_site *s, double now)
+{
+	pthread_mutex_lock(&site_mu);
+	site_recovered(s, now);
+	pthread_mutex_unlock(&site_mu);
+}
+
+static void site_unavailable(struct log_site *s, const char *err, double now)
 {
 	if (!s->in_episode) {
 		s->in_episode = 1;
@@ -96,7 +117,7 @@ void log_site_unavailable(struct log_site *s, const char *err, double now)
 	}
 }
 
-void log_site_recovered(struct log_site *s, double now)
+static void site_recovered(struct log_site *s, double now)
 {
 	if (!s->in_episode)
 		return;

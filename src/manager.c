@@ -32,6 +32,7 @@
 #include "daemon.h"
 #include "job.h"
 #include "json.h"
+#include "metrics.h"
 #include "util.h"
 
 struct daemon D;
@@ -302,6 +303,8 @@ static void reload(void)
 		log_warn("reload: the Redis endpoint changed; it takes effect at the next restart");
 	if (fresh.fetch_basic != old->fetch_basic)
 		log_warn("reload: fetch changed; it takes effect at the next restart");
+	if (strcmp(fresh.metrics_listen, old->metrics_listen) != 0)
+		log_warn("reload: metrics_listen changed; it takes effect at the next restart");
 	/* Settings that need a restart keep their running values. */
 	int concurrency = old->concurrency;
 	conf_release(old);
@@ -492,8 +495,9 @@ static int shutdown_daemon(void)
 	double deadline = mono_now() + timeout;
 	int left = fetchers_join(deadline);
 	if (left > 0) {
-		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers", left,
-		         timeout);
+		/* left also counts idle fetchers still in a blocking fetch: report the jobs */
+		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
+		         atomic_load(&D.busy), timeout);
 		fetchers_abort_all();
 		left = fetchers_join(mono_now() + 3.0 + FETCH_TIMEOUT);
 		if (left > 0)
@@ -507,13 +511,18 @@ static int shutdown_daemon(void)
 	return 0;
 }
 
+void daemon_init(struct conf *conf)
+{
+	pthread_mutex_init(&D.mu, NULL);
+	pthread_mutex_init(&D.mode_lock, NULL);
+	conf_install(conf);
+}
+
 int manager_run(const char *path, const struct conf_overrides *ov, struct conf *conf)
 {
 	conf_path = path;
 	overrides = *ov;
-	pthread_mutex_init(&D.mu, NULL);
-	pthread_mutex_init(&D.mode_lock, NULL);
-	conf_install(conf);
+	daemon_init(conf);
 	struct conf *c = conf_acquire();
 	log_set_level(c->log_level);
 	make_identity();
@@ -538,6 +547,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 		return 1;
 	}
 	c = conf_acquire();
+	metrics_start(c);       /* optional; a failure to listen is logged, the daemon runs on */
 	struct sbuf qs;
 	sb_init(&qs);
 	for (int i = 0; i < c->nqueue_names; i++)
@@ -574,8 +584,10 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 			c = conf_acquire();
 			beat_every = c->heartbeat_interval;
 			conf_release(c);
-			if (heartbeat_beat(&mconn) == 0)
-				sd_notify(0, "WATCHDOG=1");
+			/* The watchdog watches this loop, not Redis: a beat that failed (Redis away)
+			 * feeds it too, so an outage never gets the running jobs killed (§9). */
+			heartbeat_beat(&mconn);
+			sd_notify(0, "WATCHDOG=1");
 			c = conf_acquire();
 			notify_status(c);
 			conf_release(c);

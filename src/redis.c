@@ -17,14 +17,18 @@
  * decide "log it summarised" (unavailable) or "log it in full" (a command error).
  */
 #include <ctype.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include "metrics.h"
 #include "redis.h"
 #include "scripts.h"
 #include "util.h"
+
+int (*redis_fault_hook)(const char *name);
 
 #define BACKOFF_MIN 0.05
 #define BACKOFF_MAX 2.0
@@ -125,8 +129,23 @@ static int handshake(struct rconn *r)
 	return 0;
 }
 
+/*
+ * A connection the server closed while we were not using it (CLIENT KILL, the server's
+ * idle `timeout`, a restart) is readable at EOF: reconnect before sending rather than
+ * lose the command that would find out (a stats INCR after a long job). Nothing else can
+ * be readable on an idle request/response connection.
+ */
+static void drop_if_closed(struct rconn *r)
+{
+	struct pollfd pfd = { .fd = r->c->fd, .events = POLLIN | POLLRDHUP };
+	if (poll(&pfd, 1, 0) > 0)
+		rconn_close(r);
+}
+
 int rconn_connect(struct rconn *r, int force)
 {
+	if (r->c)
+		drop_if_closed(r);
 	if (r->c)
 		return 0;
 	if (!force && mono_now() < r->next_attempt) {
@@ -155,7 +174,8 @@ int rconn_connect(struct rconn *r, int force)
 		return -1;
 	}
 	r->backoff = 0;
-	r->connects++;
+	if (r->connects++ > 0)
+		metrics_inc(METRIC_REDIS_RECONNECTS);
 	return 0;
 }
 
@@ -200,9 +220,30 @@ static redisReply *finish(struct rconn *r, redisReply *rep)
 	return rep;
 }
 
+/* The injected fault, if any: 1 when the command must fail. */
+static int injected(struct rconn *r, const char *name, size_t len)
+{
+	if (!redis_fault_hook)
+		return 0;
+	char buf[64];
+	snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), name);
+	if (!redis_fault_hook(buf))
+		return 0;
+	set_err(r, 1, "injected fault: %s", buf);
+	return 1;
+}
+
+static size_t first_word(const char *s)
+{
+	size_t n = 0;
+	while (s[n] && s[n] != ' ')
+		n++;
+	return n;
+}
+
 redisReply *rcmd(struct rconn *r, const char *fmt, ...)
 {
-	if (rconn_connect(r, 0) != 0)
+	if (rconn_connect(r, 0) != 0 || injected(r, fmt, first_word(fmt)))
 		return NULL;
 	va_list ap;
 	va_start(ap, fmt);
@@ -211,9 +252,17 @@ redisReply *rcmd(struct rconn *r, const char *fmt, ...)
 	return finish(r, rep);
 }
 
-redisReply *rcmd_argv(struct rconn *r, int argc, const char **argv, const size_t *lens)
+static redisReply *command_argv(struct rconn *r, int argc, const char **argv,
+                                const size_t *lens)
 {
 	if (rconn_connect(r, 0) != 0)
+		return NULL;
+	return finish(r, redisCommandArgv(r->c, argc, argv, lens));
+}
+
+redisReply *rcmd_argv(struct rconn *r, int argc, const char **argv, const size_t *lens)
+{
+	if (rconn_connect(r, 0) != 0 || injected(r, argv[0], strlen(argv[0])))
 		return NULL;
 	return finish(r, redisCommandArgv(r->c, argc, argv, lens));
 }
@@ -221,7 +270,7 @@ redisReply *rcmd_argv(struct rconn *r, int argc, const char **argv, const size_t
 redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **argv,
                           const size_t *lens)
 {
-	if (rconn_connect(r, 0) != 0)
+	if (rconn_connect(r, 0) != 0 || injected(r, argv[0], strlen(argv[0])))
 		return NULL;
 	double normal = r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
 	int raise = normal < block + 1.0;
@@ -242,6 +291,8 @@ void rpipe_begin(struct rconn *r, struct rpipe *p)
 
 void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...)
 {
+	if (!p->failed_conn && injected(r, fmt, first_word(fmt)))
+		p->failed_conn = 1;
 	if (!p->failed_conn) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -255,6 +306,8 @@ void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...)
 void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **argv,
                     const size_t *lens)
 {
+	if (!p->failed_conn && injected(r, argv[0], strlen(argv[0])))
+		p->failed_conn = 1;
 	if (!p->failed_conn && redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK)
 		p->failed_conn = 1;
 	p->n++;
@@ -263,6 +316,10 @@ void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **arg
 int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies)
 {
 	int failures = 0;
+	/* Commands appended before a failure would desynchronise the replies of the next
+	 * command: drop the connection instead. */
+	if (p->failed_conn && r->c)
+		rconn_close(r);
 	for (int i = 0; i < p->n; i++) {
 		replies[i] = NULL;
 		if (p->failed_conn || !r->c) {
@@ -290,6 +347,8 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
                     int nargs, const char **args, const size_t *arglens)
 {
 	const struct script *s = script_get(name);
+	if (rconn_connect(r, 0) != 0 || injected(r, name, strlen(name)))
+		return NULL;
 	int argc = 3 + nkeys + nargs;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
@@ -308,13 +367,13 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
 	for (int i = 0; i < argc; i++)
 		if (!arglens || i < 3 + nkeys)
 			lens[i] = strlen(argv[i]);
-	redisReply *rep = rcmd_argv(r, argc, argv, lens);
+	redisReply *rep = command_argv(r, argc, argv, lens);
 	if (!rep && !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0) {
 		argv[0] = "EVAL";
 		argv[1] = s->src;
 		lens[0] = 4;
 		lens[1] = strlen(s->src);
-		rep = rcmd_argv(r, argc, argv, lens);
+		rep = command_argv(r, argc, argv, lens);
 	}
 	free(argv);
 	free(lens);

@@ -64,6 +64,14 @@ int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies);
 redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
                     int nargs, const char **args, const size_t *arglens);
 
+/*
+ * Fault injection for the unit tests of the [unit] behaviours (BEHAVIOURS.md): when set,
+ * it is asked before every command with the command name (the script name for rscript);
+ * a non-zero answer fails the command as if the connection had been lost. NULL in the
+ * daemon.
+ */
+extern int (*redis_fault_hook)(const char *name);
+
 /* True if an error reply's text means "Redis unavailable" (PROTOCOL §7.24). */
 int redis_error_is_unavailable(const char *msg);
 

@@ -120,7 +120,8 @@ void deferred_releases_retry(struct rconn *r)
 	while (list) {
 		struct deferred_release *d = list;
 		list = d->next;
-		if (delete_if_owned(r, d->key, d->jid) != 0 && r->unavailable) {
+		int failed = delete_if_owned(r, d->key, d->jid) != 0;
+		if (failed && r->unavailable) {
 			d->next = list;                 /* Redis still away: keep the rest */
 			pthread_mutex_lock(&D.mu);
 			struct deferred_release **tail = &D.deferred;
@@ -130,9 +131,8 @@ void deferred_releases_retry(struct rconn *r)
 			pthread_mutex_unlock(&D.mu);
 			return;
 		}
-		if (r->err[0] && !r->unavailable)
+		if (failed)         /* a stale r->err after a success is not a failure */
 			log_error("deferred release of %s dropped: %s", d->key, r->err);
-		r->err[0] = '\0';
 		free(d->key);
 		free(d->jid);
 		free(d);
@@ -490,8 +490,14 @@ static int settle_one(struct rconn *r, struct pending *p)
 	return 0;
 }
 
+/* Held for a whole settling pass: the stop sequence's pass waits for a reconcile pass the
+ * poller may be in the middle of, so no entry is out of D.pending while the shutdown
+ * requeue reads it (a pending ack missed there would be requeued and run again). */
+static pthread_mutex_t settling = PTHREAD_MUTEX_INITIALIZER;
+
 void settle_pending_all(struct rconn *r, struct log_site *site)
 {
+	pthread_mutex_lock(&settling);
 	pthread_mutex_lock(&D.mu);
 	struct pending *list = D.pending;
 	D.pending = NULL;
@@ -508,4 +514,5 @@ void settle_pending_all(struct rconn *r, struct log_site *site)
 			pending_add(p);
 		}
 	}
+	pthread_mutex_unlock(&settling);
 }

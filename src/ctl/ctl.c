@@ -45,6 +45,21 @@ struct command {
 static const struct command commands[] = {
 	{ "push", cmd_push, "push [--queue Q] [--in S | --at T] [--retry N|false] [--unique]\n"
 	  "                [--json-args JSON] [--jid JID] [--stdin] CLASS [ARG...]" },
+	{ "stats", cmd_stats, "stats" },
+	{ "queues", cmd_queues, "queues [list] | queues pause|resume QUEUE | queues clear QUEUE --yes" },
+	{ "jobs", cmd_jobs, "jobs list [--set queued|scheduled|retry|dead|running] [--queue Q]\n"
+	  "                [--class C] [--limit N]\n"
+	  "  jobs show JID\n"
+	  "  jobs retry|delete|kill [--set S] JID...\n"
+	  "  jobs retry --all --set retry|dead|scheduled [--queue Q] [--class C]\n"
+	  "  jobs delete|kill --all --set S [--queue Q] [--class C] --yes\n"
+	  "  jobs reschedule JID MINUTES" },
+	{ "processes", cmd_processes, "processes [list] | processes quiet|resume|stop IDENTITY...|--all"
+	  " (stop --all needs --yes)" },
+	{ "periodic", cmd_periodic, "periodic [list] | periodic run|enable|disable PJID" },
+	{ "exec", cmd_exec, "exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID]\n"
+	  "                [--timeout S] CLASS [ARG...]   (runs the handler locally; no Redis)" },
+	{ "metrics", cmd_metrics, "metrics   (Prometheus text: cogworker's eight metrics)" },
 	{ NULL, NULL, NULL },
 };
 
@@ -68,13 +83,17 @@ int main(int argc, char **argv)
 	struct ctl c;
 	memset(&c, 0, sizeof c);
 	int ch;
+	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "+c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': path = optarg; break;
 		case 'j': c.json = 1; break;
 		case 'y': c.yes = 1; break;
 		case 'h': usage(stdout); return CTL_OK;
-		default: usage(stderr); return CTL_USAGE;
+		default:
+			ctl_error("unknown option or missing argument: %s (try --help)",
+			          argv[optind - 1]);
+			return CTL_USAGE;
 		}
 	}
 	if (optind >= argc) {
@@ -98,8 +117,7 @@ int main(int argc, char **argv)
 		if (strcmp(cmd->name, name) == 0)
 			break;
 	if (!cmd->name) {
-		ctl_error("unknown command \"%s\"", name);
-		usage(stderr);
+		ctl_error("unknown command \"%s\" (try --help)", name);
 	} else {
 		optind++;
 		status = cmd->fn(&c, argc - optind + 1, argv + optind - 1);

@@ -2,13 +2,16 @@
 #ifndef COGWORKERD_CTL_H
 #define COGWORKERD_CTL_H
 
+#include <getopt.h>
+#include <stdio.h>
 #include "config.h"
 #include "redis.h"
+#include "util.h"
 
 /* Exit statuses (cogworkerctl(1)). */
 #define CTL_OK 0
 #define CTL_NOTHING 1           /* not found / nothing done */
-#define CTL_USAGE 2             /* usage or connection error */
+#define CTL_USAGE 2             /* usage, connection or Redis error */
 
 struct ctl {
 	struct conf conf;
@@ -21,7 +24,107 @@ struct ctl {
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Connect (exit status 2 with a message when Redis is unreachable). */
 int ctl_connect(struct ctl *c);
+/* A failed Redis call: one line "cogworkerctl: <what>: <error>"; returns CTL_USAGE. */
+int ctl_redis_error(struct ctl *c, const char *what);
+/* The worse of two exit statuses (2 > 1 > 0). */
+static inline int ctl_worse(int a, int b) { return a > b ? a : b; }
+
+/*
+ * Options every subcommand accepts anywhere on its command line (--json, --yes), so that
+ * `cogworkerctl queues clear default --yes` works as well as `cogworkerctl --yes queues
+ * clear default`. Put CTL_COMMON_OPTS into a getopt_long table and call ctl_common_opt()
+ * for an option the table's owner does not know: 1 = handled; 0 = a bad option, already
+ * reported in one line (getopt's own messages are off).
+ */
+#define CTL_OPT_JSON 0x1001
+#define CTL_OPT_YES 0x1002
+#define CTL_COMMON_OPTS { "json", no_argument, NULL, CTL_OPT_JSON }, \
+                        { "yes", no_argument, NULL, CTL_OPT_YES }
+int ctl_common_opt(struct ctl *c, int ch, char **argv);
+/* getopt_long over argv with a fresh state; wraps the reset that glibc needs. */
+void ctl_getopt_reset(void);
+
+/* Time: Redis TIME (the host clock when refused); -1 when Redis is unreachable. */
+double ctl_now(struct ctl *c);
+/* "2026-01-01T12:00:00Z" (UTC, whole seconds). */
+void ctl_iso_time(double t, char out[32]);
+/* A duration for people: "12s", "4m 05s", "3h 02m", "2d 04h". */
+void ctl_duration(double secs, char *out, size_t n);
+/* "12s ago" (t before now) or "in 4m 05s" (t after now). */
+void ctl_relative(double t, double now, char *out, size_t n);
+
+/* JSON output helpers (compact, appended to an sbuf). */
+void jstr(struct sbuf *b, const char *s);                 /* a string, or null */
+void jstrn(struct sbuf *b, const char *s, size_t len);    /* a string of len bytes */
+void jnum(struct sbuf *b, double d);                      /* %.6f trimmed; null if NaN */
+void jbool(struct sbuf *b, int v);
+/* Print b followed by a newline on stdout, and free it. */
+void jprint(struct sbuf *b);
+
+/*
+ * Human tables: columns sized to their widest cell (in characters), cells longer than
+ * the column's limit cut with "…". Cells are copied.
+ */
+struct table {
+	int ncols;
+	const char **heads;
+	const int *limits;          /* per column, 0 = no limit; may be NULL */
+	char **cells;
+	int nrows, cap;
+};
+void table_init(struct table *t, int ncols, const char **heads, const int *limits);
+void table_add(struct table *t, const char *const *row);
+void table_print(struct table *t);
+void table_free(struct table *t);
+
+/* One line of text: control characters shown as spaces, cut to max characters. */
+char *ctl_oneline(const char *s, size_t len, size_t max);
+
+/* Shared readers (queues.c / processes.c) used by stats and metrics too. */
+struct queue_info {
+	char *name;
+	long long size;
+	double latency;             /* seconds, ≥ 0; 0 for an empty queue */
+	int paused;
+};
+/*
+ * Queue names (size and latency left 0): the members of cogworker:queues, plus paused
+ * queues not in it (with_paused), plus every list key cogworker:queue:* that SCAN finds
+ * (discover: jobs LPUSHed by a producer that never SADDed the name). Sorted by name.
+ * 0 on success, else CTL_USAGE after the message.
+ */
+int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_info **out, int *n);
+/* The same with size (LLEN) and latency (oldest job, LINDEX -1) read. */
+int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
+                    struct queue_info **out, int *n);
+void ctl_free_queues(struct queue_info *q, int n);
+
+struct process_info {
+	char *identity;
+	char *info;                 /* raw info JSON, or NULL */
+	char *hostname;             /* from info, else the identity's first field */
+	long long pid, concurrency; /* -1 when unknown */
+	char **queues;
+	int nqueues;
+	int quiet;
+	long long busy_field;       /* the `busy` field (may be stale) */
+	long long busy;             /* HLEN cogworker:workers:<id> */
+	long long ttl;              /* presence TTL, -1 when none */
+	double started_at;          /* 0 when unknown */
+	long long rss_kb;           /* -1 when unknown */
+};
+/* The live processes (presence hash exists), sorted by identity. Members of
+ * cogworker:processes without a presence hash are SREMed when prune. */
+int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int *n);
+void ctl_free_processes(struct process_info *p, int n);
 
 int cmd_push(struct ctl *c, int argc, char **argv);
+int cmd_stats(struct ctl *c, int argc, char **argv);
+int cmd_queues(struct ctl *c, int argc, char **argv);
+int cmd_jobs(struct ctl *c, int argc, char **argv);
+int cmd_processes(struct ctl *c, int argc, char **argv);
+int cmd_periodic(struct ctl *c, int argc, char **argv);
+int cmd_exec(struct ctl *c, int argc, char **argv);
+int cmd_metrics(struct ctl *c, int argc, char **argv);
 
 #endif

@@ -129,7 +129,7 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	const char *json_args = NULL;
 	int from_stdin = 0, ch;
 	char retry[32];
-	optind = 1;
+	ctl_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "+q:", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'q': p.queue = optarg; break;
@@ -167,7 +167,9 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		case 'J': json_args = optarg; break;
 		case 'j': p.jid = optarg; break;
 		case 's': from_stdin = 1; break;
-		default: return CTL_USAGE;
+		default:
+			if (!ctl_common_opt(c, ch, argv))
+				return CTL_USAGE;
 		}
 	}
 	if (optind >= argc) {

@@ -509,6 +509,7 @@ class DaemonTestCase(RedisTestCase):
         for d in self.daemons:
             if d.proc and d.proc.poll() is None:
                 d.kill()
+            d.close()
 
     def daemon(self, start=True, **settings):
         d = Daemon(self.server, self.workdir, **settings)

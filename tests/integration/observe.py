@@ -309,3 +309,138 @@ def sleep_until(pred, timeout, interval=0.05):
             return True
         time.sleep(interval)
     return bool(pred())
+
+
+# --------------------------------------------------------------------------------------
+# [DOWN] through a TCP proxy: bytes in flight vanish, as on a cut network (unlike
+# SIGSTOP, where the kernel buffers a request and the stopped server runs it later)
+
+
+class TcpProxy:
+    """127.0.0.1:<self.port> → 127.0.0.1:<target_port>, one thread.
+
+        p = TcpProxy(server.port); url = p.url
+        p.blackhole()   # connections stay open, every byte either way is dropped, new
+                        # connections are accepted and go nowhere: clients time out
+        p.restore()     # connections touched by the blackhole are closed; forwarding again
+        p.close()
+    """
+
+    def __init__(self, target_port):
+        import selectors
+        self.target_port = target_port
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.port = self.listener.getsockname()[1]
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
+        self.peer = {}            # socket -> its other end (None while blackholed)
+        self.tainted = set()      # sockets that lost bytes to the blackhole
+        self.holed = False
+        self.trigger = None
+        self._lock = threading.Lock()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d/0" % self.port
+
+    def blackhole(self):
+        with self._lock:
+            self.holed = True
+
+    def blackhole_on(self, needle):
+        """Blackhole from the first client chunk holding `needle` (bytes) on, that chunk
+        included: a cut that hits exactly one kind of command."""
+        with self._lock:
+            self.trigger = needle
+
+    def restore(self):
+        with self._lock:
+            self.holed = False
+            for s in list(self.tainted):
+                self._close(s)
+            self.tainted.clear()
+
+    def close(self):
+        self._stop = True
+        self._thread.join(5)
+        with self._lock:
+            for s in list(self.peer):
+                self._close(s)
+        self.listener.close()
+
+    def _is_client(self, s):
+        try:
+            return s.getsockname()[1] == self.port
+        except OSError:
+            return False
+
+    def _close(self, s):
+        import selectors  # noqa: F401
+        other = self.peer.pop(s, None)
+        for x in (s, other):
+            if x is None:
+                continue
+            try:
+                self.sel.unregister(x)
+            except (KeyError, ValueError):
+                pass
+            x.close()
+            self.peer.pop(x, None)
+            self.tainted.discard(x)
+
+    def _run(self):
+        import selectors
+        while not self._stop:
+            for key, _ in self.sel.select(0.1):
+                with self._lock:
+                    s = key.fileobj
+                    if s is self.listener:
+                        try:
+                            c, _ = self.listener.accept()
+                        except OSError:
+                            continue
+                        if self.holed:
+                            self.peer[c] = None
+                            self.tainted.add(c)
+                            self.sel.register(c, selectors.EVENT_READ, None)
+                            continue
+                        try:
+                            u = socket.create_connection(("127.0.0.1", self.target_port), 2)
+                        except OSError:
+                            c.close()
+                            continue
+                        self.peer[c], self.peer[u] = u, c
+                        self.sel.register(c, selectors.EVENT_READ, None)
+                        self.sel.register(u, selectors.EVENT_READ, None)
+                        continue
+                    if s not in self.peer:
+                        continue
+                    try:
+                        data = s.recv(65536)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        self._close(s)
+                        continue
+                    other = self.peer.get(s)
+                    if self.trigger is not None and self.trigger in data and \
+                            s in self.peer and other is not None and \
+                            self.peer.get(other) is s and self._is_client(s):
+                        self.holed = True
+                        self.trigger = None
+                    if self.holed or other is None:
+                        self.tainted.add(s)
+                        if other is not None:
+                            self.tainted.add(other)
+                        continue
+                    try:
+                        other.sendall(data)
+                    except OSError:
+                        self._close(s)

@@ -127,6 +127,7 @@ static void check_defaults(const struct conf *c)
 	ck_assert_double_eq(c->unique_lock_ttl, 86400);
 	ck_assert_int_eq(c->periodic_catch_up, 1);
 	ck_assert_int_eq(c->periodic_replace, 0);
+	ck_assert_double_eq(c->tick_interval, 5);
 	ck_assert_int_eq(c->log_level, LOG_INFO);
 	ck_assert_str_eq(c->metrics_listen, "");
 	ck_assert_double_eq(c->status_expiration, 0);
@@ -424,6 +425,7 @@ START_TEST(test_types)
 	conf_free(&c);
 	expect_error("periodic_catch_up = 1;\n", 1, "periodic_catch_up must be true or false");
 	expect_error("periodic_replace = \"yes\";\n", 1, "periodic_replace must be true or false");
+	expect_error("tick_interval = 0;\n", 1, "tick_interval must be a positive number");
 	expect_error("redis = \"redis://x\";\n", 1, "redis must be a group");
 	expect_error("redis = { url = 5; };\n", 1, "redis.url must be a string");
 	expect_error("redis = { url = \"\"; };\n", 1, "redis.url must not be empty");

@@ -290,6 +290,32 @@ START_TEST(span_reports_absent_and_malformed)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------
+ * json_array_spans
+ * ------------------------------------------------------------------------------------- */
+
+START_TEST(array_spans_give_each_element_text)
+{
+	const char *raw = " [ 12345678901234567890 , \"a,]\" ,[2, 3],{\"k\":[]} ] ";
+	size_t *st, *ln;
+	int n = json_array_spans(raw, strlen(raw), &st, &ln);
+	ck_assert_int_eq(n, 4);
+	const char *want[] = { "12345678901234567890", "\"a,]\"", "[2, 3]", "{\"k\":[]}" };
+	for (int i = 0; i < n; i++) {
+		ck_assert_uint_eq(ln[i], strlen(want[i]));
+		ck_assert(memcmp(raw + st[i], want[i], ln[i]) == 0);
+	}
+	free(st);
+	free(ln);
+	ck_assert_int_eq(json_array_spans("[]", 2, &st, &ln), 0);
+	free(st);
+	free(ln);
+	ck_assert_int_eq(json_array_spans("{}", 2, &st, &ln), -1);
+	ck_assert_int_eq(json_array_spans("[1,]", 4, &st, &ln), -1);
+	ck_assert_int_eq(json_array_spans("[1] 2", 5, &st, &ln), -1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
  * json_valid
  * ------------------------------------------------------------------------------------- */
 
@@ -690,6 +716,7 @@ static Suite *json_suite(void)
 	tc = tcase_create("span");
 	tcase_add_test(tc, span_finds_top_level_values);
 	tcase_add_test(tc, span_reports_absent_and_malformed);
+	tcase_add_test(tc, array_spans_give_each_element_text);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("valid");

@@ -1,0 +1,228 @@
+/*
+ * common.c: helpers every cogworkerctl command uses: common options, time formatting,
+ * JSON output and human tables.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "ctl.h"
+#include "json.h"
+
+int ctl_redis_error(struct ctl *c, const char *what)
+{
+	ctl_error("%s: %s", what, c->r.err[0] ? c->r.err : "Redis error");
+	return CTL_USAGE;
+}
+
+int ctl_common_opt(struct ctl *c, int ch, char **argv)
+{
+	if (ch == CTL_OPT_JSON) {
+		c->json = 1;
+		return 1;
+	}
+	if (ch == CTL_OPT_YES) {
+		c->yes = 1;
+		return 1;
+	}
+	const char *bad = optind > 0 ? argv[optind - 1] : "?";
+	if (optopt && ch == '?' && bad[0] == '-' && bad[1] != '-')
+		ctl_error("%s: unknown option -%c (or missing argument)", argv[0], optopt);
+	else
+		ctl_error("%s: unknown option or missing argument: %s", argv[0], bad);
+	return 0;
+}
+
+void ctl_getopt_reset(void)
+{
+	optind = 0;         /* glibc: 0 reinitialises getopt's internal state */
+	opterr = 0;         /* one line of our own instead of getopt's */
+}
+
+double ctl_now(struct ctl *c)
+{
+	return redis_time(&c->r);
+}
+
+void ctl_iso_time(double t, char out[32])
+{
+	time_t s = (time_t)floor(t);
+	struct tm tm;
+	if (!gmtime_r(&s, &tm)) {
+		snprintf(out, 32, "?");
+		return;
+	}
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void ctl_duration(double secs, char *out, size_t n)
+{
+	if (secs < 0)
+		secs = -secs;
+	long long s = (long long)floor(secs + 0.5);
+	if (s < 60)
+		snprintf(out, n, "%llds", s);
+	else if (s < 3600)
+		snprintf(out, n, "%lldm %02llds", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(out, n, "%lldh %02lldm", s / 3600, s % 3600 / 60);
+	else
+		snprintf(out, n, "%lldd %02lldh", s / 86400, s % 86400 / 3600);
+}
+
+void ctl_relative(double t, double now, char *out, size_t n)
+{
+	char d[32];
+	ctl_duration(t - now, d, sizeof d);
+	if (t > now + 0.5)
+		snprintf(out, n, "in %s", d);
+	else
+		snprintf(out, n, "%s ago", d);
+}
+
+/* ---- JSON output ---- */
+
+void jstr(struct sbuf *b, const char *s)
+{
+	if (!s) {
+		sb_adds(b, "null");
+		return;
+	}
+	jstrn(b, s, strlen(s));
+}
+
+void jstrn(struct sbuf *b, const char *s, size_t len)
+{
+	char *q = json_quote(s, len);
+	sb_adds(b, q);
+	free(q);
+}
+
+void jnum(struct sbuf *b, double d)
+{
+	if (!isfinite(d)) {
+		sb_adds(b, "null");
+		return;
+	}
+	if (d == floor(d) && fabs(d) < 1e15) {
+		sb_printf(b, "%.0f", d);
+		return;
+	}
+	char t[64];
+	snprintf(t, sizeof t, "%.6f", d);
+	size_t n = strlen(t);
+	while (n > 1 && t[n - 1] == '0')
+		t[--n] = '\0';
+	if (t[n - 1] == '.')
+		t[n++] = '0', t[n] = '\0';
+	sb_adds(b, t);
+}
+
+void jbool(struct sbuf *b, int v)
+{
+	sb_adds(b, v ? "true" : "false");
+}
+
+void jprint(struct sbuf *b)
+{
+	fwrite(b->s, 1, b->len, stdout);
+	fputc('\n', stdout);
+	sb_free(b);
+}
+
+/* ---- text ---- */
+
+static size_t utf8_chars(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
+/* Cut s to max characters (the last one "…" when cut); s must be valid UTF-8. */
+static char *cut(const char *s, size_t max)
+{
+	if (max == 0 || utf8_chars(s) <= max)
+		return xstrdup(s);
+	size_t chars = 0, i = 0;
+	for (; s[i]; i++) {
+		if (((unsigned char)s[i] & 0xC0) != 0x80) {
+			if (chars == max - 1)
+				break;
+			chars++;
+		}
+	}
+	char *out = xmalloc(i + 4);
+	memcpy(out, s, i);
+	memcpy(out + i, "\xe2\x80\xa6", 4);
+	return out;
+}
+
+char *ctl_oneline(const char *s, size_t len, size_t max)
+{
+	char *t = utf8_scrub(s, len, 0);
+	for (char *p = t; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	char *out = cut(t, max);
+	free(t);
+	return out;
+}
+
+/* ---- tables ---- */
+
+void table_init(struct table *t, int ncols, const char **heads, const int *limits)
+{
+	memset(t, 0, sizeof *t);
+	t->ncols = ncols;
+	t->heads = heads;
+	t->limits = limits;
+}
+
+void table_add(struct table *t, const char *const *row)
+{
+	if (t->nrows == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 16;
+		t->cells = xrealloc(t->cells, sizeof(char *) * (size_t)t->cap * (size_t)t->ncols);
+	}
+	for (int i = 0; i < t->ncols; i++) {
+		const char *s = row[i] ? row[i] : "";
+		t->cells[t->nrows * t->ncols + i] =
+			ctl_oneline(s, strlen(s), t->limits ? (size_t)t->limits[i] : 0);
+	}
+	t->nrows++;
+}
+
+void table_print(struct table *t)
+{
+	size_t *w = xcalloc((size_t)t->ncols, sizeof *w);
+	for (int i = 0; i < t->ncols; i++)
+		w[i] = utf8_chars(t->heads[i]);
+	for (int r = 0; r < t->nrows; r++)
+		for (int i = 0; i < t->ncols; i++) {
+			size_t n = utf8_chars(t->cells[r * t->ncols + i]);
+			if (n > w[i])
+				w[i] = n;
+		}
+	for (int r = -1; r < t->nrows; r++) {
+		for (int i = 0; i < t->ncols; i++) {
+			const char *s = r < 0 ? t->heads[i] : t->cells[r * t->ncols + i];
+			fputs(s, stdout);
+			if (i < t->ncols - 1)
+				for (size_t k = utf8_chars(s); k < w[i] + 2; k++)
+					fputc(' ', stdout);
+		}
+		fputc('\n', stdout);
+	}
+	free(w);
+}
+
+void table_free(struct table *t)
+{
+	for (int i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	memset(t, 0, sizeof *t);
+}

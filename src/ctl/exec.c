@@ -1,0 +1,409 @@
+/*
+ * exec.c: `cogworkerctl exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID]
+ * [--timeout S] CLASS [ARG...]`: run the handler configured for CLASS once, locally, the
+ * way a fetcher runs it (PROTOCOL §1.1, §7.28): the job is built as `push` would build it,
+ * the child gets it on stdin with the COGWORKER_* environment, its own process group,
+ * the handler's timeout, rlimits, cwd and args_as_argv. It reports the exit, stdout, the
+ * stderr tail, the timing, and the outcome the handler's exit-code map gives (success,
+ * retrying, dead, killed, discarded) with the error_class / error_message the daemon would
+ * write. Nothing is enqueued, fetched or filed: exec never connects to Redis.
+ *
+ * Exit status: 0 the handler succeeded, 1 it failed (any other outcome, no handler
+ * included), 2 usage error.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ctl.h"
+#include "handler.h"
+#include "job.h"
+#include "json.h"
+#include "producer.h"
+
+#define STDOUT_MAX (1 << 20)            /* stdout kept for the report */
+#define STDERR_KEPT (64 << 10)          /* stderr tail kept for the report */
+
+static atomic_int interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	atomic_store(&interrupted, 1);
+}
+
+struct out {
+	struct sbuf b;
+	int truncated;
+};
+
+static void stdout_line(void *ctx, const char *line, size_t len)
+{
+	struct out *o = ctx;
+	if (o->b.len + len + 1 > STDOUT_MAX) {
+		o->truncated = 1;
+		return;
+	}
+	sb_add(&o->b, line, len);
+	sb_addc(&o->b, '\n');
+}
+
+static int in_list(const int *v, int n, int code)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == code)
+			return 1;
+	return 0;
+}
+
+static char **args_as_argv(const char *args_json, int *n)
+{
+	*n = 0;
+	size_t *starts = NULL, *lens = NULL;
+	int count = json_array_spans(args_json, strlen(args_json), &starts, &lens);
+	if (count <= 0) {
+		free(starts);
+		free(lens);
+		return NULL;
+	}
+	char **out = xcalloc((size_t)count, sizeof *out);
+	cJSON *arr = job_json_parse(args_json, strlen(args_json));
+	for (int i = 0; i < count; i++) {
+		const cJSON *e = arr ? cJSON_GetArrayItem(arr, i) : NULL;
+		out[i] = cJSON_IsString(e) ? xstrdup(e->valuestring)
+		                           : xstrndup(args_json + starts[i], lens[i]);
+	}
+	if (arr)
+		cJSON_Delete(arr);
+	free(starts);
+	free(lens);
+	*n = count;
+	return out;
+}
+
+static char *strings_as_json(int n, char **v)
+{
+	struct sbuf b;
+	sb_init(&b);
+	sb_addc(&b, '[');
+	for (int i = 0; i < n; i++) {
+		if (i)
+			sb_addc(&b, ',');
+		jstr(&b, v[i]);
+	}
+	sb_addc(&b, ']');
+	return sb_steal(&b);
+}
+
+struct report {
+	const char *status;         /* exited, signaled, timeout, spawn_failed, aborted, no_handler */
+	int exit_code, signal;      /* -1 when not applicable */
+	const char *outcome;        /* success, retrying, dead, killed, discarded, aborted */
+	const char *why;
+	const char *error_class;
+	char *error_message;
+};
+
+int cmd_exec(struct ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json-args", required_argument, NULL, 'J' },
+		{ "queue", required_argument, NULL, 'q' },
+		{ "retry", required_argument, NULL, 'r' },
+		{ "jid", required_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		CTL_COMMON_OPTS,
+		{ 0, 0, 0, 0 },
+	};
+	const char *json_args = NULL;
+	struct push p = { 0 };
+	double timeout = -1;
+	char retry[32];
+	int ch;
+	ctl_getopt_reset();
+	/* "+": the handler's own ARGs may look like options; they follow CLASS. */
+	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'J': json_args = optarg; break;
+		case 'q': p.queue = optarg; break;
+		case 'j': p.jid = optarg; break;
+		case 'r':
+			if (!strcmp(optarg, "false") || !strcmp(optarg, "true")) {
+				snprintf(retry, sizeof retry, "%s", optarg);
+			} else {
+				char *end;
+				long n = strtol(optarg, &end, 10);
+				if (*end || end == optarg || n < 0) {
+					ctl_error("exec: --retry wants a count, true or false, not \"%s\"", optarg);
+					return CTL_USAGE;
+				}
+				snprintf(retry, sizeof retry, "%ld", n);
+			}
+			p.retry_json = retry;
+			break;
+		case 't': {
+			char *end;
+			timeout = strtod(optarg, &end);
+			if (*end || end == optarg || timeout < 0 || isnan(timeout)) {
+				ctl_error("exec: --timeout wants seconds, not \"%s\"", optarg);
+				return CTL_USAGE;
+			}
+			break;
+		}
+		default:
+			if (!ctl_common_opt(c, ch, argv))
+				return CTL_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		ctl_error("usage: cogworkerctl exec [--json-args JSON] CLASS [ARG...]");
+		return CTL_USAGE;
+	}
+	p.cls = argv[optind++];
+	if (!*p.cls) {
+		ctl_error("exec: CLASS is empty");
+		return CTL_USAGE;
+	}
+	if (json_args && optind < argc) {
+		ctl_error("exec: --json-args and plain ARGs don't mix");
+		return CTL_USAGE;
+	}
+	if (p.queue && !*p.queue) {
+		ctl_error("exec: --queue wants a name");
+		return CTL_USAGE;
+	}
+	char *args = NULL;
+	if (json_args) {
+		size_t *s = NULL, *l = NULL;
+		int n = json_array_spans(json_args, strlen(json_args), &s, &l);
+		free(s);
+		free(l);
+		if (n < 0) {
+			ctl_error("exec: --json-args must be a JSON array");
+			return CTL_USAGE;
+		}
+		args = xstrdup(json_args);
+	} else {
+		args = strings_as_json(argc - optind, argv + optind);
+	}
+	p.args_json = args;
+
+	char jid[25];
+	if (p.jid)
+		snprintf(jid, sizeof jid, "%s", p.jid);
+	else
+		new_jid(jid);
+	char *payload = producer_build(&p, jid, now_float(), 0);
+	struct job j;
+	job_parse(&j, payload, strlen(payload), p.queue ? p.queue : "default");
+
+	const struct handler *h = conf_find_handler(&c->conf, p.cls);
+	struct report rep = { .exit_code = -1, .signal = -1 };
+	struct run_result res;
+	memset(&res, 0, sizeof res);
+	struct out out;
+	sb_init(&out.b);
+	out.truncated = 0;
+	int nextra = 0;
+	char **extra = NULL;
+	char detail[256];
+	int ran = 0;
+	if (!h) {
+		rep.status = "no_handler";
+		rep.error_class = "Cogworker::NoHandler";
+		snprintf(detail, sizeof detail, "no handler configured for class %s", p.cls);
+		rep.error_message = job_error_message(rep.error_class, detail, NULL, 0);
+	} else {
+		char rc[32];
+		snprintf(rc, sizeof rc, "%ld", j.retry_count);
+		char **env = handler_build_env(h, jid, p.cls, j.queue, rc, j.args_json);
+		extra = h->args_as_argv ? args_as_argv(j.args_json, &nextra) : NULL;
+		struct run_request req = {
+			.command = &h->command, .extra_args = (const char *const *)extra,
+			.nextra = nextra, .env = (const char *const *)env, .stdin_data = payload,
+			.stdin_len = strlen(payload), .timeout = timeout >= 0 ? timeout : h->timeout,
+			.kill_grace = h->kill_grace,
+			.output_tail = h->output_tail > STDERR_KEPT ? h->output_tail : STDERR_KEPT,
+			.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
+			.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
+			.log_tag = "exec", .log_output = 0, .on_stdout_line = stdout_line, .ctx = &out,
+			.abort = &interrupted, .abort_grace = 2.0,
+		};
+		unsigned *groups = NULL;
+		char err[256];
+		if ((h->user || h->group) &&
+		    handler_resolve_ids(h, &req, &groups, err, sizeof err) != 0) {
+			rep.status = "spawn_failed";
+			rep.error_class = "Cogworker::HandlerSpawnFailed";
+			rep.error_message = job_error_message(rep.error_class, err, NULL, 0);
+		} else {
+			struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
+			sigemptyset(&sa.sa_mask);
+			sigaction(SIGINT, &sa, &old_int);
+			sigaction(SIGTERM, &sa, &old_term);
+			handler_run(&req, &res, NULL, NULL);
+			sigaction(SIGINT, &old_int, NULL);
+			sigaction(SIGTERM, &old_term, NULL);
+			ran = 1;
+		}
+		free(groups);
+		handler_free_env(env);
+	}
+	if (ran) {
+		/* The error message as the daemon builds it: from the last output_tail bytes. */
+		size_t keep = h->output_tail;
+		const char *tail = res.tail;
+		size_t tail_len = res.tail_len;
+		if (tail_len > keep) {
+			tail += tail_len - keep;
+			tail_len = keep;
+		}
+		switch (res.status) {
+		case RUN_EXITED:
+			rep.status = "exited";
+			rep.exit_code = res.code;
+			if (res.code != 0) {
+				rep.error_class = "Cogworker::HandlerFailed";
+				snprintf(detail, sizeof detail, "exit status %d", res.code);
+			}
+			break;
+		case RUN_SIGNALED:
+			rep.status = "signaled";
+			rep.signal = res.code;
+			rep.error_class = "Cogworker::HandlerSignaled";
+			snprintf(detail, sizeof detail, "killed by signal %d (SIG%s)", res.code,
+			         sigabbrev_np(res.code) ? sigabbrev_np(res.code) : "?");
+			break;
+		case RUN_TIMEOUT:
+			rep.status = "timeout";
+			rep.error_class = "Cogworker::HandlerTimeout";
+			snprintf(detail, sizeof detail, "timed out after %gs",
+			         timeout >= 0 ? timeout : h->timeout);
+			break;
+		case RUN_SPAWN_FAILED:
+			rep.status = "spawn_failed";
+			rep.error_class = "Cogworker::HandlerSpawnFailed";
+			snprintf(detail, sizeof detail, "exec failed: %s", strerror(res.code));
+			break;
+		case RUN_ABORTED:
+			rep.status = "aborted";
+			break;
+		}
+		if (rep.error_class)
+			rep.error_message = job_error_message(rep.error_class, detail, tail, tail_len);
+	}
+	/* The outcome the exit-code map gives (as failure routing decides, §4.2, §7.5). */
+	if (rep.status && !strcmp(rep.status, "aborted")) {
+		rep.outcome = "aborted";
+		rep.why = "interrupted: the handler's process group was stopped";
+	} else if (!rep.error_class) {
+		rep.outcome = "success";
+		rep.why = "exit 0";
+	} else if (j.retry_count + 1 > j.max_retries) {
+		rep.outcome = "dead";
+		rep.why = "a failure with no retries left: it would go to dead";
+	} else if (h && rep.exit_code > 0 && in_list(h->dead_codes, h->ndead, rep.exit_code)) {
+		rep.outcome = "killed";
+		rep.why = "the exit code is in dead_exit_codes: it would go straight to dead";
+	} else if (h && rep.exit_code > 0 && in_list(h->discard_codes, h->ndiscard, rep.exit_code)) {
+		rep.outcome = "discarded";
+		rep.why = "the exit code is in discard_exit_codes: it would be dropped";
+	} else {
+		rep.outcome = "retrying";
+		rep.why = "a failure: it would be retried with the default backoff";
+	}
+	double duration = ran ? res.finished - res.started : 0;
+	char *stderr_text = ran ? utf8_scrub(res.tail, res.tail_len, 0) : xstrdup("");
+
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_adds(&b, "{\"class\":");
+		jstr(&b, p.cls);
+		sb_printf(&b, ",\"jid\":\"%s\",\"queue\":", jid);
+		jstr(&b, j.queue);
+		sb_adds(&b, ",\"handler\":");
+		jstr(&b, h ? h->class_name : NULL);
+		sb_adds(&b, ",\"command\":");
+		if (h) {
+			sb_addc(&b, '[');
+			for (int i = 0; i < h->command.n; i++) {
+				if (i)
+					sb_addc(&b, ',');
+				jstr(&b, h->command.v[i]);
+			}
+			for (int i = 0; i < nextra; i++) {
+				sb_addc(&b, ',');
+				jstr(&b, extra[i]);
+			}
+			sb_addc(&b, ']');
+		} else {
+			sb_adds(&b, "null");
+		}
+		sb_printf(&b, ",\"job\":%s,\"status\":\"%s\",\"exit_code\":", payload, rep.status);
+		rep.exit_code >= 0 ? sb_printf(&b, "%d", rep.exit_code) : sb_adds(&b, "null");
+		sb_adds(&b, ",\"signal\":");
+		rep.signal >= 0 ? sb_printf(&b, "%d", rep.signal) : sb_adds(&b, "null");
+		sb_adds(&b, ",\"pid\":");
+		ran && res.pid > 0 ? sb_printf(&b, "%d", res.pid) : sb_adds(&b, "null");
+		sb_adds(&b, ",\"duration\":");
+		jnum(&b, round(duration * 1e6) / 1e6);
+		sb_adds(&b, ",\"stdout\":");
+		jstrn(&b, out.b.s, out.b.len);
+		sb_adds(&b, ",\"stderr\":");
+		jstr(&b, stderr_text);
+		sb_printf(&b, ",\"outcome\":\"%s\",\"error_class\":", rep.outcome);
+		jstr(&b, rep.error_class);
+		sb_adds(&b, ",\"error_message\":");
+		jstr(&b, rep.error_message);
+		sb_addc(&b, '}');
+		jprint(&b);
+	} else {
+		printf("job        %s\n", payload);
+		if (h) {
+			printf("command   ");
+			for (int i = 0; i < h->command.n; i++)
+				printf(" %s", h->command.v[i]);
+			for (int i = 0; i < nextra; i++)
+				printf(" %s", extra[i]);
+			printf("\n");
+		}
+		if (!strcmp(rep.status, "exited"))
+			printf("exit       status %d", rep.exit_code);
+		else if (!strcmp(rep.status, "signaled"))
+			printf("exit       killed by signal %d (SIG%s)", rep.signal,
+			       sigabbrev_np(rep.signal) ? sigabbrev_np(rep.signal) : "?");
+		else if (!strcmp(rep.status, "no_handler"))
+			printf("exit       not run: no handler configured for class %s", p.cls);
+		else
+			printf("exit       %s", rep.status);
+		if (ran)
+			printf(" after %.3fs (pid %d)", duration, res.pid);
+		printf("\noutcome    %s: %s\n", rep.outcome, rep.why);
+		if (rep.error_class)
+			printf("error      %s: %s\n", rep.error_class, rep.error_message);
+		if (out.b.len) {
+			printf("stdout%s:\n", out.truncated ? " (cut at 1 MiB)" : "");
+			fwrite(out.b.s, 1, out.b.len, stdout);
+		}
+		if (*stderr_text) {
+			printf("stderr%s:\n", res.tail_len >= STDERR_KEPT ? " (tail)" : "");
+			fputs(stderr_text, stdout);
+			if (stderr_text[strlen(stderr_text) - 1] != '\n')
+				fputc('\n', stdout);
+		}
+	}
+	int status = !strcmp(rep.outcome, "success") ? CTL_OK : CTL_NOTHING;
+	free(stderr_text);
+	free(rep.error_message);
+	run_result_free(&res);
+	for (int i = 0; i < nextra; i++)
+		free(extra[i]);
+	free(extra);
+	sb_free(&out.b);
+	job_free(&j);
+	free(payload);
+	free(args);
+	return status;
+}

@@ -1,0 +1,325 @@
+/*
+ * queues.c: `cogworkerctl queues` (name, size, latency, paused) and
+ * `queues pause|resume|clear Q` (PROTOCOL §7.28):
+ *
+ *   pause / resume   SADD / SREM cogworker:paused_queues Q (jobs stay queued)
+ *   clear --yes      DEL cogworker:queue:Q
+ *
+ * Latency is cogworker's: now − (enqueued_at, else created_at) of the oldest job
+ * (LINDEX −1), floored at 0 (§4.1), computed as the exporter does (src/exporter.c).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ctl.h"
+#include "exporter.h"
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct queue_info *)a)->name, ((const struct queue_info *)b)->name);
+}
+
+void ctl_free_queues(struct queue_info *q, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(q[i].name);
+	free(q);
+}
+
+/* Add name (len bytes) to q[0..*count) unless present; returns its index. */
+static int add_name(struct queue_info **q, int *count, int *cap, const char *name, size_t len)
+{
+	for (int k = 0; k < *count; k++)
+		if (strlen((*q)[k].name) == len && memcmp((*q)[k].name, name, len) == 0)
+			return k;
+	if (*count == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		*q = xrealloc(*q, sizeof **q * (size_t)*cap);
+	}
+	memset(&(*q)[*count], 0, sizeof **q);
+	(*q)[*count].name = xstrndup(name, len);
+	return (*count)++;
+}
+
+int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_info **out, int *n)
+{
+	*out = NULL;
+	*n = 0;
+	redisReply *names = rcmd(&c->r, "SMEMBERS cogworker:queues");
+	if (!names)
+		return ctl_redis_error(c, "cogworker:queues");
+	redisReply *paused = rcmd(&c->r, "SMEMBERS cogworker:paused_queues");
+	if (!paused) {
+		freeReplyObject(names);
+		return ctl_redis_error(c, "cogworker:paused_queues");
+	}
+	struct queue_info *q = NULL;
+	int count = 0, cap = 0;
+	for (size_t i = 0; i < names->elements; i++)
+		add_name(&q, &count, &cap, names->element[i]->str, names->element[i]->len);
+	for (size_t i = 0; i < paused->elements; i++) {
+		const redisReply *e = paused->element[i];
+		int known = count;
+		int k = add_name(&q, &count, &cap, e->str, e->len);
+		if (k >= known && !with_paused) {
+			free(q[k].name);
+			count--;
+			continue;
+		}
+		q[k].paused = 1;
+	}
+	freeReplyObject(names);
+	freeReplyObject(paused);
+	/* Queue keys nobody listed (a plain LPUSH from some producer): found by SCAN, best
+	 * effort (an ACL without SCAN, or a server without SCAN TYPE, just finds none). */
+	static const char prefix[] = "cogworker:queue:";
+	for (char cursor[32] = "0"; discover;) {
+		redisReply *rep = rcmd(&c->r, "SCAN %s MATCH cogworker:queue:* COUNT 1000 TYPE list",
+		                       cursor);
+		if (!rep) {
+			if (c->r.unavailable) {
+				ctl_free_queues(q, count);
+				return ctl_redis_error(c, "SCAN");
+			}
+			break;
+		}
+		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+			const redisReply *keys = rep->element[1];
+			for (size_t i = 0; i < keys->elements; i++) {
+				const redisReply *k = keys->element[i];
+				if (k->len > sizeof prefix - 1)
+					add_name(&q, &count, &cap, k->str + sizeof prefix - 1,
+					         k->len - (sizeof prefix - 1));
+			}
+			snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+		} else {
+			snprintf(cursor, sizeof cursor, "0");
+		}
+		freeReplyObject(rep);
+		if (strcmp(cursor, "0") == 0)
+			break;
+	}
+	if (count)
+		qsort(q, (size_t)count, sizeof *q, by_name);
+	*out = q;
+	*n = count;
+	return 0;
+}
+
+int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
+                    struct queue_info **out, int *n)
+{
+	*out = NULL;
+	*n = 0;
+	struct queue_info *q;
+	int count;
+	int s = ctl_queue_names(c, with_paused, discover, &q, &count);
+	if (s)
+		return s;
+
+	struct rpipe p;
+	rpipe_begin(&c->r, &p);
+	for (int i = 0; i < count; i++) {
+		rpipe_add(&c->r, &p, "LLEN cogworker:queue:%s", q[i].name);
+		rpipe_add(&c->r, &p, "LINDEX cogworker:queue:%s -1", q[i].name);
+	}
+	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
+	rpipe_exec(&c->r, &p, reps);
+	int status = 0;
+	for (int i = 0; i < count && !status; i++) {
+		redisReply *len = reps[2 * i], *old = reps[2 * i + 1];
+		if (!len || !old) {
+			char *what = xasprintf("cogworker:queue:%s", q[i].name);
+			status = ctl_redis_error(c, what);
+			free(what);
+			break;
+		}
+		q[i].size = reply_integer(len, 0);
+		if (old->type == REDIS_REPLY_STRING)
+			q[i].latency = exporter_latency(old->str, old->len, now);
+	}
+	for (int i = 0; i < p.n; i++)
+		if (reps[i])
+			freeReplyObject(reps[i]);
+	free(reps);
+	if (status) {
+		ctl_free_queues(q, count);
+		return status;
+	}
+	*out = q;
+	*n = count;
+	return 0;
+}
+
+static int list_queues(struct ctl *c)
+{
+	double now = ctl_now(c);
+	if (now < 0)
+		return ctl_redis_error(c, "TIME");
+	struct queue_info *q;
+	int n;
+	int s = ctl_read_queues(c, now, 1, 1, &q, &n);
+	if (s)
+		return s;
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_addc(&b, '[');
+		for (int i = 0; i < n; i++) {
+			sb_adds(&b, i ? ",{\"name\":" : "{\"name\":");
+			jstr(&b, q[i].name);
+			sb_printf(&b, ",\"size\":%lld,\"latency\":%.3f,\"paused\":%s}", q[i].size,
+			          q[i].latency, q[i].paused ? "true" : "false");
+		}
+		sb_addc(&b, ']');
+		jprint(&b);
+	} else if (n == 0) {
+		printf("no queues\n");
+	} else {
+		static const char *heads[] = { "QUEUE", "SIZE", "LATENCY", "PAUSED" };
+		struct table t;
+		table_init(&t, 4, heads, NULL);
+		for (int i = 0; i < n; i++) {
+			char size[32], lat[32];
+			snprintf(size, sizeof size, "%lld", q[i].size);
+			snprintf(lat, sizeof lat, "%.3fs", q[i].latency);
+			const char *row[] = { q[i].name, size, lat, q[i].paused ? "paused" : "no" };
+			table_add(&t, row);
+		}
+		table_print(&t);
+		table_free(&t);
+	}
+	ctl_free_queues(q, n);
+	return CTL_OK;
+}
+
+static int valid_queue_name(const char *q)
+{
+	return q && *q && !strpbrk(q, " \t\r\n");
+}
+
+static int pause_resume(struct ctl *c, const char *q, int pause)
+{
+	redisReply *rep = rcmd(&c->r, pause ? "SADD cogworker:paused_queues %s"
+	                                      : "SREM cogworker:paused_queues %s", q);
+	if (!rep)
+		return ctl_redis_error(c, "cogworker:paused_queues");
+	long long changed = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_adds(&b, "{\"queue\":");
+		jstr(&b, q);
+		sb_printf(&b, ",\"paused\":%s,\"changed\":%s}", pause ? "true" : "false",
+		          changed ? "true" : "false");
+		jprint(&b);
+	}
+	if (!changed) {
+		ctl_error("queue %s %s", q, pause ? "is already paused" : "is not paused");
+		return CTL_NOTHING;
+	}
+	if (!c->json)
+		printf("%s queue %s\n", pause ? "paused" : "resumed", q);
+	return CTL_OK;
+}
+
+static int clear_queue(struct ctl *c, const char *q)
+{
+	if (!c->yes) {
+		ctl_error("queues clear deletes every job on %s: add --yes", q);
+		return CTL_USAGE;
+	}
+	/* LLEN and DEL in one transaction, so the count is the number deleted. */
+	struct rpipe p;
+	rpipe_begin(&c->r, &p);
+	rpipe_add(&c->r, &p, "MULTI");
+	rpipe_add(&c->r, &p, "LLEN cogworker:queue:%s", q);
+	rpipe_add(&c->r, &p, "DEL cogworker:queue:%s", q);
+	rpipe_add(&c->r, &p, "EXEC");
+	redisReply *reps[4];
+	rpipe_exec(&c->r, &p, reps);
+	int status = CTL_OK;
+	long long n = 0;
+	redisReply *ex = reps[3];
+	if (!ex || ex->type != REDIS_REPLY_ARRAY || ex->elements != 2) {
+		char *what = xasprintf("cogworker:queue:%s", q);
+		status = ctl_redis_error(c, what);
+		free(what);
+	} else if (ex->element[0]->type == REDIS_REPLY_ERROR) {
+		/* Wrong type: the key is deleted all the same (DEL works on any type). */
+		n = -1;
+	} else {
+		n = ex->element[0]->integer;
+	}
+	for (int i = 0; i < 4; i++)
+		if (reps[i])
+			freeReplyObject(reps[i]);
+	if (status)
+		return status;
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_adds(&b, "{\"queue\":");
+		jstr(&b, q);
+		sb_printf(&b, ",\"deleted\":%lld}", n < 0 ? 0 : n);
+		jprint(&b);
+	}
+	if (n == 0) {
+		ctl_error("queue %s is empty: nothing to clear", q);
+		return CTL_NOTHING;
+	}
+	if (!c->json) {
+		if (n < 0)
+			printf("cleared queue %s (it was not a list)\n", q);
+		else
+			printf("cleared queue %s: %lld job(s) deleted\n", q, n);
+	}
+	return CTL_OK;
+}
+
+int cmd_queues(struct ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = { CTL_COMMON_OPTS, { 0, 0, 0, 0 } };
+	int ch;
+	ctl_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
+		if (!ctl_common_opt(c, ch, argv))
+			return CTL_USAGE;
+	int nargs = argc - optind;
+	char **args = argv + optind;
+	if (nargs == 0 || strcmp(args[0], "list") == 0) {
+		if (nargs > 1) {
+			ctl_error("queues: unexpected \"%s\"", args[1]);
+			return CTL_USAGE;
+		}
+		if (ctl_connect(c) != 0)
+			return CTL_USAGE;
+		return list_queues(c);
+	}
+	const char *sub = args[0];
+	int which = strcmp(sub, "pause") == 0 ? 1 : strcmp(sub, "resume") == 0 ? 2
+	          : strcmp(sub, "clear") == 0 ? 3 : 0;
+	if (!which) {
+		ctl_error("queues: unknown subcommand \"%s\" (list, pause, resume, clear)", sub);
+		return CTL_USAGE;
+	}
+	if (nargs != 2) {
+		ctl_error("usage: cogworkerctl queues %s QUEUE%s", sub, which == 3 ? " --yes" : "");
+		return CTL_USAGE;
+	}
+	const char *q = args[1];
+	if (!valid_queue_name(q)) {
+		ctl_error("queues %s: bad queue name \"%s\"", sub, q);
+		return CTL_USAGE;
+	}
+	if (which == 3 && !c->yes) {
+		ctl_error("queues clear deletes every job on %s: add --yes", q);
+		return CTL_USAGE;
+	}
+	if (ctl_connect(c) != 0)
+		return CTL_USAGE;
+	if (which == 3)
+		return clear_queue(c, q);
+	return pause_resume(c, q, which == 1);
+}

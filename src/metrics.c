@@ -1,0 +1,331 @@
+/*
+ * metrics.c: the HTTP endpoint on `metrics_listen` (libmicrohttpd), and thread liveness.
+ *
+ *   GET /metrics   cogworker's eight metrics, read from Redis (exporter.c, the same text
+ *                  as `cogworkerctl metrics`), then this process's own: jobs by outcome, a
+ *                  run-time histogram, handler timeouts, Redis reconnects, orphans
+ *                  recovered, keys quarantined, cron slots fired and skipped, and gauges
+ *                  (busy, concurrency, quiet, redis_up). While Redis does not answer, the
+ *                  eight are left out, cogworkerd_redis_up is 0, and the answer is still
+ *                  200, so the process's own counters are never lost to a scrape error.
+ *   GET /healthz   200 "ok" while Redis answers PING and every tracked thread is alive;
+ *                  else 503 with one line per problem. 503 "stopping" during the drain.
+ *   anything else  404 (405 for methods other than GET and HEAD).
+ *
+ * libmicrohttpd runs one internal polling thread (epoll), so requests are served one at a
+ * time; the Redis connection of the endpoint is its own (hiredis contexts are not
+ * thread-safe) and is still guarded by a mutex, so that a change to a thread-per-
+ * connection mode cannot share it unguarded. The thread inherits the manager's blocked
+ * signal mask (it is started after signals_setup).
+ *
+ * The endpoint starts after the other threads; a failure to listen is logged as an error
+ * and the daemon goes on running jobs (its job matters more than its metrics; the failed
+ * scrape shows the problem). metrics_listen changes take effect at the next restart.
+ */
+#include <errno.h>
+#define rcmd bsd_rcmd        /* <netdb.h> declares BSD's rcmd(3); ours is redis.h's */
+#include <netdb.h>
+#undef rcmd
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+#include "daemon.h"
+#include "exporter.h"
+#include "metrics.h"
+#include "util.h"
+
+/* ---- thread liveness ---- */
+
+struct tracked {
+	struct tracked *next;
+	const char *name;
+	void *(*fn)(void *);
+	void *arg;
+	atomic_int exited;
+};
+static struct tracked *tracked_threads;
+static pthread_mutex_t tracked_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void mark_exited(void *arg)
+{
+	atomic_store(&((struct tracked *)arg)->exited, 1);
+}
+
+static void *tracked_main(void *arg)
+{
+	struct tracked *t = arg;
+	void *ret;
+	pthread_cleanup_push(mark_exited, t);
+	ret = t->fn(t->arg);
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+int thread_start(pthread_t *th, const pthread_attr_t *attr, const char *name,
+                 void *(*fn)(void *), void *arg)
+{
+	struct tracked *t = xcalloc(1, sizeof *t);
+	t->name = name;
+	t->fn = fn;
+	t->arg = arg;
+	pthread_mutex_lock(&tracked_mu);
+	t->next = tracked_threads;
+	tracked_threads = t;
+	pthread_mutex_unlock(&tracked_mu);
+	int rc = pthread_create(th, attr, tracked_main, t);
+	if (rc != 0)
+		atomic_store(&t->exited, 1);
+	return rc;
+}
+
+/* Append one line per exited thread (while not stopping); returns how many. */
+static int dead_threads(struct sbuf *why)
+{
+	int n = 0;
+	pthread_mutex_lock(&tracked_mu);
+	for (struct tracked *t = tracked_threads; t; t = t->next)
+		if (atomic_load(&t->exited)) {
+			sb_printf(why, "thread %s is not running\n", t->name);
+			n++;
+		}
+	pthread_mutex_unlock(&tracked_mu);
+	return n;
+}
+
+/* ---- the endpoint ---- */
+
+static struct MHD_Daemon *mhd;
+static struct rconn mconn;
+static pthread_mutex_t mconn_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct log_site metrics_site = LOG_SITE("Metrics");
+
+static void own_counter(struct sbuf *b, const char *name, enum metric m)
+{
+	sb_printf(b, "# TYPE %s counter\n%s %llu\n", name, name, metrics_get(m));
+}
+
+static void own_metrics(struct sbuf *b, int redis_up)
+{
+	static const struct { const char *outcome; enum metric m; } outcomes[] = {
+		{ "succeeded", METRIC_JOBS_SUCCEEDED }, { "retried", METRIC_JOBS_RETRIED },
+		{ "dead", METRIC_JOBS_DEAD }, { "discarded", METRIC_JOBS_DISCARDED },
+		{ "interrupted", METRIC_JOBS_INTERRUPTED },
+	};
+	sb_adds(b, "# TYPE cogworkerd_jobs_total counter\n");
+	for (size_t i = 0; i < sizeof outcomes / sizeof *outcomes; i++)
+		sb_printf(b, "cogworkerd_jobs_total{outcome=\"%s\"} %llu\n", outcomes[i].outcome,
+		          metrics_get(outcomes[i].m));
+
+	unsigned long long cum[METRICS_RUN_BUCKETS], count;
+	double sum;
+	metrics_run_snapshot(cum, &count, &sum);
+	sb_adds(b, "# TYPE cogworkerd_job_run_seconds histogram\n");
+	for (int i = 0; i < METRICS_RUN_BUCKETS; i++)
+		sb_printf(b, "cogworkerd_job_run_seconds_bucket{le=\"%g\"} %llu\n",
+		          metrics_run_bounds[i], cum[i]);
+	sb_printf(b, "cogworkerd_job_run_seconds_bucket{le=\"+Inf\"} %llu\n", count);
+	sb_printf(b, "cogworkerd_job_run_seconds_sum %.6f\n", sum);
+	sb_printf(b, "cogworkerd_job_run_seconds_count %llu\n", count);
+
+	own_counter(b, "cogworkerd_handler_timeouts_total", METRIC_HANDLER_TIMEOUTS);
+	own_counter(b, "cogworkerd_redis_reconnects_total", METRIC_REDIS_RECONNECTS);
+	own_counter(b, "cogworkerd_orphans_recovered_total", METRIC_ORPHANS_RECOVERED);
+	own_counter(b, "cogworkerd_keys_quarantined_total", METRIC_KEYS_QUARANTINED);
+	own_counter(b, "cogworkerd_cron_slots_fired_total", METRIC_CRON_FIRED);
+	own_counter(b, "cogworkerd_cron_slots_skipped_total", METRIC_CRON_SKIPPED);
+
+	struct conf *c = conf_acquire();
+	int concurrency = c->concurrency;
+	conf_release(c);
+	sb_printf(b, "# TYPE cogworkerd_busy gauge\ncogworkerd_busy %d\n", atomic_load(&D.busy));
+	sb_printf(b, "# TYPE cogworkerd_concurrency gauge\ncogworkerd_concurrency %d\n",
+	          concurrency);
+	sb_printf(b, "# TYPE cogworkerd_quiet gauge\ncogworkerd_quiet %d\n",
+	          atomic_load(&D.quiet) ? 1 : 0);
+	sb_printf(b, "# TYPE cogworkerd_redis_up gauge\ncogworkerd_redis_up %d\n", redis_up);
+	sb_printf(b, "# TYPE cogworkerd_start_time_seconds gauge\n"
+	          "cogworkerd_start_time_seconds %.3f\n", D.started_at);
+	sb_printf(b, "# TYPE cogworkerd_build_info gauge\n"
+	          "cogworkerd_build_info{version=\"%s\"} 1\n", COGWORKERD_VERSION);
+}
+
+static void render_metrics(struct sbuf *b)
+{
+	const char *what = "";
+	pthread_mutex_lock(&mconn_mu);
+	int rc = exporter_render(&mconn, b, &what);
+	if (rc != 0) {
+		if (mconn.unavailable)
+			log_site_unavailable(&metrics_site, mconn.err, mono_now());
+		else
+			log_error("Metrics: %s failed: %s", what, mconn.err);
+	} else if (metrics_site.in_episode) {
+		log_site_recovered(&metrics_site, mono_now());
+	}
+	pthread_mutex_unlock(&mconn_mu);
+	own_metrics(b, rc == 0);
+}
+
+/* 1 when healthy; otherwise the reasons, one per line, in why. */
+static int healthy(struct sbuf *why)
+{
+	if (atomic_load(&D.stopping)) {
+		sb_adds(why, "stopping\n");
+		return 0;
+	}
+	int ok = 1;
+	pthread_mutex_lock(&mconn_mu);
+	redisReply *rep = rcmd(&mconn, "PING");
+	if (rep) {
+		freeReplyObject(rep);
+	} else {
+		sb_printf(why, "redis: %s\n", mconn.err);
+		ok = 0;
+	}
+	pthread_mutex_unlock(&mconn_mu);
+	if (dead_threads(why) > 0)
+		ok = 0;
+	return ok;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, struct sbuf *body,
+                               const char *type)
+{
+	size_t len = body->len;
+	struct MHD_Response *res = MHD_create_response_from_buffer(len, sb_steal(body),
+	                                                           MHD_RESPMEM_MUST_FREE);
+	if (!res)
+		return MHD_NO;
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, status, res);
+	MHD_destroy_response(res);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+	(void)cls;
+	(void)version;
+	(void)upload_data;
+	/* The first call per request only announces it (headers read); answer on the second,
+	 * once any body has been received (and ignored). */
+	if (*req_cls == NULL) {
+		*req_cls = (void *)1;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	struct sbuf body;
+	sb_init(&body);
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+		sb_adds(&body, "method not allowed\n");
+		return respond(conn, MHD_HTTP_METHOD_NOT_ALLOWED, &body, "text/plain");
+	}
+	if (strcmp(url, "/metrics") == 0) {
+		render_metrics(&body);
+		return respond(conn, MHD_HTTP_OK, &body, EXPORTER_CONTENT_TYPE);
+	}
+	if (strcmp(url, "/healthz") == 0) {
+		struct sbuf why;
+		sb_init(&why);
+		int ok = healthy(&why);
+		if (ok)
+			sb_adds(&body, "ok\n");
+		else
+			sb_add(&body, why.s, why.len);
+		sb_free(&why);
+		return respond(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, &body,
+		               "text/plain");
+	}
+	sb_adds(&body, "not found: try /metrics or /healthz\n");
+	return respond(conn, MHD_HTTP_NOT_FOUND, &body, "text/plain");
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char line[512];
+	vsnprintf(line, sizeof line, fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_debug("Metrics: %s", line);
+}
+
+/* A listening socket for "host:port" or "[v6]:port"; -1 with err. */
+static int listen_on(const char *spec, char *err, size_t errlen)
+{
+	char host[256];
+	const char *port;
+	if (spec[0] == '[') {
+		const char *rb = strchr(spec, ']');
+		snprintf(host, sizeof host, "%.*s", (int)(rb - spec - 1), spec + 1);
+		port = rb + 2;
+	} else {
+		const char *colon = strrchr(spec, ':');
+		snprintf(host, sizeof host, "%.*s", (int)(colon - spec), spec);
+		port = colon + 1;
+	}
+	struct addrinfo hints, *ai = NULL;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	int gai = getaddrinfo(host, port, &hints, &ai);
+	if (gai != 0) {
+		snprintf(err, errlen, "%s: %s", host, gai_strerror(gai));
+		return -1;
+	}
+	int fd = -1;
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+		if (fd < 0)
+			continue;
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0)
+			break;
+		snprintf(err, errlen, "%s", strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
+int metrics_start(const struct conf *c)
+{
+	if (!c->metrics_listen || !*c->metrics_listen)
+		return 0;
+	char err[512] = "no usable address";
+	int fd = listen_on(c->metrics_listen, err, sizeof err);
+	if (fd < 0) {
+		log_error("metrics endpoint: can't listen on %s: %s (running without it)",
+		          c->metrics_listen, err);
+		return -1;
+	}
+	rconn_init(&mconn, &c->redis);
+	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL,
+	                       on_request, NULL,
+	                       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+	                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+	                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+	                       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	                       MHD_OPTION_END);
+	if (!mhd) {
+		log_error("metrics endpoint: libmicrohttpd did not start on %s (running without it)",
+		          c->metrics_listen);
+		close(fd);
+		rconn_free(&mconn);
+		return -1;
+	}
+	log_info("metrics endpoint on http://%s/metrics (and /healthz)", c->metrics_listen);
+	return 0;
+}

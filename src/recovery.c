@@ -1,0 +1,552 @@
+/*
+ * recovery.c: orphan recovery (PROTOCOL §7.10) and reconcile of the own in-progress list
+ * (§7.11), both run by the scheduled poller's orphan check.
+ *
+ * Orphan recovery brings back the jobs of processes that died while running them. The
+ * hard part is never taking the jobs of a process that is merely slow: a presence key can
+ * expire because Redis was unreachable for a minute or the process stalled (lesson 28).
+ * So "dead" is decided *inside* the REQUEUE script, atomically with the moves: presence
+ * key gone and last beat older than orphan_threshold on Redis's clock. This file only
+ * chooses candidates, calls the script once per identity, and reports.
+ *
+ * - Candidates come from the registry set cogworker:inprogress_identities; a SCAN of
+ *   cogworker:inprogress:* is added once, at boot, in reliable processes (lists from
+ *   before the registry existed; scanning every minute everywhere was lesson 39). Each
+ *   source is isolated, and the report says which ones worked: only a pass that really
+ *   read one of them lets the Ticker start (lesson 38).
+ * - Each identity is isolated: a wrong-typed list or a corrupt stamp of one never stops
+ *   the others (lesson 37). An availability error ends the pass: every further call would
+ *   wait for its own timeout, and the poller retries one poll interval later anyway.
+ * - Repeat orphans (a job that kills its process every time) are parked by REQUEUE and
+ *   filed into dead here as Cogworker::ProcessDied, whatever their retry setting. The
+ *   head-only BURY_ORPHAN script picks the one process that does the follow-up (locks,
+ *   counter, stats, on_death), so a fleet makes one dead entry and one notification.
+ * - When even the parking list is unusable, REQUEUE buries the job raw; only this process
+ *   knows, so it keeps the raw job in memory and swaps it for the proper entry
+ *   (SWAP_DEAD_ENTRY), retrying on every pass until it succeeds (lesson 33).
+ * - Unsettled records (filings handed over by a stopping process) are filed head-first by
+ *   FILE_UNSETTLED; a record that can't be used is moved to a quarantine list so that it
+ *   can't block the list behind it (lesson 35).
+ *
+ * Reconcile trusts the in-memory record of running jobs (manager.c), not the workers
+ * hash, which a failover can lose (lesson 42). A listed job that is not running is a
+ * stray; a stray with a pending settlement is settled, never re-run; any other stray is
+ * requeued only when it was a stray on the previous pass too (the two-look rule), which
+ * rules out a job caught between its fetch and "mark running".
+ *
+ * State kept between passes (the raw burials still to swap, the previous strays) lives
+ * in this file and is touched by the poller thread only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "daemon.h"
+#include "job.h"
+#include "json.h"
+#include "metrics.h"
+#include "util.h"
+
+#define BATCH 100               /* repeat orphans / unsettled records read per pass */
+#define RECORDS_QUARANTINE "cogworker:quarantine:cogworker:unsettled:records"
+#define RECORDS_QUARANTINE_TTL "2592000"
+
+/* ---- a small list of strings (raw jobs, identities) ---- */
+
+struct strs {
+	char **v;
+	size_t *len;
+	int n, cap;
+};
+
+static void strs_add(struct strs *s, const char *str, size_t len)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 16;
+		s->v = xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
+		s->len = xrealloc(s->len, (size_t)s->cap * sizeof *s->len);
+	}
+	s->v[s->n] = xstrndup(str, len);
+	s->len[s->n++] = len;
+}
+
+static int strs_has(const struct strs *s, const char *str)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], str) == 0)
+			return 1;
+	return 0;
+}
+
+static void strs_free(struct strs *s)
+{
+	for (int i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	free(s->len);
+	memset(s, 0, sizeof *s);
+}
+
+static struct strs raw_burials;  /* repeat orphans buried raw, still to be swapped */
+static struct strs prev_strays;  /* strays of the previous reconcile */
+
+/* One pass's view of the conf. */
+struct pass {
+	struct rconn *r;
+	struct log_site *site;
+	struct orphan_report *rep;
+	char threshold[32], queued_ttl[32], max_orphanings[16];
+	int max_n;
+};
+
+/* Log a failed call; an availability error marks the pass "connection lost". */
+static void pass_error(struct pass *p, const char *what)
+{
+	if (p->r->unavailable)
+		p->rep->conn_lost = 1;
+	else
+		log_error("%s: %s: %s", p->site->name, what, p->r->err);
+}
+
+/* ---- the dead entries a repeat orphan gets ---- */
+
+/* ProcessDied entry (§4.6), or the (unparseable) wrapper when the job doesn't parse. */
+static char *process_died_entry(const struct job *j, int max_n, double now)
+{
+	char when[32];
+	job_format_time(now, when);
+	char *msg = xasprintf("its process died while running it more than %d times (killed by "
+	                      "the OOM killer or SIGKILL?); it is not retried again", max_n);
+	char *out = NULL;
+	if (j->obj) {
+		char *qm = json_quote(msg, strlen(msg));
+		struct json_edit e[] = {
+			{ "failure_outcome", NULL },
+			{ "error_class", "\"Cogworker::ProcessDied\"" },
+			{ "error_message", qm },
+			{ "failed_at", when },
+		};
+		out = json_edit_object(j->raw, j->raw_len, e, 4);
+		free(qm);
+	}
+	if (!out)
+		out = job_unparseable_wrapper(j->raw, j->raw_len, NULL,
+		                              j->parse_error && strcmp(j->parse_error,
+		                              "not a JSON object") == 0 ? "Cogworker::InvalidJob" :
+		                              "JSON::ParserError",
+		                              j->parse_error ? j->parse_error : msg, now);
+	free(msg);
+	return out;
+}
+
+/* What the one process that filed a repeat orphan into dead owes (§7.10 step 3). */
+static void repeat_orphan_followup(struct pass *p, const struct job *j, const char *entry)
+{
+	release_job_locks(p->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
+	if (j->jid) {
+		char *counter = xasprintf(K_ORPHANINGS "%s", j->jid);
+		redisReply *rep = rcmd(p->r, "DEL %s", counter);
+		if (rep)
+			freeReplyObject(rep);
+		else
+			log_error("orphan counter %s not deleted (ignored): %s", counter, p->r->err);
+		free(counter);
+	}
+	bump_stats(p->r, 0, p->site);
+	log_warn("jid=%s orphaned too often, moved to dead", j->jid ? j->jid : "?");
+	if (j->obj)             /* never for an unparseable payload (§4.6) */
+		on_death_run(j->cls, j->jid, entry);
+}
+
+/* ---- candidates ---- */
+
+static void add_candidate(struct strs *c, const char *id)
+{
+	if (strcmp(id, D.identity) != 0 && !strs_has(c, id))
+		strs_add(c, id, strlen(id));
+}
+
+static void read_registry(struct pass *p, struct strs *cands)
+{
+	redisReply *rep = rcmd(p->r, "SMEMBERS %s", K_IDENTITIES);
+	if (!rep) {
+		pass_error(p, K_IDENTITIES " unreadable");
+		return;
+	}
+	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
+		add_candidate(cands, rep->element[i]->str);
+	p->rep->registry_read = 1;
+	freeReplyObject(rep);
+}
+
+static void scan_lists(struct pass *p, struct strs *cands)
+{
+	char cursor[32] = "0";
+	size_t plen = strlen(K_INPROGRESS);
+	do {
+		redisReply *rep = rcmd(p->r, "SCAN %s MATCH %s* COUNT 1000", cursor, K_INPROGRESS);
+		if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+			if (rep)
+				freeReplyObject(rep);
+			pass_error(p, "scan for in-progress lists failed");
+			return;
+		}
+		snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+		const redisReply *keys = rep->element[1];
+		for (size_t i = 0; i < keys->elements; i++)
+			if (strncmp(keys->element[i]->str, K_INPROGRESS, plen) == 0)
+				add_candidate(cands, keys->element[i]->str + plen);
+		freeReplyObject(rep);
+	} while (strcmp(cursor, "0") != 0);
+	p->rep->scan_done = 1;
+}
+
+/* ---- one identity ---- */
+
+static void forget_identity_if_empty(struct pass *p, const char *id, const char *list)
+{
+	redisReply *rep = rcmd(p->r, "LLEN %s", list);
+	if (!rep) {
+		pass_error(p, "in-progress list unreadable");
+		return;
+	}
+	long long n = reply_integer(rep, -1);
+	freeReplyObject(rep);
+	if (n != 0)
+		return;
+	struct rpipe pp;
+	redisReply *r2[2];
+	rpipe_begin(p->r, &pp);
+	rpipe_add(p->r, &pp, "SREM %s %s", K_IDENTITIES, id);
+	rpipe_add(p->r, &pp, "HDEL %s %s", K_LAST_BEAT, id);
+	if (rpipe_exec(p->r, &pp, r2) > 0)
+		pass_error(p, "registry entry not removed");
+	for (int i = 0; i < 2; i++)
+		if (r2[i])
+			freeReplyObject(r2[i]);
+}
+
+/* The REQUEUE reply: {moved, failed, n, <n queue names>, <raw-buried jobs...>}. */
+static void report_requeue(const char *id, const redisReply *rep)
+{
+	long long moved = reply_integer(rep->element[0], 0);
+	long long failed = reply_integer(rep->element[1], 0);
+	long long nq = rep->elements > 2 ? reply_integer(rep->element[2], 0) : 0;
+	if (moved > 0) {
+		log_warn("requeued %lld job(s) left in progress by dead process %s", moved, id);
+		metrics_add(METRIC_ORPHANS_RECOVERED, (unsigned long long)moved);
+	}
+	if (failed > 0)
+		log_warn("%lld job(s) left in progress by %s couldn't be put back", failed, id);
+	struct sbuf qs;
+	sb_init(&qs);
+	size_t i = 3;
+	for (; i < rep->elements && (long long)(i - 3) < nq; i++)
+		sb_printf(&qs, "%s%s", i > 3 ? ", " : "", rep->element[i]->str);
+	if (qs.len)
+		log_warn("jobs of dead process %s were requeued onto queue(s) no live process reads: "
+		         "%s", id, qs.s);
+	sb_free(&qs);
+	for (; i < rep->elements; i++)
+		if (rep->element[i]->type == REDIS_REPLY_STRING)
+			strs_add(&raw_burials, rep->element[i]->str, rep->element[i]->len);
+}
+
+static void recover_identity(struct pass *p, const char *id)
+{
+	char *list = xasprintf(K_INPROGRESS "%s", id);
+	char *presence = xasprintf(K_PROCESS "%s", id);
+	char now[32];
+	snprintf(now, sizeof now, "%ld", (long)now_float());
+	const char *keys[] = { list, presence, K_LAST_BEAT, K_REPEAT_ORPHANS, K_DEAD, K_QUEUES,
+	                       K_LIVE_QUEUES };
+	const char *args[] = { K_QUEUE, "default", K_RUNNING, p->queued_ttl, id, p->threshold,
+	                       now, K_ORPHANINGS, ORPHAN_COUNTER_TTL, p->max_orphanings };
+	redisReply *rep = rscript(p->r, "requeue", 7, keys, 10, args, NULL);
+	if (!rep) {
+		char *what = xasprintf("recovery of %s failed", id);
+		pass_error(p, what);
+		free(what);
+	} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
+	           reply_integer(rep->element[0], 0) >= 0) {
+		report_requeue(id, rep);
+		forget_identity_if_empty(p, id, list);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	free(list);
+	free(presence);
+}
+
+/* ---- after the identities: repeat orphans, raw burials, unsettled records ---- */
+
+static void bury_repeat_orphans(struct pass *p)
+{
+	redisReply *rep = rcmd(p->r, "LRANGE %s 0 %d", K_REPEAT_ORPHANS, BATCH - 1);
+	if (!rep) {
+		pass_error(p, K_REPEAT_ORPHANS " unreadable");
+		return;
+	}
+	for (size_t i = 0; i < rep->elements && !p->rep->conn_lost; i++) {
+		const redisReply *e = rep->element[i];
+		struct job j;
+		job_parse(&j, e->str, e->len, NULL);
+		double now = now_float();
+		char score[32];
+		job_format_time(now, score);
+		char *entry = process_died_entry(&j, p->max_n, now);
+		const char *keys[] = { K_REPEAT_ORPHANS, K_DEAD };
+		const char *args[] = { e->str, score, entry };
+		size_t lens[] = { e->len, strlen(score), strlen(entry) };
+		redisReply *b = rscript(p->r, "bury_orphan", 2, keys, 3, args, lens);
+		if (!b)
+			pass_error(p, "repeat orphan not buried");
+		else if (reply_integer(b, 0) == 1)
+			repeat_orphan_followup(p, &j, entry);
+		if (b)
+			freeReplyObject(b);
+		free(entry);
+		job_free(&j);
+	}
+	freeReplyObject(rep);
+}
+
+/* Swap one raw burial: 1 done (or gone), 0 keep it for the next pass. */
+static int swap_raw_burial(struct pass *p, const char *raw, size_t len)
+{
+	struct job j;
+	job_parse(&j, raw, len, NULL);
+	double now = now_float();
+	char score[32];
+	job_format_time(now, score);
+	char *entry = process_died_entry(&j, p->max_n, now);
+	const char *keys[] = { K_DEAD };
+	const char *args[] = { raw, entry, score };
+	size_t lens[] = { len, strlen(entry), strlen(score) };
+	redisReply *rep = rscript(p->r, "swap_dead_entry", 1, keys, 3, args, lens);
+	int done = rep != NULL;
+	if (!rep)
+		pass_error(p, "raw dead entry not swapped (retried next pass)");
+	else if (reply_integer(rep, 0) == 1)
+		repeat_orphan_followup(p, &j, entry);
+	if (rep)
+		freeReplyObject(rep);
+	free(entry);
+	job_free(&j);
+	return done;
+}
+
+static void complete_raw_burials(struct pass *p)
+{
+	struct strs left = { 0 };
+	for (int i = 0; i < raw_burials.n; i++)
+		if (p->rep->conn_lost || !swap_raw_burial(p, raw_burials.v[i], raw_burials.len[i]))
+			strs_add(&left, raw_burials.v[i], raw_burials.len[i]);
+	strs_free(&raw_burials);
+	raw_burials = left;
+}
+
+/* A usable unsettled record (§4.9): its target set, score text and payload. */
+struct record {
+	const char *set;
+	char *score;
+	char *payload;
+};
+
+static int record_parse(const char *rec, size_t len, struct record *out)
+{
+	memset(out, 0, sizeof *out);
+	cJSON *o = job_json_parse(rec, len);
+	const cJSON *set = cJSON_GetObjectItemCaseSensitive(o, "set");
+	const cJSON *score = cJSON_GetObjectItemCaseSensitive(o, "score");
+	const cJSON *payload = cJSON_GetObjectItemCaseSensitive(o, "payload");
+	size_t start, slen;
+	int ok = cJSON_IsObject(o) && cJSON_IsString(set) && cJSON_IsNumber(score) &&
+	         cJSON_IsString(payload) && json_member_span(rec, len, "score", &start, &slen) == 0;
+	if (ok) {
+		static const char *sets[] = { K_RETRY, K_DEAD, K_SCHEDULE };
+		for (size_t i = 0; i < 3 && !out->set; i++)
+			if (strcmp(set->valuestring, sets[i]) == 0)
+				out->set = sets[i];
+		ok = out->set != NULL;
+	}
+	if (ok) {
+		out->score = xstrndup(rec + start, slen);    /* the number's own text */
+		out->payload = xstrdup(payload->valuestring);
+	}
+	if (o)
+		cJSON_Delete(o);
+	return ok ? 0 : -1;
+}
+
+/* Move an unusable record out of the way: copy first, then remove. */
+static void quarantine_record(struct pass *p, const char *rec, size_t len)
+{
+	struct rpipe pp;
+	redisReply *r3[3];
+	const char *push[] = { "RPUSH", RECORDS_QUARANTINE, rec };
+	size_t push_lens[] = { 5, strlen(RECORDS_QUARANTINE), len };
+	const char *rem[] = { "LREM", K_UNSETTLED, "1", rec };
+	size_t rem_lens[] = { 4, strlen(K_UNSETTLED), 1, len };
+	rpipe_begin(p->r, &pp);
+	rpipe_add_argv(p->r, &pp, 3, push, push_lens);
+	rpipe_add(p->r, &pp, "EXPIRE %s %s", RECORDS_QUARANTINE, RECORDS_QUARANTINE_TTL);
+	rpipe_add_argv(p->r, &pp, 4, rem, rem_lens);
+	if (rpipe_exec(p->r, &pp, r3) == 0)
+		log_error("unusable record in %s moved to %s: %.200s", K_UNSETTLED, RECORDS_QUARANTINE,
+		          rec);
+	else
+		pass_error(p, r3[0] ? "unusable unsettled record not removed"
+		                    : "unusable unsettled record not moved");
+	for (int i = 0; i < 3; i++)
+		if (r3[i])
+			freeReplyObject(r3[i]);
+}
+
+static void file_record(struct pass *p, const char *rec, size_t len, const struct record *rc)
+{
+	struct job j;
+	job_parse(&j, rc->payload, strlen(rc->payload), NULL);
+	char *counter = j.jid ? xasprintf(K_ORPHANINGS "%s", j.jid) : xstrdup("");
+	const char *keys[] = { K_UNSETTLED, rc->set, counter };
+	const char *args[] = { rec, rc->score, rc->payload };
+	size_t lens[] = { len, strlen(rc->score), strlen(rc->payload) };
+	redisReply *rep = rscript(p->r, "file_unsettled", 3, keys, 3, args, lens);
+	if (!rep) {
+		pass_error(p, "unsettled record not filed");
+	} else if (reply_integer(rep, 0) == 1) {
+		log_info("filed handed-over job jid=%s into %s", j.jid ? j.jid : "?", rc->set);
+		if (strcmp(rc->set, K_DEAD) == 0) {
+			release_job_locks(p->r, j.jid, j.pjid, j.unique, j.cls, j.queue, j.args_json);
+			on_death_run(j.cls, j.jid, rc->payload);
+		}
+	}
+	if (rep)
+		freeReplyObject(rep);
+	free(counter);
+	job_free(&j);
+}
+
+static void file_unsettled(struct pass *p)
+{
+	redisReply *rep = rcmd(p->r, "LRANGE %s 0 %d", K_UNSETTLED, BATCH - 1);
+	if (!rep) {
+		pass_error(p, K_UNSETTLED " unreadable");
+		return;
+	}
+	for (size_t i = 0; i < rep->elements && !p->rep->conn_lost; i++) {
+		const redisReply *e = rep->element[i];
+		struct record rc;
+		if (record_parse(e->str, e->len, &rc) != 0) {
+			quarantine_record(p, e->str, e->len);
+			continue;
+		}
+		file_record(p, e->str, e->len, &rc);
+		free(rc.score);
+		free(rc.payload);
+	}
+	freeReplyObject(rep);
+}
+
+void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
+                     struct log_site *site)
+{
+	memset(rep, 0, sizeof *rep);
+	struct pass p = { .r = r, .site = site, .rep = rep };
+	struct conf *c = conf_acquire();
+	snprintf(p.threshold, sizeof p.threshold, "%.17g", c->orphan_threshold);
+	snprintf(p.queued_ttl, sizeof p.queued_ttl, "%ld", conf_queued_ttl(c));
+	snprintf(p.max_orphanings, sizeof p.max_orphanings, "%d", c->max_orphanings);
+	p.max_n = c->max_orphanings;
+	conf_release(c);
+
+	struct strs cands = { 0 };
+	read_registry(&p, &cands);
+	if (scan && !rep->conn_lost)
+		scan_lists(&p, &cands);
+	for (int i = 0; i < cands.n && !rep->conn_lost && !atomic_load(&D.stopping); i++)
+		recover_identity(&p, cands.v[i]);
+	strs_free(&cands);
+	/* Each step below is isolated: a command error in one never skips the next. */
+	if (!rep->conn_lost)
+		bury_repeat_orphans(&p);
+	if (!rep->conn_lost)
+		complete_raw_burials(&p);
+	if (!rep->conn_lost)
+		file_unsettled(&p);
+	if (rep->conn_lost)
+		site_result(site, r, 0, "orphan check");
+	else
+		site_result(site, r, 1, "orphan check");
+}
+
+/* ---- reconcile ---- */
+
+static int requeue_stray(struct rconn *r, const char *raw, size_t len, struct log_site *site)
+{
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char ttl[32];
+	struct conf *c = conf_acquire();
+	snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
+	conf_release(c);
+	const char *keys[] = { list };
+	const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl };
+	size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl) };
+	redisReply *rep = rscript(r, "requeue_one", 1, keys, 5, args, lens);
+	free(list);
+	if (!rep) {
+		site_result(site, r, 0, "stray not requeued (retried next pass)");
+		return r->unavailable ? -1 : 0;
+	}
+	if (reply_integer(rep, 0) == 1) {
+		struct job j;
+		job_parse(&j, raw, len, NULL);
+		log_warn("requeued stray in-progress job jid=%s", j.jid ? j.jid : "?");
+		job_free(&j);
+	}
+	freeReplyObject(rep);
+	return 1;
+}
+
+int reconcile_own(struct rconn *r, struct log_site *site)
+{
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	redisReply *rep = rcmd(r, "LRANGE %s 0 -1", list);
+	free(list);
+	if (!rep) {
+		site_result(site, r, 0, "in-progress list unreadable");
+		return r->unavailable ? -1 : 0;
+	}
+	site_result(site, r, 1, "reconcile");
+	/* Strays: listed, but not running here (the in-memory record, lesson 42). */
+	struct strs strays = { 0 }, owed = { 0 }, now_strays = { 0 };
+	for (size_t i = 0; i < rep->elements; i++) {
+		const redisReply *e = rep->element[i];
+		if (running_has(e->str))
+			continue;
+		if (pending_has(e->str))
+			strs_add(&owed, e->str, e->len);
+		else
+			strs_add(&strays, e->str, e->len);
+	}
+	freeReplyObject(rep);
+	/* A stray with a pending settlement is settled, never re-run (lessons 18, 19). */
+	if (owed.n > 0 && !atomic_load(&D.stopping))
+		settle_pending_all(r, site);
+	/* The two-look rule: requeue only what was a stray on the previous pass too. */
+	int rc = 0;
+	for (int i = 0; i < strays.n; i++) {
+		int done = 0;
+		if (strs_has(&prev_strays, strays.v[i]) && rc == 0 && !atomic_load(&D.stopping)) {
+			int x = requeue_stray(r, strays.v[i], strays.len[i], site);
+			rc = x < 0 ? -1 : 0;
+			done = x > 0;
+		}
+		if (!done)      /* first look, or a failed requeue: looked at again next pass */
+			strs_add(&now_strays, strays.v[i], strays.len[i]);
+	}
+	strs_free(&prev_strays);
+	prev_strays = now_strays;
+	strs_free(&strays);
+	strs_free(&owed);
+	return rc < 0 ? -1 : 0;
+}

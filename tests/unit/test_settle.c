@@ -1,0 +1,331 @@
+/*
+ * Unit tests of the settle paths with injected Redis faults (the [unit] behaviours of
+ * BEHAVIOURS.md that need exactly one command of a sequence to fail): a real
+ * redis-server is started for the suite, and redis_fault_hook fails chosen commands.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "daemon.h"
+#include "job.h"
+#include "util.h"
+
+static pid_t server_pid;
+static char sock[256];
+static redisContext *check_conn;
+static struct rconn R;
+
+/* Which commands fail, and how many times (-1 = always). */
+static const char *fail_name[4];
+static int fail_left[4];
+static int calls_of_interest;
+static const char *count_name;
+
+static int hook(const char *name)
+{
+	if (count_name && strcmp(name, count_name) == 0)
+		calls_of_interest++;
+	for (int i = 0; i < 4; i++) {
+		if (fail_name[i] && strcmp(fail_name[i], name) == 0 && fail_left[i] != 0) {
+			if (fail_left[i] > 0)
+				fail_left[i]--;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void fail_cmd(int slot, const char *name, int times)
+{
+	fail_name[slot] = name;
+	fail_left[slot] = times;
+}
+
+static void start_server(void)
+{
+	snprintf(sock, sizeof sock, "/tmp/cw-unit-%d.sock", (int)getpid());
+	server_pid = fork();
+	if (server_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive a crashed test */
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 1);
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
+		       "--appendonly", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) {
+		struct stat st;
+		if (stat(sock, &st) == 0)
+			break;
+		usleep(50000);
+	}
+	check_conn = redisConnectUnix(sock);
+}
+
+static void stop_server(void)
+{
+	redisFree(check_conn);
+	kill(server_pid, SIGTERM);
+	waitpid(server_pid, NULL, 0);
+	unlink(sock);
+}
+
+static void setup(void)
+{
+	for (int i = 0; i < 4; i++)
+		fail_name[i] = NULL;
+	count_name = NULL;
+	calls_of_interest = 0;
+	redisReply *rep = redisCommand(check_conn, "FLUSHALL");
+	freeReplyObject(rep);
+	struct log_site s = LOG_SITE("test");
+	settle_pending_all(&R, &s);     /* forget what an earlier test left */
+}
+
+static long long integer(const char *fmt, const char *arg)
+{
+	redisReply *rep = redisCommand(check_conn, fmt, arg);
+	long long v = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -99;
+	freeReplyObject(rep);
+	return v;
+}
+
+static char *string(const char *fmt, const char *arg)
+{
+	redisReply *rep = redisCommand(check_conn, fmt, arg);
+	const redisReply *v = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 ? rep->element[0] : rep;
+	char *s = v->type == REDIS_REPLY_STRING ? xstrdup(v->str) : NULL;
+	freeReplyObject(rep);
+	return s;
+}
+
+static char inprogress[400];
+
+static void put_in_progress(const char *raw)
+{
+	redisReply *rep = redisCommand(check_conn, "LPUSH %s %s", inprogress, raw);
+	freeReplyObject(rep);
+}
+
+/* Run fn with stderr captured; returns what was logged. */
+static char *capture_log(void (*fn)(void *), void *arg)
+{
+	char path[] = "/tmp/cw-unit-logXXXXXX";
+	int fd = mkstemp(path);
+	int saved = dup(2);
+	dup2(fd, 2);
+	fn(arg);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	char *buf = xcalloc(1, 1 << 16);
+	ssize_t n = read(fd, buf, (1 << 16) - 1);
+	(void)n;
+	close(fd);
+	unlink(path);
+	return buf;
+}
+
+static const char *ACK_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\",\"jid\":\"aaaaaaaaaaaaaaaaaaaaaaaa\"}";
+static int ack_result;
+static double ack_elapsed;
+
+static void do_ack(void *arg)
+{
+	(void)arg;
+	double t = mono_now();
+	ack_result = settle_ack(&R, ACK_JOB, strlen(ACK_JOB), "aaaaaaaaaaaaaaaaaaaaaaaa");
+	ack_elapsed = mono_now() - t;
+}
+
+/* RC-5: an ack that fails twice and then succeeds: 3 attempts, 0.1 s and 0.2 s apart. */
+START_TEST(test_ack_retried)
+{
+	put_in_progress(ACK_JOB);
+	fail_cmd(0, "ack", 2);
+	count_name = "ack";
+	char *log = capture_log(do_ack, NULL);
+	ck_assert_int_eq(ack_result, 0);
+	ck_assert_int_eq(calls_of_interest, 3);
+	ck_assert(ack_elapsed >= 0.29 && ack_elapsed < 2.0);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_ptr_null(strstr(log, "couldn't acknowledge"));
+	ck_assert(!pending_has(ACK_JOB));
+	free(log);
+}
+END_TEST
+
+/* RC-3's unit half: 3 failures leave a pending ack, which a later settle completes. */
+START_TEST(test_ack_pending)
+{
+	put_in_progress(ACK_JOB);
+	redisReply *rep = redisCommand(check_conn, "SET cogworker:orphanings:aaaaaaaaaaaaaaaaaaaaaaaa 2");
+	freeReplyObject(rep);
+	fail_cmd(0, "ack", -1);
+	char *log = capture_log(do_ack, NULL);
+	ck_assert_int_eq(ack_result, -1);
+	ck_assert_ptr_nonnull(strstr(log, "couldn't acknowledge finished job "
+	                                  "jid=aaaaaaaaaaaaaaaaaaaaaaaa after 3 attempts"));
+	ck_assert(pending_has(ACK_JOB));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
+	fail_cmd(0, NULL, 0);
+	struct log_site s = LOG_SITE("Reconcile");
+	settle_pending_all(&R, &s);
+	ck_assert(!pending_has(ACK_JOB));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("EXISTS %s", "cogworker:orphanings:aaaaaaaaaaaaaaaaaaaaaaaa"), 0);
+	free(log);
+}
+END_TEST
+
+static const char *UNIQUE_JOB =
+	"{\"class\":\"U\",\"args\":[1],\"queue\":\"default\",\"jid\":\"bbbbbbbbbbbbbbbbbbbbbbbb\","
+	"\"retry\":3,\"unique\":\"until_executed\"}";
+
+static char *unique_lock_key(void)
+{
+	char digest[41];
+	job_unique_digest("U", "default", "[1]", digest);
+	return xasprintf("cogworker:unique:%s", digest);
+}
+
+/* FR-14: an interrupt into retry (count 1) extends the unique lock to 30 + unique_lock_ttl. */
+START_TEST(test_interrupt_extends_lock)
+{
+	put_in_progress(UNIQUE_JOB);
+	char *key = unique_lock_key();
+	redisReply *rep = redisCommand(check_conn, "SET %s bbbbbbbbbbbbbbbbbbbbbbbb EX 5", key);
+	freeReplyObject(rep);
+	struct job j;
+	job_parse(&j, UNIQUE_JOB, strlen(UNIQUE_JOB), "default");
+	fail_cmd(0, "ZADD", -1);
+	struct log_site s = LOG_SITE("Processor");
+	int died = 0;
+	char *dead = NULL;
+	double t = now_float();
+	enum disposition d = route_failure(&R, &j, DECIDE_RETRY, "Cogworker::HandlerFailed",
+	                                   "exit status 1", &s, &died, &dead);
+	ck_assert_int_eq(d, DISP_SETTLED);
+	ck_assert_int_eq(died, 0);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:retry"), 1);
+	char *entry = string("ZRANGE %s 0 0", "cogworker:retry");
+	ck_assert_ptr_nonnull(strstr(entry, "\"interrupted_count\":1"));
+	ck_assert_ptr_nonnull(strstr(entry, "\"retry_count\":1"));
+	redisReply *sc = redisCommand(check_conn, "ZSCORE cogworker:retry %s", entry);
+	double score = atof(sc->str);
+	freeReplyObject(sc);
+	ck_assert(score >= t + 29 && score <= t + 32);
+	ck_assert(integer("TTL %s", key) > 30);
+	free(entry);
+	free(key);
+	job_free(&j);
+}
+END_TEST
+
+/* RC-9 / FR-10 (unit half): the filing and the interrupt write both fail: the filing is
+ * remembered in memory (never a stray to re-run) and a later settle files it. */
+START_TEST(test_interrupt_pending_then_filed)
+{
+	const char *raw = "{\"class\":\"F\",\"args\":[],\"queue\":\"default\","
+	                  "\"jid\":\"cccccccccccccccccccccccc\",\"retry\":false}";
+	put_in_progress(raw);
+	struct job j;
+	job_parse(&j, raw, strlen(raw), "default");
+	fail_cmd(0, "ZADD", -1);
+	fail_cmd(1, "interrupt", -1);
+	struct log_site s = LOG_SITE("Processor");
+	int died = 0;
+	char *dead = NULL;
+	enum disposition d = route_failure(&R, &j, DECIDE_DEAD, "Cogworker::HandlerFailed",
+	                                   "exit status 1: kaboom", &s, &died, &dead);
+	ck_assert_int_eq(d, DISP_SETTLED);
+	ck_assert_int_eq(died, 0);                  /* no on_death while it isn't filed */
+	ck_assert(pending_has(raw));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 0);
+	fail_cmd(0, NULL, 0);
+	fail_cmd(1, NULL, 0);
+	settle_pending_all(&R, &s);
+	ck_assert(!pending_has(raw));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 1);
+	char *entry = string("ZRANGE %s 0 0", "cogworker:dead");
+	ck_assert_ptr_nonnull(strstr(entry, "\"error_class\":\"Cogworker::HandlerFailed\""));
+	ck_assert_ptr_nonnull(strstr(entry, "\"retry_count\":1"));
+	ck_assert_ptr_nonnull(strstr(entry, "\"jid\":\"cccccccccccccccccccccccc\""));
+	free(entry);
+	job_free(&j);
+}
+END_TEST
+
+/* PX-15 / OR-23: a job fetched after stop began is handed back to the front of its queue,
+ * and an until_executed run gets its lapsed running lock back. */
+START_TEST(test_give_back)
+{
+	const char *raw = "{\"class\":\"P\",\"args\":[],\"queue\":\"default\","
+	                  "\"jid\":\"dddddddddddddddddddddddd\",\"periodic_pjid\":\"pj\","
+	                  "\"periodic_until_executed\":true}";
+	redisReply *rep = redisCommand(check_conn, "LPUSH cogworker:queue:default older");
+	freeReplyObject(rep);
+	put_in_progress(raw);
+	ck_assert_int_eq(give_back(&R, raw, strlen(raw), "default"), 0);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	char *front = string("LINDEX %s -1", "cogworker:queue:default");
+	ck_assert_str_eq(front, raw);
+	char *lock = string("GET %s", "periodic:running:pj");
+	ck_assert_str_eq(lock, "dddddddddddddddddddddddd");
+	ck_assert(integer("TTL %s", "periodic:running:pj") > 420);
+	free(front);
+	free(lock);
+}
+END_TEST
+
+int main(void)
+{
+	start_server();
+	char url[300];
+	snprintf(url, sizeof url, "unix://%s", sock);
+	setenv("REDIS_URL", url, 1);
+	struct conf c;
+	char err[512];
+	if (conf_load(NULL, NULL, &c, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		stop_server();
+		return 1;
+	}
+	daemon_init(&c);
+	snprintf(D.identity, sizeof D.identity, "unit:1:abcdef012345");
+	snprintf(inprogress, sizeof inprogress, "cogworker:inprogress:%s", D.identity);
+	atomic_store(&D.fetch_mode, FETCH_RELIABLE);
+	struct conf *cur = conf_acquire();
+	rconn_init(&R, &cur->redis);
+	conf_release(cur);
+	redis_fault_hook = hook;
+
+	Suite *s = suite_create("settle");
+	TCase *tc = tcase_create("faults");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_ack_retried);
+	tcase_add_test(tc, test_ack_pending);
+	tcase_add_test(tc, test_interrupt_extends_lock);
+	tcase_add_test(tc, test_interrupt_pending_then_filed);
+	tcase_add_test(tc, test_give_back);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	rconn_free(&R);
+	stop_server();
+	return failed ? 1 : 0;
+}
