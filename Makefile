@@ -89,8 +89,13 @@ check: deps
 run: deps all
 	sh tools/run.sh $(BUILD)
 
-bench: deps all
+bench: deps all $(BUILD)/bench/spawn_ceiling
 	python3 tests/bench/bench.py --build $(BUILD)
+
+# The baseline of the throughput figure: posix_spawn + waitpid of /bin/true, N threads.
+$(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
 
 clean:
 	rm -rf build

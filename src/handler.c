@@ -82,6 +82,7 @@
 extern char **environ;
 
 #define HANDLER_LINE_MAX    8192        /* longer output lines are split */
+#define HANDLER_LOG_BUDGET  (1 << 20)   /* bytes per stream forwarded to the log per run */
 #define HANDLER_CHUNK       65536       /* one read() / write() */
 #define HANDLER_TICK        0.1         /* max poll() sleep: abort flag latency */
 #define HANDLER_REAP_TICK   0.01        /* poll() sleep without a pidfd */
@@ -761,6 +762,7 @@ struct pump {
 	int epipe;                      /* a stdin write raised SIGPIPE */
 	int out_lines, err_lines;       /* cut the streams into lines at all */
 	struct linebuf out_line, err_line;
+	size_t logged[2];               /* bytes forwarded to the log, per stream */
 	struct ring tail;
 	char chunk[HANDLER_CHUNK];
 };
@@ -769,9 +771,20 @@ static void emit_line(struct pump *p, int is_err, const char *s, size_t n)
 {
 	const struct run_request *req = p->req;
 
-	if (req->log_output)
+	/*
+	 * A handler that floods its output must not flood the journal (nor slow the daemon
+	 * down writing it): past the budget, lines are still read and fed to the tail and the
+	 * callback, but no longer logged.
+	 */
+	if (req->log_output && p->logged[is_err] < HANDLER_LOG_BUDGET) {
 		log_info("%s %s: %.*s", req->log_tag ? req->log_tag : "handler",
 		         is_err ? "stderr" : "stdout", (int)n, s);
+		p->logged[is_err] += n + 1;
+		if (p->logged[is_err] >= HANDLER_LOG_BUDGET)
+			log_warn("%s %s: more than %d KiB of output; the rest is not logged",
+			         req->log_tag ? req->log_tag : "handler", is_err ? "stderr" : "stdout",
+			         HANDLER_LOG_BUDGET / 1024);
+	}
 	if (!is_err && req->on_stdout_line)
 		req->on_stdout_line(req->ctx, s, n);
 }

@@ -20,6 +20,7 @@
  * handler they started with.
  */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -483,6 +484,14 @@ static void notify_status(const struct conf *c)
 	           atomic_load(&D.prev_beat_failed) ? "unreachable" : "ok");
 }
 
+static double beat_interval(void)
+{
+	struct conf *c = conf_acquire();
+	double every = c->heartbeat_interval;
+	conf_release(c);
+	return every;
+}
+
 static int shutdown_daemon(void)
 {
 	struct conf *c = conf_acquire();
@@ -493,7 +502,11 @@ static int shutdown_daemon(void)
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping: waiting up to %gs for %d running job(s)", timeout, atomic_load(&D.busy));
 	double deadline = mono_now() + timeout;
-	int left = fetchers_join(deadline);
+	/* Keep beating while draining: the fleet sees us quiet, not dead. */
+	int left;
+	while ((left = fetchers_join(fmin(deadline, mono_now() + beat_interval()))) > 0 &&
+	       mono_now() < deadline)
+		heartbeat_beat(&mconn);
 	if (left > 0) {
 		/* left also counts idle fetchers still in a blocking fetch: report the jobs */
 		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",

@@ -1,0 +1,83 @@
+/*
+ * spawn_ceiling: the baseline of the throughput benchmark (tests/bench/bench.py).
+ *
+ *   spawn_ceiling THREADS TOTAL [PROGRAM]
+ *
+ * THREADS threads share TOTAL spawns of PROGRAM (default /bin/true): each thread loops
+ * posix_spawn + waitpid (its own child only) until the shared counter is used up. Prints
+ * "<spawns> <seconds> <spawns/s>" on stdout. This is what the machine can do with nothing
+ * else in the way: no Redis, no pipes, no process group, no bookkeeping.
+ */
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+extern char **environ;
+
+static atomic_long left;
+static const char *program = "/bin/true";
+static atomic_int failures;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *loop(void *arg)
+{
+	(void)arg;
+	char *argv[] = { (char *)program, NULL };
+	while (atomic_fetch_sub(&left, 1) > 0) {
+		pid_t pid;
+		int st;
+		if (posix_spawn(&pid, program, NULL, NULL, argv, environ) != 0) {
+			atomic_fetch_add(&failures, 1);
+			continue;
+		}
+		while (waitpid(pid, &st, 0) < 0)
+			;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: spawn_ceiling THREADS TOTAL [PROGRAM]\n");
+		return 2;
+	}
+	int threads = atoi(argv[1]);
+	long total = atol(argv[2]);
+	if (argc > 3)
+		program = argv[3];
+	if (threads < 1 || total < 1) {
+		fprintf(stderr, "spawn_ceiling: THREADS and TOTAL must be positive\n");
+		return 2;
+	}
+	atomic_store(&left, total);
+	pthread_t *t = calloc((size_t)threads, sizeof *t);
+	if (!t)
+		return 1;
+	double t0 = now();
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&t[i], NULL, loop, NULL) != 0) {
+			perror("pthread_create");
+			return 1;
+		}
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	double dt = now() - t0;
+	free(t);
+	long done = total - atomic_load(&failures);
+	if (atomic_load(&failures))
+		fprintf(stderr, "spawn_ceiling: %d spawns failed\n", atomic_load(&failures));
+	printf("%ld %.6f %.1f\n", done, dt, (double)done / dt);
+	return atomic_load(&failures) ? 1 : 0;
+}

@@ -1,0 +1,212 @@
+/*
+ * Unit tests of orphan recovery (src/recovery.c) with injected Redis faults: the [unit]
+ * behaviours of BEHAVIOURS.md that need exactly one command of a pass to fail, which a
+ * real server cannot be made to do selectively. A real redis-server is started for the
+ * suite; redis_fault_hook fails chosen commands as if the connection had been lost.
+ *
+ *   RP-9   the swap of a raw-buried repeat orphan fails with a connection error: the raw
+ *          entry stays in dead, and the next pass of the same process completes it.
+ *   OR-19  the connection is lost inside one identity's recovery: the pass reports
+ *          "connection lost", so it does not count as a completed check (the poller then
+ *          checks again one poll interval later and keeps the Ticker waiting).
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "daemon.h"
+#include "util.h"
+
+static pid_t server_pid;
+static char sock[256];
+static redisContext *check_conn;
+static struct rconn R;
+static struct log_site site = LOG_SITE("Orphan check");
+
+static const char *fail_name;
+static int fail_left;
+
+static int hook(const char *name)
+{
+	if (fail_name && strcmp(fail_name, name) == 0 && fail_left != 0) {
+		if (fail_left > 0)
+			fail_left--;
+		return 1;
+	}
+	return 0;
+}
+
+static void start_server(void)
+{
+	snprintf(sock, sizeof sock, "/tmp/cw-unit-recovery-%d.sock", (int)getpid());
+	server_pid = fork();
+	if (server_pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 1);
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
+		       "--appendonly", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) {
+		struct stat st;
+		if (stat(sock, &st) == 0)
+			break;
+		usleep(50000);
+	}
+	check_conn = redisConnectUnix(sock);
+}
+
+static void stop_server(void)
+{
+	redisFree(check_conn);
+	kill(server_pid, SIGTERM);
+	waitpid(server_pid, NULL, 0);
+	unlink(sock);
+}
+
+static void cmd(const char *fmt, const char *a, const char *b)
+{
+	redisReply *rep = redisCommand(check_conn, fmt, a, b);
+	freeReplyObject(rep);
+}
+
+static long long integer(const char *fmt, const char *arg)
+{
+	redisReply *rep = redisCommand(check_conn, fmt, arg);
+	long long v = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -99;
+	freeReplyObject(rep);
+	return v;
+}
+
+/* The members of cogworker:dead, joined by "\n" (malloc'd). */
+static char *dead_members(void)
+{
+	redisReply *rep = redisCommand(check_conn, "ZRANGE cogworker:dead 0 -1");
+	struct sbuf b;
+	sb_init(&b);
+	for (size_t i = 0; i < rep->elements; i++)
+		sb_printf(&b, "%s%s", i ? "\n" : "", rep->element[i]->str);
+	freeReplyObject(rep);
+	return sb_steal(&b);
+}
+
+/* A dead fake process (BEHAVIOURS §0.3): registered, its list, no presence, no stamp. */
+static void dead_fake(const char *ident, const char *job)
+{
+	char key[256];
+	snprintf(key, sizeof key, "cogworker:inprogress:%s", ident);
+	cmd("RPUSH %s %s", key, job);
+	cmd("SADD %s %s", "cogworker:inprogress_identities", ident);
+}
+
+static void setup(void)
+{
+	fail_name = NULL;
+	fail_left = 0;
+	redisReply *rep = redisCommand(check_conn, "FLUSHALL");
+	freeReplyObject(rep);
+}
+
+static const char *JOB_J = "{\"class\":\"W\",\"args\":[12345678901234567890],"
+                           "\"queue\":\"default\",\"jid\":\"cccccccccccccccccccccccc\"}";
+
+/* RP-9 */
+START_TEST(test_failed_swap_completed_next_pass)
+{
+	cmd("SET %s %s", "cogworker:repeat_orphans", "not a list");      /* parking unusable */
+	cmd("SET %s %s", "cogworker:orphanings:cccccccccccccccccccccccc", "3");
+	dead_fake("dead-host:1:abc", JOB_J);
+	fail_name = "swap_dead_entry";
+	fail_left = 1;
+	struct orphan_report rep;
+	orphan_recovery(&R, 0, &rep, &site);
+	ck_assert_int_eq(rep.conn_lost, 1);
+	char *dead = dead_members();
+	ck_assert_str_eq(dead, JOB_J);          /* buried raw; the swap failed */
+	free(dead);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:inprogress:dead-host:1:abc"), 0);
+
+	orphan_recovery(&R, 0, &rep, &site);    /* the next pass of the same process */
+	ck_assert_int_eq(rep.conn_lost, 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 1);
+	dead = dead_members();
+	ck_assert_ptr_nonnull(strstr(dead, "\"error_class\":\"Cogworker::ProcessDied\""));
+	ck_assert_ptr_nonnull(strstr(dead, "12345678901234567890"));
+	ck_assert_ptr_nonnull(strstr(dead, "more than 3 times"));
+	free(dead);
+	ck_assert_int_eq(integer("EXISTS %s", "cogworker:orphanings:cccccccccccccccccccccccc"), 0);
+	redisReply *r = redisCommand(check_conn, "GET cogworker:stats:failed");
+	ck_assert_str_eq(r->str, "1");
+	freeReplyObject(r);
+
+	orphan_recovery(&R, 0, &rep, &site);    /* nothing left to swap: no second entry */
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 1);
+}
+END_TEST
+
+/* OR-19 */
+START_TEST(test_connection_lost_inside_an_identity)
+{
+	dead_fake("h:1:a", JOB_J);
+	fail_name = "requeue";
+	fail_left = 1;
+	struct orphan_report rep;
+	orphan_recovery(&R, 1, &rep, &site);
+	ck_assert_int_eq(rep.registry_read, 1);
+	ck_assert_int_eq(rep.conn_lost, 1);     /* so the pass does not count */
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:inprogress:h:1:a"), 1);
+	redisReply *m = redisCommand(check_conn, "SISMEMBER cogworker:inprogress_identities h:1:a");
+	ck_assert_int_eq(m->integer, 1);        /* still registered */
+	freeReplyObject(m);
+
+	orphan_recovery(&R, 1, &rep, &site);    /* the connection is back */
+	ck_assert_int_eq(rep.conn_lost, 0);
+	ck_assert_int_eq(rep.registry_read, 1);
+	ck_assert_int_eq(rep.scan_done, 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:inprogress:h:1:a"), 0);
+}
+END_TEST
+
+int main(void)
+{
+	start_server();
+	char url[300];
+	snprintf(url, sizeof url, "unix://%s", sock);
+	setenv("REDIS_URL", url, 1);
+	struct conf c;
+	char err[512];
+	if (conf_load(NULL, NULL, &c, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		stop_server();
+		return 1;
+	}
+	daemon_init(&c);
+	snprintf(D.identity, sizeof D.identity, "unit:1:abcdef012345");
+	atomic_store(&D.fetch_mode, FETCH_RELIABLE);
+	struct conf *cur = conf_acquire();
+	rconn_init(&R, &cur->redis);
+	conf_release(cur);
+	redis_fault_hook = hook;
+
+	Suite *s = suite_create("recovery");
+	TCase *tc = tcase_create("faults");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_failed_swap_completed_next_pass);
+	tcase_add_test(tc, test_connection_lost_inside_an_identity);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	rconn_free(&R);
+	stop_server();
+	return failed ? 1 : 0;
+}
