@@ -7,6 +7,7 @@
  * "History") and are otherwise ignored: bookkeeping may miss entries during an outage,
  * it never turns a success into a failure or replaces a handler's error.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,15 @@ static int run_pipeline(struct rconn *r, struct rpipe *p, struct log_site *site,
 	return failures;
 }
 
+/* EXPIRE seconds: status_expiration rounded up, never 0 (EXPIRE 0 would delete it). */
+static long status_ttl(const struct conf *c)
+{
+	long t = (long)c->status_expiration;
+	if ((double)t < c->status_expiration)
+		t++;
+	return t < 1 ? 1 : t;
+}
+
 void status_write(struct rconn *r, const struct conf *c, const struct job *j,
                   const char *status, const char *error_class, const char *error_message)
 {
@@ -54,10 +64,14 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 	char *key = xasprintf("status:%s", j->jid);
 	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
-	snprintf(ttl, sizeof ttl, "%ld", (long)(c->status_expiration + 0.999));
+	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
 	const char *argv[14] = { "HSET", key, "status", status, "update_time", now,
-	                         "class", j->cls ? j->cls : "", "queue", j->queue };
-	int argc = 10;
+	                         "queue", j->queue };
+	int argc = 8;
+	if (j->cls) {           /* null fields are not written (§7.21) */
+		argv[argc++] = "class";
+		argv[argc++] = j->cls;
+	}
 	if (error_class) {
 		argv[argc++] = "error_class";
 		argv[argc++] = error_class;
@@ -79,26 +93,28 @@ void status_progress(struct rconn *r, const struct conf *c, const char *jid,
 	size_t plen = sizeof prefix - 1;
 	if (c->status_expiration <= 0 || !jid || len <= plen || memcmp(line, prefix, plen) != 0)
 		return;
+	while (len > plen && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		len--;                  /* a CRLF line, trailing blanks */
 	char *text = utf8_scrub(line + plen, len - plen, 1000);
 	char *message = strchr(text, ' ');
 	if (message)
 		*message++ = '\0';
+	/* pct is kept as the handler wrote it ("42", "12.5"), once it reads as a number */
 	char *end;
 	double pct = strtod(text, &end);
-	if (end == text || *end) {
+	if (end == text || *end || !isfinite(pct)) {
 		free(text);
 		return;
 	}
-	char spct[32], now[32], ttl[32];
-	snprintf(spct, sizeof spct, "%g", pct);
+	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
-	snprintf(ttl, sizeof ttl, "%ld", (long)(c->status_expiration + 0.999));
+	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
 	char *key = xasprintf("status:%s", jid);
-	const char *argv[] = { "HSET", key, "pct", spct, "message", message ? message : "",
-	                       "update_time", now };
+	/* Without a message, the one written before stays. */
+	const char *argv[] = { "HSET", key, "pct", text, "update_time", now, "message", message };
 	struct rpipe p;
 	rpipe_begin(r, &p);
-	rpipe_add_argv(r, &p, 8, argv, NULL);
+	rpipe_add_argv(r, &p, message && *message ? 8 : 6, argv, NULL);
 	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
 	run_pipeline(r, &p, &status_site, "progress write");
 	free(key);
@@ -128,10 +144,10 @@ static char *backtrace_json(const char *tail, size_t len, const char *error_mess
 		end = start;
 	}
 	if (n == 0) {
-		const char *colon = error_message ? strstr(error_message, ": ") : NULL;
-		size_t l = error_message ? (colon ? (size_t)(colon - error_message)
-		                                  : strlen(error_message)) : 0;
-		char *q = json_quote(error_message ? error_message : "", l);
+		/* Nothing on stderr: the message is then the exit status line alone ("exit
+		 * status 3", "killed by signal 9 (SIGKILL)", "exec failed: …"), kept whole. */
+		const char *m = error_message ? error_message : "";
+		char *q = json_quote(m, strlen(m));
 		sb_adds(&b, q);
 		free(q);
 	}

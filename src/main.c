@@ -40,7 +40,8 @@ int main(int argc, char **argv)
 	const char *path = DEFAULT_CONF_PATH;
 	struct conf_overrides ov = { 0 };
 	int check = 0, ch;
-	ov.queues = xcalloc((size_t)argc, sizeof *ov.queues);
+	char *queues[argc + 1];        /* lives as long as main, as the reload needs */
+	ov.queues = queues;
 	while ((ch = getopt_long(argc, argv, "c:C:q:nVh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':

@@ -69,6 +69,28 @@ static int take_unique_lock(struct rconn *r, const struct push *p, const char *j
 	return taken;
 }
 
+/* The push failed after the lock was taken: give the lock back (owner-checked, best
+ * effort), or an identical push would be refused until its TTL ran out. */
+static void release_unpushed_lock(struct rconn *r, const struct push *p, const char *jid)
+{
+	char digest[41];
+	const char *queue = p->queue ? p->queue : "default";
+	if (job_unique_digest(p->cls, queue, p->args_json ? p->args_json : "[]", digest) != 0)
+		return;
+	char *key = xasprintf("cogworker:unique:%s", digest);
+	char saved[sizeof r->err];
+	memcpy(saved, r->err, sizeof saved);    /* the push's error is the one reported */
+	const char *keys[] = { key };
+	const char *args[] = { jid };
+	redisReply *rep = rscript(r, "delete_if_owned", 1, keys, 1, args, NULL);
+	if (rep)
+		freeReplyObject(rep);
+	else
+		log_warn("unique lock %s of the failed push not released (ignored): %s", key, r->err);
+	memcpy(r->err, saved, sizeof saved);
+	free(key);
+}
+
 /* Best effort: a push that happened is reported as pushed whatever this does. */
 static void status_queued(struct rconn *r, const struct push *p, const char *jid)
 {
@@ -123,6 +145,8 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 	free(json);
 	if (!rep) {
 		snprintf(err, errlen, "%s", r->err);
+		if (p->unique)
+			release_unpushed_lock(r, p, jid);
 		return -1;
 	}
 	freeReplyObject(rep);

@@ -486,6 +486,11 @@ static int settle_one(struct rconn *r, struct pending *p)
 	if (filed == 1 && strcmp(p->set, K_DEAD) == 0) {
 		release_job_locks(r, p->jid, p->pjid, p->unique, p->cls, p->queue, p->args_json);
 		on_death_run(p->cls, p->jid, p->payload);
+	} else if (filed == 1 && strcmp(p->set, K_RETRY) == 0) {
+		/* An interrupt into retry filed late: its locks last until it is due (§7.18). */
+		double delay = p->score - now_float();
+		extend_job_locks(r, p->jid, p->pjid, p->unique, p->cls, p->queue, p->args_json,
+		                 delay > 0 ? delay : 0);
 	}
 	return 0;
 }

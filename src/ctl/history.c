@@ -1,0 +1,365 @@
+/*
+ * history.c: `cogworkerctl history`: the run history (PROTOCOL §7.22), as cogworker's Web
+ * UI History tab shows it: one line per finished run, newest first.
+ *
+ *   history [--class C] [--status success|failed] [--since T] [--limit N]
+ *
+ * Reads cogworker:history:all, or :success / :failed for --status, newest first
+ * (ZREVRANGEBYSCORE from +inf down to --since, a page at a time), filters by class and
+ * stops at --limit runs (default 50, 0 = all). T is an epoch, an ISO 8601 UTC time
+ * ("2026-01-01", "2026-01-01T06:00:00Z") or a duration back from now ("90m", "12h",
+ * "7d"). The per-day counters (cogworker:history:daily:<day>) of the days the listing
+ * covers are shown after the runs (--json: "daily"). History is written only by daemons
+ * with history_retention_days > 0.
+ */
+#define _XOPEN_SOURCE 700
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "ctl.h"
+#include "job.h"
+#include "json.h"
+
+#define PAGE 500
+#define DEFAULT_LIMIT 50
+#define MAX_DAYS 31             /* daily counters shown at most */
+
+/* An absolute time from an epoch, an ISO 8601 UTC date or time, or a duration ago. */
+static int parse_since(const char *s, double now, double *out)
+{
+	char *end;
+	double d = strtod(s, &end);
+	if (end != s && *end == '\0' && isfinite(d) && d >= 0) {
+		*out = d;
+		return 0;
+	}
+	if (end != s && isfinite(d) && d >= 0 && end[0] && !end[1]) {
+		static const char units[] = "smhdw";
+		static const double secs[] = { 1, 60, 3600, 86400, 604800 };
+		const char *u = strchr(units, end[0]);
+		if (!u)
+			return -1;
+		*out = now - d * secs[u - units];
+		return 0;
+	}
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!rest) {
+		memset(&tm, 0, sizeof tm);
+		rest = strptime(s, "%Y-%m-%dT%H:%M", &tm);
+	}
+	if (!rest) {
+		memset(&tm, 0, sizeof tm);
+		rest = strptime(s, "%Y-%m-%d", &tm);
+	}
+	if (!rest || (*rest && strcmp(rest, "Z") != 0 && strcmp(rest, "+00:00") != 0))
+		return -1;
+	*out = (double)timegm(&tm);
+	return 0;
+}
+
+struct run {
+	char *raw;                  /* the entry as stored */
+	size_t len;
+	double score;
+	cJSON *o;                   /* NULL when the entry does not parse */
+};
+
+static const char *sfield(const struct run *r, const char *name)
+{
+	const cJSON *v = r->o ? cJSON_GetObjectItemCaseSensitive(r->o, name) : NULL;
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double nfield(const struct run *r, const char *name)
+{
+	const cJSON *v = r->o ? cJSON_GetObjectItemCaseSensitive(r->o, name) : NULL;
+	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static void runs_free(struct run *v, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(v[i].raw);
+		if (v[i].o)
+			cJSON_Delete(v[i].o);
+	}
+	free(v);
+}
+
+/* The runs newest first; 0 or CTL_USAGE after the message. */
+static int read_runs(struct ctl *c, const char *key, const char *cls, double since, long limit,
+                     struct run **out, int *nout)
+{
+	struct run *v = NULL;
+	int n = 0, cap = 0;
+	char min[64];
+	if (isfinite(since))
+		snprintf(min, sizeof min, "%.6f", since);
+	else
+		snprintf(min, sizeof min, "-inf");
+	for (long offset = 0;; offset += PAGE) {
+		redisReply *rep = rcmd(&c->r, "ZREVRANGEBYSCORE %s +inf %s WITHSCORES LIMIT %ld %d",
+		                       key, min, offset, PAGE);
+		if (!rep) {
+			runs_free(v, n);
+			return ctl_redis_error(c, key);
+		}
+		size_t got = rep->elements / 2;
+		for (size_t i = 0; i < got && (limit == 0 || n < limit); i++) {
+			const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
+			struct run r = { .raw = xstrndup(m->str, m->len), .len = m->len,
+			                 .score = strtod(s->str, NULL) };
+			r.o = job_json_parse(r.raw, r.len);
+			if (r.o && !cJSON_IsObject(r.o)) {
+				cJSON_Delete(r.o);
+				r.o = NULL;
+			}
+			const char *rc = sfield(&r, "class");
+			if (cls && !(rc && strcmp(rc, cls) == 0)) {
+				free(r.raw);
+				if (r.o)
+					cJSON_Delete(r.o);
+				continue;
+			}
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				v = xrealloc(v, sizeof *v * (size_t)cap);
+			}
+			v[n++] = r;
+		}
+		freeReplyObject(rep);
+		if (got < PAGE || (limit > 0 && n >= limit))
+			break;
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/* "2026-01-01" of an epoch, UTC. */
+static void day_of(double t, char out[16])
+{
+	time_t s = (time_t)floor(t);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	strftime(out, 16, "%Y-%m-%d", &tm);
+}
+
+struct day {
+	char day[16];
+	long long success, failed;
+};
+
+/* The daily counters from the day of `from` to the day of `to` (at most MAX_DAYS, the
+ * newest ones), newest first. */
+static int read_daily(struct ctl *c, double from, double to, struct day *out, int *nout)
+{
+	long first = (long)floor(from / 86400.0), last = (long)floor(to / 86400.0);
+	if (last - first >= MAX_DAYS)
+		first = last - MAX_DAYS + 1;
+	int n = 0;
+	struct rpipe p;
+	rpipe_begin(&c->r, &p);
+	for (long d = last; d >= first; d--) {
+		day_of((double)d * 86400.0, out[n].day);
+		rpipe_add(&c->r, &p, "HMGET cogworker:history:daily:%s success failed", out[n].day);
+		n++;
+	}
+	redisReply *reps[MAX_DAYS];
+	rpipe_exec(&c->r, &p, reps);
+	int status = 0;
+	for (int i = 0; i < n; i++) {
+		const redisReply *r = reps[i];
+		if (!r) {
+			if (!status)
+				status = ctl_redis_error(c, "cogworker:history:daily");
+			continue;
+		}
+		out[i].success = r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING
+		                 ? strtoll(r->element[0]->str, NULL, 10) : 0;
+		out[i].failed = r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING
+		                ? strtoll(r->element[1]->str, NULL, 10) : 0;
+		freeReplyObject(reps[i]);
+	}
+	*nout = n;
+	return status;
+}
+
+static void print_json(const struct run *v, int n, const struct day *days, int ndays)
+{
+	struct sbuf b;
+	sb_init(&b);
+	sb_adds(&b, "{\"runs\":[");
+	for (int i = 0; i < n; i++) {
+		if (i)
+			sb_addc(&b, ',');
+		if (v[i].o && json_valid(v[i].raw, v[i].len))
+			sb_add(&b, v[i].raw, v[i].len);     /* as stored: nothing re-encoded */
+		else
+			jstrn(&b, v[i].raw, v[i].len);
+	}
+	sb_adds(&b, "],\"daily\":[");
+	for (int i = 0; i < ndays; i++)
+		sb_printf(&b, "%s{\"day\":\"%s\",\"success\":%lld,\"failed\":%lld}", i ? "," : "",
+		          days[i].day, days[i].success, days[i].failed);
+	sb_adds(&b, "]}");
+	jprint(&b);
+}
+
+static void print_human(const struct run *v, int n, double now, const struct day *days,
+                        int ndays)
+{
+	static const char *heads[] = { "FINISHED", "STATUS", "CLASS", "QUEUE", "JID", "TOOK",
+	                               "ARGS", "ERROR" };
+	static const int limits[] = { 0, 0, 40, 0, 0, 0, 30, 60 };
+	struct table t;
+	table_init(&t, 8, heads, limits);
+	for (int i = 0; i < n; i++) {
+		const struct run *r = &v[i];
+		char when[96], iso[32], rel[48], took[32] = "-";
+		double fin = nfield(r, "finished_at"), start = nfield(r, "started_at");
+		if (isnan(fin))
+			fin = r->score;
+		ctl_iso_time(fin, iso);
+		ctl_relative(fin, now, rel, sizeof rel);
+		snprintf(when, sizeof when, "%s (%s)", iso, rel);
+		if (!isnan(start) && fin >= start) {
+			if (fin - start < 60)
+				snprintf(took, sizeof took, "%.1fs", fin - start);
+			else
+				ctl_duration(fin - start, took, sizeof took);
+		}
+		char *args = NULL, *err = NULL;
+		const cJSON *a = r->o ? cJSON_GetObjectItemCaseSensitive(r->o, "args") : NULL;
+		if (a)
+			args = cJSON_PrintUnformatted(a);
+		const char *ec = sfield(r, "error_class"), *em = sfield(r, "error_message");
+		if (ec || em)
+			err = xasprintf("%s%s%s", ec ? ec : "", ec && em ? ": " : "", em ? em : "");
+		const char *row[] = {
+			when, r->o ? (sfield(r, "status") ? sfield(r, "status") : "?") : "(unreadable)",
+			sfield(r, "class") ? sfield(r, "class") : "?",
+			sfield(r, "queue") ? sfield(r, "queue") : "-",
+			sfield(r, "jid") ? sfield(r, "jid") : "-", took,
+			args ? args : (r->o ? "" : r->raw), err ? err : "",
+		};
+		table_add(&t, row);
+		free(err);
+		if (args)
+			cJSON_free(args);
+	}
+	table_print(&t);
+	table_free(&t);
+	if (ndays) {
+		printf("\nper day (UTC, all classes):\n");
+		static const char *dheads[] = { "DAY", "SUCCESS", "FAILED" };
+		struct table d;
+		table_init(&d, 3, dheads, NULL);
+		for (int i = 0; i < ndays; i++) {
+			char s[32], f[32];
+			snprintf(s, sizeof s, "%lld", days[i].success);
+			snprintf(f, sizeof f, "%lld", days[i].failed);
+			const char *row[] = { days[i].day, s, f };
+			table_add(&d, row);
+		}
+		table_print(&d);
+		table_free(&d);
+	}
+}
+
+int cmd_history(struct ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "class", required_argument, NULL, 'C' },
+		{ "status", required_argument, NULL, 's' },
+		{ "since", required_argument, NULL, 'S' },
+		{ "limit", required_argument, NULL, 'l' },
+		CTL_COMMON_OPTS,
+		{ 0, 0, 0, 0 },
+	};
+	const char *cls = NULL, *status = NULL, *since_arg = NULL;
+	long limit = DEFAULT_LIMIT;
+	int ch;
+	ctl_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'C': cls = optarg; break;
+		case 's':
+			if (strcmp(optarg, "success") && strcmp(optarg, "failed")) {
+				ctl_error("history: --status is success or failed, not \"%s\"", optarg);
+				return CTL_USAGE;
+			}
+			status = optarg;
+			break;
+		case 'S': since_arg = optarg; break;
+		case 'l': {
+			char *end;
+			limit = strtol(optarg, &end, 10);
+			if (*end || end == optarg || limit < 0) {
+				ctl_error("history: --limit wants a count (0 = no limit), not \"%s\"", optarg);
+				return CTL_USAGE;
+			}
+			break;
+		}
+		default:
+			if (!ctl_common_opt(c, ch, argv))
+				return CTL_USAGE;
+		}
+	}
+	if (optind < argc) {
+		ctl_error("history: unexpected \"%s\"", argv[optind]);
+		return CTL_USAGE;
+	}
+	double since = NAN;
+	if (since_arg && parse_since(since_arg, now_float(), &since) != 0) {
+		ctl_error("history: --since wants an epoch, an ISO 8601 UTC time (2026-01-01, "
+		          "2026-01-01T06:00:00Z) or a duration ago (90m, 12h, 7d), not \"%s\"",
+		          since_arg);
+		return CTL_USAGE;
+	}
+	if (ctl_connect(c) != 0)
+		return CTL_USAGE;
+	double now = ctl_now(c);
+	if (now < 0)
+		return ctl_redis_error(c, "TIME");
+	if (since_arg && !isdigit((unsigned char)since_arg[strlen(since_arg) - 1]) &&
+	    strchr("smhdw", since_arg[strlen(since_arg) - 1]))
+		parse_since(since_arg, now, &since);      /* durations count back from Redis time */
+	char key[64];
+	snprintf(key, sizeof key, "cogworker:history:%s", status ? status : "all");
+	struct run *v = NULL;
+	int n = 0;
+	int st = read_runs(c, key, cls, since, limit, &v, &n);
+	if (st)
+		return st;
+	struct day days[MAX_DAYS];
+	int ndays = 0;
+	double oldest = isfinite(since) ? since : (n ? v[n - 1].score : now);
+	if ((st = read_daily(c, oldest, now, days, &ndays)) != 0) {
+		runs_free(v, n);
+		return st;
+	}
+	/* Only the days that recorded something. */
+	int kept = 0;
+	for (int i = 0; i < ndays; i++)
+		if (days[i].success || days[i].failed)
+			days[kept++] = days[i];
+	ndays = kept;
+	if (c->json) {
+		print_json(v, n, days, ndays);
+	} else if (n == 0) {
+		redisReply *rep = rcmd(&c->r, "EXISTS cogworker:history:all");
+		int any = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+		if (rep)
+			freeReplyObject(rep);
+		printf("no runs recorded%s\n", any ? " that match" :
+		       " (history is written by daemons with history_retention_days > 0)");
+	} else {
+		print_human(v, n, now, days, ndays);
+	}
+	runs_free(v, n);
+	return CTL_OK;
+}
