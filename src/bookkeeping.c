@@ -86,13 +86,13 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 	free(key);
 }
 
-void status_progress(struct rconn *r, const struct conf *c, const char *jid,
-                     const char *line, size_t len)
+int status_progress(struct rconn *r, const struct conf *c, const char *jid,
+                    const char *line, size_t len)
 {
 	static const char prefix[] = "cogworker:progress ";
 	size_t plen = sizeof prefix - 1;
 	if (c->status_expiration <= 0 || !jid || len <= plen || memcmp(line, prefix, plen) != 0)
-		return;
+		return 0;
 	while (len > plen && (line[len - 1] == '\r' || line[len - 1] == ' '))
 		len--;                  /* a CRLF line, trailing blanks */
 	char *text = utf8_scrub(line + plen, len - plen, 1000);
@@ -104,7 +104,7 @@ void status_progress(struct rconn *r, const struct conf *c, const char *jid,
 	double pct = strtod(text, &end);
 	if (end == text || *end || !isfinite(pct)) {
 		free(text);
-		return;
+		return 0;
 	}
 	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
@@ -116,9 +116,10 @@ void status_progress(struct rconn *r, const struct conf *c, const char *jid,
 	rpipe_begin(r, &p);
 	rpipe_add_argv(r, &p, message && *message ? 8 : 6, argv, NULL);
 	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
-	run_pipeline(r, &p, &status_site, "progress write");
+	int failures = run_pipeline(r, &p, &status_site, "progress write");
 	free(key);
 	free(text);
+	return failures && p.unavailable ? -1 : 0;
 }
 
 /* The last lines of stderr as a JSON array (≤ 200), or the exit status alone. */

@@ -14,9 +14,10 @@
 /* status:<jid> = status (queued|working|complete|retrying|failed) and the error fields. */
 void status_write(struct rconn *r, const struct conf *c, const struct job *j,
                   const char *status, const char *error_class, const char *error_message);
-/* A handler's stdout line "cogworker:progress PCT MESSAGE": pct and message. */
-void status_progress(struct rconn *r, const struct conf *c, const char *jid,
-                     const char *line, size_t len);
+/* A handler's stdout line "cogworker:progress PCT MESSAGE": pct and message. -1 when
+ * Redis is unavailable (the caller stops reporting progress for that run). */
+int status_progress(struct rconn *r, const struct conf *c, const char *jid,
+                    const char *line, size_t len);
 /* One history entry per finished run; stderr_tail feeds the backtrace of a failure. */
 void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
                     double started, double finished, const char *error_class,

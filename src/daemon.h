@@ -133,8 +133,10 @@ struct fetched {
 	size_t len;
 	char *queue;            /* the queue name it came from */
 };
-/* 1 = a job, 0 = nothing, -1 = error (r->err), -2 = "unsupported": fall back to basic. */
-int fetch_job(struct rconn *r, int index, struct fetched *out, double *idle);
+/* 1 = a job, 0 = nothing, -1 = error (r->err), -2 = "unsupported": fall back to basic.
+ * paused: SMEMBERS cogworker:paused_queues, read by the caller in its last round trip
+ * (taken over), or NULL to read it now. */
+int fetch_job(struct rconn *r, int index, struct fetched *out, double *idle, redisReply *paused);
 void fetched_free(struct fetched *f);
 enum fetch_mode fetch_mode_resolve(struct rconn *r);
 void fetch_mode_fallback(void);
@@ -163,7 +165,19 @@ int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
                    const char *outcome, const char *error_class, const char *error_message,
                    struct log_site *site);
 void bump_stats(struct rconn *r, int success, struct log_site *site);
+/* bump_stats in two halves, for a caller's pipeline: stats_add appends its 3 commands,
+ * stats_read reads their 3 replies (the earlier ones read already) and logs. */
+void stats_add(struct rconn *r, struct rpipe *p, int success);
+void stats_read(struct rconn *r, struct rpipe *p, struct log_site *site);
 int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid);
+/* settle_ack whose first attempt rides on a caller's pipeline: settle_ack_add appends the
+ * ACK (returns 0 and appends nothing in basic mode); once the replies before it are read,
+ * settle_ack_read(…, added, …) reads its reply and goes on as settle_ack does (attempts 2
+ * and 3, then a pending entry). */
+int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len,
+                   const char *jid);
+int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
+                    const char *jid);
 int give_back(struct rconn *r, const char *raw, size_t len, const char *queue);
 void settle_pending_all(struct rconn *r, struct log_site *site);
 /* 1 when Redis answered at all (for log-site recovery). */

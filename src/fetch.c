@@ -18,7 +18,10 @@
  * one FETCH call and one BLMOVE per fetcher every 2 s.
  *
  * Paused queues are read fresh (SMEMBERS) before every fetch, as cogworker does, so
- * pausing takes effect at once in a mixed fleet.
+ * pausing takes effect at once in a mixed fleet. After a success the fetcher sends that
+ * SMEMBERS in the round trip that acks the job (fetcher.c, finish_success) and hands the
+ * reply in: the same command at the same place in the connection's command stream, one
+ * round trip fewer.
  *
  * The fetch mode is resolved at the first fetch, not at start (lesson 52): a connection
  * error during the version check is not remembered (lesson 41), and an "unknown command"
@@ -97,10 +100,12 @@ static int is_unknown_command(const char *err)
 	return strcasestr(err, "unknown command") || strcasestr(err, "unknown redis command");
 }
 
-/* The configured queues (weight-expanded) minus the paused ones; n = count. */
-static char **active_queues(struct rconn *r, const struct conf *c, int *n, int *err)
+/* The configured queues (weight-expanded) minus the paused ones; n = count. paused: the
+ * SMEMBERS reply when the caller read it already (taken over), else NULL. */
+static char **active_queues(struct rconn *r, const struct conf *c, int *n, int *err,
+                            redisReply *paused)
 {
-	redisReply *rep = rcmd(r, "SMEMBERS %s", K_PAUSED);
+	redisReply *rep = paused ? paused : rcmd(r, "SMEMBERS %s", K_PAUSED);
 	*err = 0;
 	if (!rep && r->unavailable) {
 		*err = 1;
@@ -299,17 +304,20 @@ static int fetch_basic(struct rconn *r, char **active, int n, struct fetched *ou
 	return got;
 }
 
-int fetch_job(struct rconn *r, int index, struct fetched *out, double *idle)
+int fetch_job(struct rconn *r, int index, struct fetched *out, double *idle, redisReply *paused)
 {
 	memset(out, 0, sizeof *out);
 	enum fetch_mode mode = fetch_mode_resolve(r);
-	if (mode == FETCH_UNRESOLVED)
+	if (mode == FETCH_UNRESOLVED) {
+		if (paused)
+			freeReplyObject(paused);
 		return -1;
+	}
 	struct conf *c = conf_acquire();
 	double idle_max = c->fetch_idle_max_interval;
 	int concurrency = c->concurrency;
 	int n = 0, err = 0;
-	char **active = active_queues(r, c, &n, &err);
+	char **active = active_queues(r, c, &n, &err, paused);
 	conf_release(c);
 	if (err)
 		return -1;

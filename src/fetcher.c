@@ -30,6 +30,7 @@ struct fetcher {
 	atomic_int abort;
 	atomic_int exited;
 	struct rconn r;
+	redisReply *paused;         /* SMEMBERS of the paused queues, for the next fetch */
 };
 
 /* One site each for all fetchers (PROTOCOL §7.24 logs per place in the code, not per
@@ -65,16 +66,68 @@ static void register_worker(struct fetcher *f, const struct job *j)
 	free(value);
 }
 
-static void deregister_worker(struct fetcher *f)
+static void deregistered(struct fetcher *f, redisReply *rep)
 {
-	char *key = xasprintf(K_WORKERS "%s", D.identity);
-	redisReply *rep = rcmd(&f->r, "HDEL %s %s", key, f->tid);
 	if (rep)
 		freeReplyObject(rep);
 	else if (!f->r.unavailable)
 		log_error("deregister failed (ignored): %s", f->r.err);
 	else
 		site_result(&job_site, &f->r, 0, "deregister failed (ignored)");
+}
+
+static void deregister_worker(struct fetcher *f)
+{
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	deregistered(f, rcmd(&f->r, "HDEL %s %s", key, f->tid));
+	free(key);
+}
+
+/*
+ * A success whose bookkeeping is the stats alone: no status, no history, no lock to
+ * release (what each of them checks before writing anything). Then nothing happens in
+ * Redis between the stats and the ack, and finish_success sends them together.
+ */
+static int stats_only(const struct conf *c, const struct job *j)
+{
+	return c->status_expiration <= 0 && c->history_retention_days <= 0 && !j->unique &&
+	       !j->pjid;
+}
+
+/*
+ * The end of such a success in one round trip instead of four: the stats (INCR,
+ * HINCRBY, EXPIRE), the HDEL of the workers entry, the next fetch's SMEMBERS of the
+ * paused queues (fetch.c) and the ACK are pipelined, in the order of the step-by-step
+ * path (§7.4: stats, `done:`, HDEL; busy -1; §7.7 ack; then the next fetch), except that
+ * the SMEMBERS, a read, goes before the ACK so that the ACK's reply is the last one and a
+ * failed ACK can go on with attempts 2 and 3 as usual. Each reply is judged and logged as
+ * on the step-by-step path.
+ */
+static void finish_success(struct fetcher *f, const struct job *j)
+{
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	struct rpipe p;
+	redisReply *rep;
+	/* No next fetch once quiet or stopping: nothing to read ahead for. */
+	int next = !atomic_load(&D.stopping) && !atomic_load(&D.quiet);
+	rpipe_begin(&f->r, &p);
+	stats_add(&f->r, &p, 1);
+	rpipe_add(&f->r, &p, "HDEL %s %s", key, f->tid);
+	if (next)
+		rpipe_add(&f->r, &p, "SMEMBERS %s", K_PAUSED);
+	int acking = settle_ack_add(&f->r, &p, j->raw, j->raw_len, j->jid);
+	stats_read(&f->r, &p, &job_site);
+	log_info("done: %s jid=%s", j->cls ? j->cls : "", j->jid ? j->jid : "?");
+	rpipe_read(&f->r, &p, 1, &rep);
+	deregistered(f, rep);
+	if (next) {
+		rpipe_read(&f->r, &p, 1, &rep);
+		if (f->paused)
+			freeReplyObject(f->paused);
+		f->paused = rep;        /* NULL when it failed: the fetch reads it again */
+	}
+	atomic_fetch_sub(&D.busy, 1);
+	settle_ack_read(&f->r, &p, acking, j->raw, j->raw_len, j->jid);
 	free(key);
 }
 
@@ -153,12 +206,16 @@ struct progress_ctx {
 	struct fetcher *f;
 	const struct conf *c;
 	const char *jid;
+	int off;                /* Redis was unavailable: no more progress writes this run */
 };
 
+/* Best effort: while Redis is away each write would hold up the handler's output (and
+ * its timeout) for the command timeout, so one unavailable write ends them for the run. */
 static void on_progress(void *ctx, const char *line, size_t len)
 {
 	struct progress_ctx *p = ctx;
-	status_progress(&p->f->r, p->c, p->jid, line, len);
+	if (!p->off && status_progress(&p->f->r, p->c, p->jid, line, len) < 0)
+		p->off = 1;
 }
 
 struct outcome {
@@ -175,7 +232,7 @@ struct outcome {
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
                         const struct handler *h, struct outcome *o)
 {
-	struct progress_ctx progress = { f, c, j->jid };
+	struct progress_ctx progress = { f, c, j->jid, 0 };
 	char rc[32];
 	snprintf(rc, sizeof rc, "%ld", j->retry_count);
 	char **env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
@@ -256,10 +313,12 @@ out:
  * Execute one parsed job: run it and route its outcome. Returns the disposition; sets
  * died and dead_entry when on_death is owed.
  */
-static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry)
+static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry,
+                                int *finish)
 {
 	*died = 0;
 	*dead_entry = NULL;
+	*finish = 0;
 	if (!j->obj) {
 		metrics_inc(METRIC_JOBS_DEAD);
 		return bury_unparseable(f, j);
@@ -295,7 +354,10 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		conf_release(c);
 		return DISP_ABANDON;
 	}
-	if (o.success) {
+	if (o.success && stats_only(c, j)) {
+		metrics_inc(METRIC_JOBS_SUCCEEDED);
+		*finish = 1;            /* stats, done:, HDEL and ack: finish_success */
+	} else if (o.success) {
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		bump_stats(&f->r, 1, &job_site);
 		status_write(&f->r, c, j, "complete", NULL, NULL);
@@ -321,7 +383,8 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	conf_release(c);
 	free(o.error_message);
 	free(o.tail);
-	deregister_worker(f);
+	if (!*finish)
+		deregister_worker(f);
 	return disp;
 }
 
@@ -337,12 +400,16 @@ static void process(struct fetcher *f, struct fetched *fj)
 	job_parse(&j, fj->raw, fj->len, fj->queue);
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
-	int died = 0;
+	int died = 0, finish = 0;
 	char *dead_entry = NULL;
-	enum disposition disp = execute(f, &j, &died, &dead_entry);
-	atomic_fetch_sub(&D.busy, 1);
-	if (disp == DISP_ACK)
-		settle_ack(&f->r, j.raw, j.raw_len, j.jid);
+	enum disposition disp = execute(f, &j, &died, &dead_entry, &finish);
+	if (finish) {
+		finish_success(f, &j);          /* busy -1 and the ack included */
+	} else {
+		atomic_fetch_sub(&D.busy, 1);
+		if (disp == DISP_ACK)
+			settle_ack(&f->r, j.raw, j.raw_len, j.jid);
+	}
 	running_remove(j.raw);
 	if (died && dead_entry)
 		on_death_run(j.cls, j.jid, dead_entry);
@@ -356,11 +423,15 @@ static void *fetcher_main(void *arg)
 	double idle = 0;
 	while (!atomic_load(&D.stopping)) {
 		if (atomic_load(&D.quiet)) {
+			if (f->paused)          /* read before the pause: stale by now */
+				freeReplyObject(f->paused);
+			f->paused = NULL;
 			sleep_quiet_or_error(0.5);
 			continue;
 		}
 		struct fetched fj;
-		int got = fetch_job(&f->r, f->index, &fj, &idle);
+		int got = fetch_job(&f->r, f->index, &fj, &idle, f->paused);
+		f->paused = NULL;
 		if (got == -2) {
 			fetch_mode_fallback();
 			continue;
@@ -376,6 +447,9 @@ static void *fetcher_main(void *arg)
 			fetched_free(&fj);
 		}
 	}
+	if (f->paused)
+		freeReplyObject(f->paused);
+	f->paused = NULL;
 	atomic_store(&f->exited, 1);
 	return NULL;
 }

@@ -136,6 +136,19 @@ static int registry_write(struct rconn *r, const struct conf *c)
 	return unavailable ? -1 : 0;
 }
 
+/* Is the child of this jid still running? Checked again right before each lock call, so
+ * a run that ended since the snapshot is not refreshed (let alone re-taken: that would
+ * resurrect the lock its fetcher just released, lesson 64). */
+static int still_performing(const char *jid)
+{
+	int found = 0;
+	pthread_mutex_lock(&D.mu);
+	for (int i = 0; i < D.nperforming && !found; i++)
+		found = D.performing[i].jid && strcmp(D.performing[i].jid, jid) == 0;
+	pthread_mutex_unlock(&D.mu);
+	return found;
+}
+
 /* Keep the running locks of performing periodic jobs alive (lessons 63, 64). */
 static void refresh_running_locks(struct rconn *r, const struct conf *c, int retake)
 {
@@ -152,7 +165,7 @@ static void refresh_running_locks(struct rconn *r, const struct conf *c, int ret
 	}
 	pthread_mutex_unlock(&D.mu);
 	for (int i = 0; i < n; i++) {
-		if (copy[i].pjid && copy[i].jid) {
+		if (copy[i].pjid && copy[i].jid && still_performing(copy[i].jid)) {
 			char *key = xasprintf(K_RUNNING "%s", copy[i].pjid);
 			if (retake && copy[i].until_executed) {
 				const char *keys[] = { key };

@@ -285,6 +285,7 @@ redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **
 void rpipe_begin(struct rconn *r, struct rpipe *p)
 {
 	p->n = 0;
+	p->next = 0;
 	p->unavailable = 0;
 	p->failed_conn = rconn_connect(r, 0) != 0;
 }
@@ -313,14 +314,19 @@ void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **arg
 	p->n++;
 }
 
-int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies)
+int rpipe_read(struct rconn *r, struct rpipe *p, int n, redisReply **replies)
 {
 	int failures = 0;
 	/* Commands appended before a failure would desynchronise the replies of the next
 	 * command: drop the connection instead. */
 	if (p->failed_conn && r->c)
 		rconn_close(r);
-	for (int i = 0; i < p->n; i++) {
+	if (n > p->n - p->next)
+		n = p->n - p->next;
+	if (n < 0)
+		n = 0;
+	p->next += n;
+	for (int i = 0; i < n; i++) {
 		replies[i] = NULL;
 		if (p->failed_conn || !r->c) {
 			failures++;
@@ -343,17 +349,21 @@ int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies)
 	return failures;
 }
 
-redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
-                    int nargs, const char **args, const size_t *arglens)
+int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies)
 {
-	const struct script *s = script_get(name);
-	if (rconn_connect(r, 0) != 0 || injected(r, name, strlen(name)))
-		return NULL;
+	return rpipe_read(r, p, p->n - p->next, replies);
+}
+
+/* argv and lens of EVALSHA (EVAL for a plain_eval script) sha nkeys keys... args...; nk
+ * holds the key count's text. Free argv and lens. */
+static int script_argv(const struct script *s, int nkeys, const char **keys, int nargs,
+                       const char **args, const size_t *arglens, char nk[16],
+                       const char ***argv_out, size_t **lens_out)
+{
 	int argc = 3 + nkeys + nargs;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-	char nk[16];
-	snprintf(nk, sizeof nk, "%d", nkeys);
+	snprintf(nk, 16, "%d", nkeys);
 	argv[0] = s->plain_eval ? "EVAL" : "EVALSHA";
 	argv[1] = s->plain_eval ? s->src : s->sha;
 	argv[2] = nk;
@@ -367,6 +377,41 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
 	for (int i = 0; i < argc; i++)
 		if (!arglens || i < 3 + nkeys)
 			lens[i] = strlen(argv[i]);
+	*argv_out = argv;
+	*lens_out = lens;
+	return argc;
+}
+
+void rpipe_add_script(struct rconn *r, struct rpipe *p, const char *name, int nkeys,
+                      const char **keys, int nargs, const char **args,
+                      const size_t *arglens)
+{
+	const struct script *s = script_get(name);
+	if (!p->failed_conn && injected(r, name, strlen(name)))
+		p->failed_conn = 1;
+	if (!p->failed_conn) {
+		const char **argv;
+		size_t *lens;
+		char nk[16];
+		int argc = script_argv(s, nkeys, keys, nargs, args, arglens, nk, &argv, &lens);
+		if (redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK)
+			p->failed_conn = 1;
+		free(argv);
+		free(lens);
+	}
+	p->n++;
+}
+
+redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
+                    int nargs, const char **args, const size_t *arglens)
+{
+	const struct script *s = script_get(name);
+	if (rconn_connect(r, 0) != 0 || injected(r, name, strlen(name)))
+		return NULL;
+	const char **argv;
+	size_t *lens;
+	char nk[16];
+	int argc = script_argv(s, nkeys, keys, nargs, args, arglens, nk, &argv, &lens);
 	redisReply *rep = command_argv(r, argc, argv, lens);
 	if (!rep && !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0) {
 		argv[0] = "EVAL";

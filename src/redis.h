@@ -48,6 +48,7 @@ redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **
  */
 struct rpipe {
 	int n;
+	int next;                /* replies read so far (rpipe_read) */
 	int failed_conn;
 	int unavailable;         /* failures classified "unavailable" */
 };
@@ -55,7 +56,15 @@ void rpipe_begin(struct rconn *r, struct rpipe *p);
 void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...);
 void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **argv,
                     const size_t *lens);
+/* An embedded script (EVALSHA, or EVAL for a plain_eval one); a NOSCRIPT reply comes back
+ * as a failed reply with r->err "NOSCRIPT ...": the caller runs rscript then. */
+void rpipe_add_script(struct rconn *r, struct rpipe *p, const char *name, int nkeys,
+                      const char **keys, int nargs, const char **args,
+                      const size_t *arglens);
+/* Read the replies still unread (rpipe_exec), or only the next n of them (rpipe_read), so
+ * that r->err after each part is the error of that part. Both return the failures. */
 int rpipe_exec(struct rconn *r, struct rpipe *p, redisReply **replies);
+int rpipe_read(struct rconn *r, struct rpipe *p, int n, redisReply **replies);
 
 /*
  * Run an embedded script by name (lua/<name>.lua): EVALSHA, and EVAL when the server

@@ -189,18 +189,19 @@ void extend_job_locks(struct rconn *r, const char *jid, const char *pjid, int un
 
 /* ---- stats, throughput and attempts ---- */
 
-void bump_stats(struct rconn *r, int success, struct log_site *site)
+void stats_add(struct rconn *r, struct rpipe *p, int success)
 {
-	const char *field = success ? "processed" : "failed";
 	char bucket[64];
 	snprintf(bucket, sizeof bucket, K_THROUGHPUT "%ld", (long)(now_float() / 3600));
-	struct rpipe p;
+	rpipe_add(r, p, "INCR %s", success ? K_PROCESSED : K_FAILED);
+	rpipe_add(r, p, "HINCRBY %s %s 1", bucket, success ? "processed" : "failed");
+	rpipe_add(r, p, "EXPIRE %s 90000", bucket);
+}
+
+void stats_read(struct rconn *r, struct rpipe *p, struct log_site *site)
+{
 	redisReply *rep[3];
-	rpipe_begin(r, &p);
-	rpipe_add(r, &p, "INCR %s", success ? K_PROCESSED : K_FAILED);
-	rpipe_add(r, &p, "HINCRBY %s %s 1", bucket, field);
-	rpipe_add(r, &p, "EXPIRE %s 90000", bucket);
-	int failures = rpipe_exec(r, &p, rep);
+	int failures = rpipe_read(r, p, 3, rep);
 	for (int i = 0; i < 3; i++)
 		if (rep[i])
 			freeReplyObject(rep[i]);
@@ -208,6 +209,14 @@ void bump_stats(struct rconn *r, int success, struct log_site *site)
 		log_error("stats failed (ignored): %s", r->err);
 	else
 		site_result(site, r, failures == 0, "stats failed (ignored)");
+}
+
+void bump_stats(struct rconn *r, int success, struct log_site *site)
+{
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	stats_add(r, &p, success);
+	stats_read(r, &p, site);
 }
 
 int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
@@ -247,17 +256,19 @@ int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
 
 /* ---- ack, give back ---- */
 
-int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
+/* ACK attempts first..3, sleeping 0.1·n s after a failed attempt n; then a pending entry. */
+static int ack_attempts(struct rconn *r, const char *raw, size_t len, const char *jid,
+                        int first)
 {
-	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
-		return 0;
 	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
 	char *counter = xasprintf(K_ORPHANINGS "%s", jid ? jid : "");
 	const char *keys[] = { list, counter };
 	const char *args[] = { raw };
 	size_t lens[] = { len };
 	int ok = 0;
-	for (int attempt = 1; attempt <= 3 && !ok; attempt++) {
+	if (first > 1)
+		sleep_seconds(0.1 * (first - 1));
+	for (int attempt = first; attempt <= 3 && !ok; attempt++) {
 		redisReply *rep = rscript(r, "ack", 2, keys, 1, args, lens);
 		if (rep) {
 			freeReplyObject(rep);
@@ -278,6 +289,46 @@ int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
 	free(list);
 	free(counter);
 	return ok ? 0 : -1;
+}
+
+int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
+{
+	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
+		return 0;
+	return ack_attempts(r, raw, len, jid, 1);
+}
+
+int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len,
+                   const char *jid)
+{
+	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
+		return 0;
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char *counter = xasprintf(K_ORPHANINGS "%s", jid ? jid : "");
+	const char *keys[] = { list, counter };
+	const char *args[] = { raw };
+	size_t lens[] = { len };
+	rpipe_add_script(r, p, "ack", 2, keys, 1, args, lens);
+	free(list);
+	free(counter);
+	return 1;
+}
+
+int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
+                    const char *jid)
+{
+	if (!added)
+		return 0;
+	redisReply *rep;
+	rpipe_read(r, p, 1, &rep);
+	if (rep) {
+		freeReplyObject(rep);
+		return 0;
+	}
+	/* NOSCRIPT (a restarted server): the script did not run; rscript's EVAL fallback is
+	 * the first real attempt. Anything else was attempt 1. */
+	int noscript = !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0;
+	return ack_attempts(r, raw, len, jid, noscript ? 1 : 2);
 }
 
 int give_back(struct rconn *r, const char *raw, size_t len, const char *queue)

@@ -60,6 +60,8 @@ static const struct command commands[] = {
 	{ "exec", cmd_exec, "exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID]\n"
 	  "                [--timeout S] CLASS [ARG...]   (runs the handler locally; no Redis)" },
 	{ "metrics", cmd_metrics, "metrics   (Prometheus text: cogworker's eight metrics)" },
+	{ "history", cmd_history, "history [--class C] [--status success|failed] [--since T] [--limit N]\n"
+	  "                (finished runs, newest first; T: epoch, ISO 8601 UTC or 12h / 7d ago)" },
 	{ NULL, NULL, NULL },
 };
 

@@ -126,5 +126,6 @@ int cmd_processes(struct ctl *c, int argc, char **argv);
 int cmd_periodic(struct ctl *c, int argc, char **argv);
 int cmd_exec(struct ctl *c, int argc, char **argv);
 int cmd_metrics(struct ctl *c, int argc, char **argv);
+int cmd_history(struct ctl *c, int argc, char **argv);
 
 #endif

@@ -12,7 +12,6 @@
  * covers are shown after the runs (--json: "daily"). History is written only by daemons
  * with history_retention_days > 0.
  */
-#define _XOPEN_SOURCE 700
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +24,13 @@
 #define DEFAULT_LIMIT 50
 #define MAX_DAYS 31             /* daily counters shown at most */
 
-/* An absolute time from an epoch, an ISO 8601 UTC date or time, or a duration ago. */
-static int parse_since(const char *s, double now, double *out)
+/* --since: an epoch or an ISO 8601 UTC date/time (*ago = 0), or a duration back from
+ * now (*ago = 1, *out = seconds). */
+static int parse_since(const char *s, double *out, int *ago)
 {
 	char *end;
 	double d = strtod(s, &end);
+	*ago = 0;
 	if (end != s && *end == '\0' && isfinite(d) && d >= 0) {
 		*out = d;
 		return 0;
@@ -40,24 +41,21 @@ static int parse_since(const char *s, double now, double *out)
 		const char *u = strchr(units, end[0]);
 		if (!u)
 			return -1;
-		*out = now - d * secs[u - units];
+		*out = d * secs[u - units];
+		*ago = 1;
 		return 0;
 	}
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!rest) {
+	static const char *const formats[] = { "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d" };
+	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
+		struct tm tm;
 		memset(&tm, 0, sizeof tm);
-		rest = strptime(s, "%Y-%m-%dT%H:%M", &tm);
+		const char *rest = strptime(s, formats[i], &tm);
+		if (rest && (!*rest || !strcmp(rest, "Z") || !strcmp(rest, "+00:00"))) {
+			*out = (double)timegm(&tm);
+			return 0;
+		}
 	}
-	if (!rest) {
-		memset(&tm, 0, sizeof tm);
-		rest = strptime(s, "%Y-%m-%d", &tm);
-	}
-	if (!rest || (*rest && strcmp(rest, "Z") != 0 && strcmp(rest, "+00:00") != 0))
-		return -1;
-	*out = (double)timegm(&tm);
-	return 0;
+	return -1;
 }
 
 struct run {
@@ -233,9 +231,9 @@ static void print_human(const struct run *v, int n, double now, const struct day
 				ctl_duration(fin - start, took, sizeof took);
 		}
 		char *args = NULL, *err = NULL;
-		const cJSON *a = r->o ? cJSON_GetObjectItemCaseSensitive(r->o, "args") : NULL;
-		if (a)
-			args = cJSON_PrintUnformatted(a);
+		size_t astart, alen;            /* the args text as stored (never re-encoded) */
+		if (r->o && json_member_span(r->raw, r->len, "args", &astart, &alen) == 0)
+			args = xstrndup(r->raw + astart, alen);
 		const char *ec = sfield(r, "error_class"), *em = sfield(r, "error_message");
 		if (ec || em)
 			err = xasprintf("%s%s%s", ec ? ec : "", ec && em ? ": " : "", em ? em : "");
@@ -248,8 +246,7 @@ static void print_human(const struct run *v, int n, double now, const struct day
 		};
 		table_add(&t, row);
 		free(err);
-		if (args)
-			cJSON_free(args);
+		free(args);
 	}
 	table_print(&t);
 	table_free(&t);
@@ -314,7 +311,8 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	}
 	double since = NAN;
-	if (since_arg && parse_since(since_arg, now_float(), &since) != 0) {
+	int ago = 0;
+	if (since_arg && parse_since(since_arg, &since, &ago) != 0) {
 		ctl_error("history: --since wants an epoch, an ISO 8601 UTC time (2026-01-01, "
 		          "2026-01-01T06:00:00Z) or a duration ago (90m, 12h, 7d), not \"%s\"",
 		          since_arg);
@@ -325,9 +323,8 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 	double now = ctl_now(c);
 	if (now < 0)
 		return ctl_redis_error(c, "TIME");
-	if (since_arg && !isdigit((unsigned char)since_arg[strlen(since_arg) - 1]) &&
-	    strchr("smhdw", since_arg[strlen(since_arg) - 1]))
-		parse_since(since_arg, now, &since);      /* durations count back from Redis time */
+	if (ago)
+		since = now - since;            /* a duration counts back from Redis time */
 	char key[64];
 	snprintf(key, sizeof key, "cogworker:history:%s", status ? status : "all");
 	struct run *v = NULL;

@@ -525,6 +525,85 @@ static void show_human(const struct entry *e, double now)
 	free(raw);
 }
 
+/* The status hash (HGETALL reply, or NULL) as a JSON object of strings, or null. */
+static void status_json(struct sbuf *b, const redisReply *st)
+{
+	if (!st) {
+		sb_adds(b, "null");
+		return;
+	}
+	sb_addc(b, '{');
+	for (size_t i = 0; i + 1 < st->elements; i += 2) {
+		if (i)
+			sb_addc(b, ',');
+		jstrn(b, st->element[i]->str, st->element[i]->len);
+		sb_addc(b, ':');
+		jstrn(b, st->element[i + 1]->str, st->element[i + 1]->len);
+	}
+	sb_addc(b, '}');
+}
+
+static const redisReply *status_field(const redisReply *st, const char *name)
+{
+	for (size_t i = 0; st && i + 1 < st->elements; i += 2)
+		if (st->element[i]->len == strlen(name) &&
+		    memcmp(st->element[i]->str, name, st->element[i]->len) == 0)
+			return st->element[i + 1];
+	return NULL;
+}
+
+/* status     working, updated 2026-01-01T12:00:00Z (3s ago); 42% halfway; then the
+ * fields the daemon does not own (written by the handler or the app) one per line. */
+static void status_human(const redisReply *st, double now)
+{
+	if (!st) {
+		printf("status     -\n");
+		return;
+	}
+	const redisReply *s = status_field(st, "status"), *u = status_field(st, "update_time");
+	char *sv = s ? ctl_oneline(s->str, s->len, 0) : xstrdup("?");
+	printf("status     %s", sv);
+	free(sv);
+	if (u) {
+		char iso[32], rel[48];
+		double t = strtod(u->str, NULL);
+		ctl_iso_time(t, iso);
+		ctl_relative(t, now, rel, sizeof rel);
+		printf(", updated %s (%s)", iso, rel);
+	}
+	printf("\n");
+	const redisReply *pct = status_field(st, "pct"), *msg = status_field(st, "message");
+	if (pct || msg) {
+		char *p = pct ? ctl_oneline(pct->str, pct->len, 20) : NULL;
+		char *m = msg ? ctl_oneline(msg->str, msg->len, 200) : NULL;
+		printf("progress   %s%s%s%s\n", p ? p : "", p ? "%" : "", p && m && *m ? " " : "",
+		       m ? m : "");
+		free(p);
+		free(m);
+	}
+	const redisReply *ec = status_field(st, "error_class"), *em = status_field(st, "error_message");
+	if (ec || em) {
+		char *e = ctl_oneline(em ? em->str : "", em ? em->len : 0, 300);
+		printf("  error    %.*s%s%s\n", ec ? (int)ec->len : 0, ec ? ec->str : "",
+		       ec && *e ? ": " : "", e);
+		free(e);
+	}
+	static const char *const own[] = { "status", "update_time", "pct", "message",
+	                                   "error_class", "error_message", "class", "queue" };
+	for (size_t i = 0; i + 1 < st->elements; i += 2) {
+		const redisReply *k = st->element[i], *v = st->element[i + 1];
+		int known = 0;
+		for (size_t o = 0; o < sizeof own / sizeof *own && !known; o++)
+			known = k->len == strlen(own[o]) && memcmp(k->str, own[o], k->len) == 0;
+		if (known)
+			continue;
+		char *kk = ctl_oneline(k->str, k->len, 40), *vv = ctl_oneline(v->str, v->len, 200);
+		printf("  %s = %s\n", kk, vv);
+		free(kk);
+		free(vv);
+	}
+}
+
 static int show_job(struct ctl *c, const char *arg)
 {
 	struct filter f = { .arg = arg };
@@ -534,22 +613,37 @@ static int show_job(struct ctl *c, const char *arg)
 		found_free(&fd);
 		return CTL_USAGE;
 	}
-	if (fd.n == 0) {
-		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress)",
-		          arg);
-		found_free(&fd);
-		return CTL_NOTHING;
-	}
 	const char *jid = NULL;
 	for (int i = 0; i < fd.n && !jid; i++)
 		if (fd.v[i].j.obj && fd.v[i].j.jid)
 			jid = fd.v[i].j.jid;
+	/* status:<jid> (status bookkeeping): also outlives the job, e.g. a completed one. */
+	redisReply *st = NULL;
+	if (jid || arg[0] != '{') {
+		st = rcmd(&c->r, "HGETALL status:%s", jid ? jid : arg);
+		if (st && (st->type != REDIS_REPLY_ARRAY || st->elements == 0)) {
+			freeReplyObject(st);
+			st = NULL;
+		} else if (!st && !c->r.unavailable) {
+			ctl_error("warning: status:%s unreadable: %s", jid ? jid : arg, c->r.err);
+		}
+	}
+	if (fd.n == 0 && !st) {
+		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
+		          "status)", arg);
+		found_free(&fd);
+		return CTL_NOTHING;
+	}
+	if (!jid && fd.n == 0)
+		jid = arg;
 	redisReply *att = NULL;
 	if (jid) {
 		att = rcmd(&c->r, "LRANGE cogworker:job_attempts:%s 0 -1", jid);
 		if (!att) {
 			if (c->r.unavailable) {
 				found_free(&fd);
+				if (st)
+					freeReplyObject(st);
 				return ctl_redis_error(c, "cogworker:job_attempts");
 			}
 			ctl_error("warning: cogworker:job_attempts:%s unreadable: %s", jid, c->r.err);
@@ -567,7 +661,9 @@ static int show_job(struct ctl *c, const char *arg)
 				sb_addc(&b, ',');
 			entry_json(&b, &fd.v[i], 1);
 		}
-		sb_adds(&b, "],\"attempts\":[");
+		sb_adds(&b, "],\"status\":");
+		status_json(&b, st);
+		sb_adds(&b, ",\"attempts\":[");
 		for (size_t i = 0; att && i < att->elements; i++) {
 			if (i)
 				sb_addc(&b, ',');
@@ -586,6 +682,13 @@ static int show_job(struct ctl *c, const char *arg)
 				printf("\n");
 			show_human(&fd.v[i], now);
 		}
+		if (fd.n == 0) {
+			printf("where      nowhere (finished, or deleted); only its status is left\n");
+			const redisReply *k = status_field(st, "class"), *q = status_field(st, "queue");
+			printf("class      %.*s\nqueue      %.*s\n", k ? (int)k->len : 1, k ? k->str : "?",
+			       q ? (int)q->len : 1, q ? q->str : "-");
+		}
+		status_human(st, now);
 		size_t na = att ? att->elements : 0;
 		printf("\nattempts   %zu\n", na);
 		for (size_t i = 0; i < na; i++) {
@@ -615,6 +718,8 @@ static int show_job(struct ctl *c, const char *arg)
 	}
 	if (att)
 		freeReplyObject(att);
+	if (st)
+		freeReplyObject(st);
 	found_free(&fd);
 	return CTL_OK;
 }

@@ -5,7 +5,7 @@
  *
  * THREADS threads share TOTAL spawns of PROGRAM (default /bin/true): each thread loops
  * posix_spawn + waitpid (its own child only) until the shared counter is used up. Prints
- * "<spawns> <seconds> <spawns/s>" on stdout. This is what the machine can do with nothing
+ * "<spawns> <seconds> <spawns/s> <self CPU us/spawn> <children CPU us/spawn>" on stdout. This is what the machine can do with nothing
  * else in the way: no Redis, no pipes, no process group, no bookkeeping.
  */
 #include <pthread.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -78,6 +79,12 @@ int main(int argc, char **argv)
 	long done = total - atomic_load(&failures);
 	if (atomic_load(&failures))
 		fprintf(stderr, "spawn_ceiling: %d spawns failed\n", atomic_load(&failures));
-	printf("%ld %.6f %.1f\n", done, dt, (double)done / dt);
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+#define US(tv) ((double)(tv).tv_sec * 1e6 + (double)(tv).tv_usec)
+	printf("%ld %.6f %.1f %.1f %.1f\n", done, dt, (double)done / dt,
+	       (US(self.ru_utime) + US(self.ru_stime)) / (double)done,
+	       (US(kids.ru_utime) + US(kids.ru_stime)) / (double)done);
 	return atomic_load(&failures) ? 1 : 0;
 }

@@ -3,8 +3,8 @@ BE-1, BE-2 (§17).
 
 Every daemon here runs "guard off" (BEHAVIOURS §0.4): as an ACL user without RENAME, so
 KeyGuard cannot quarantine the wrong-typed keys and the fault stays in place while the
-job runs. Status and history (SH) cannot be switched on yet: BE-1/BE-2 still give
-`status:<jid>` and the history keys the wrong type, but do not switch them on.
+job runs. BE-1/BE-2 here give `status:<jid>` and the history keys the wrong type with
+status and history off; test_bookkeeping.py (class Faults) runs them with both on.
 
 Run: python3 tests/integration/run.py test_bookkeeping_faults
 """

@@ -39,7 +39,7 @@ def minute_slot(t):
 class FirstSlot(PeriodicTestCase):
 
     def test_pt01_pt02_first_slot_pushes_the_job_and_takes_the_locks(self):
-        avoid_minute_boundary()
+        avoid_minute_boundary(15)
         self.periodic_daemon([E])
         j = self.wait_jobs(E_PJID)[0]
         slot = j["periodic_slot"]
@@ -69,7 +69,7 @@ class FirstSlot(PeriodicTestCase):
         self.assertEqual(len(self.jobs_of(E_PJID)), 1)
 
     def test_pt03_fast_job_leaves_no_running_lock(self):
-        avoid_minute_boundary()
+        avoid_minute_boundary(15)
         d = self.periodic_daemon([E], queues=["default"],
                                  handlers=[{"class": "P", "command": handler("ok")}])
         line = d.wait_log("done: P jid=", timeout=10)
@@ -262,24 +262,26 @@ class Faults(PeriodicTestCase):
 class Disabled(PeriodicTestCase):
 
     def test_pt12_pt13_disabled_entry_claims_nothing_then_a_peer_fires_the_slot(self):
-        avoid_minute_boundary(12)
-        q = entry("* * * * *", "Q")          # an enabled neighbour: proof the ticker ticks
-        qp = pjid("* * * * *", "Q", "[]")
-        self.r.sadd(DISABLED, E_PJID)
-        self.periodic_daemon([E, q])
+        # E's shape with a yearly cron: the slot cannot change while the test runs.
+        e = entry(YEARLY, "P", E_ARGS, retry=0, unique=True)
+        p = pjid(YEARLY, "P", E_ARGS)
+        q = entry(YEARLY, "Q")              # an enabled neighbour: proof the ticker ticks
+        qp = pjid(YEARLY, "Q", "[]")
+        self.r.sadd(DISABLED, p)
+        self.periodic_daemon([e, q])
         self.wait_jobs(qp)
         self.settle_ticks(5)
-        self.assertEqual(self.jobs_of(E_PJID), [])
-        self.assertIsNone(self.r.get(running_key(E_PJID)))
-        self.assertIsNone(self.r.get(last_slot_key(E_PJID)))
-        # PT-13: enabled again, a second daemon (same minute) fires it exactly once.
-        self.r.srem(DISABLED, E_PJID)
-        self.periodic_daemon([E])
-        js = self.wait_jobs(E_PJID)
+        self.assertEqual(self.jobs_of(p), [])
+        self.assertIsNone(self.r.get(running_key(p)))
+        self.assertIsNone(self.r.get(last_slot_key(p)))
+        # PT-13: enabled again, a second daemon (same slot) fires it exactly once; the
+        # first daemon, which checked the slot while it was disabled, does not.
+        self.r.srem(DISABLED, p)
+        self.periodic_daemon([e])
+        js = self.wait_jobs(p)
         self.settle_ticks(5)
-        slot = js[0]["periodic_slot"]
-        self.assertEqual(len([j for j in self.jobs_of(E_PJID) if j["periodic_slot"] == slot]), 1)
-        self.assertEqual(slot, self.jobs_of(qp)[0]["periodic_slot"])
+        self.assertEqual([j["periodic_slot"] for j in self.jobs_of(p)], [yearly_slot()])
+        self.assertEqual(self.r.get(running_key(p)), js[0]["jid"].encode())
 
     def test_pt14_entry_without_unique_never_writes_a_running_lock(self):
         cron = "*/2 * * * * *"
@@ -358,7 +360,7 @@ class Slots(PeriodicTestCase):
         self.assertEqual(js[0]["periodic_slot"], yearly_slot())
 
     def test_pt21_after_downtime_exactly_one_run_of_the_current_slot(self):
-        avoid_minute_boundary()
+        avoid_minute_boundary(15)
         slot = minute_slot(time.time())
         self.r.set(last_slot_key(E_PJID), str(slot - 600).encode())
         self.periodic_daemon([E])

@@ -266,6 +266,41 @@ START_TEST(test_interrupt_pending_then_filed)
 }
 END_TEST
 
+/* §7.18: an interrupt into retry that could only be filed later (a pending filing) gets
+ * its unique lock extended once it is filed: until due, plus unique_lock_ttl. */
+START_TEST(test_pending_retry_filing_extends_lock)
+{
+	put_in_progress(UNIQUE_JOB);
+	char *key = unique_lock_key();
+	redisReply *rep = redisCommand(check_conn, "SET %s bbbbbbbbbbbbbbbbbbbbbbbb EX 5", key);
+	freeReplyObject(rep);
+	struct job j;
+	job_parse(&j, UNIQUE_JOB, strlen(UNIQUE_JOB), "default");
+	fail_cmd(0, "ZADD", -1);
+	fail_cmd(1, "interrupt", -1);
+	struct log_site s = LOG_SITE("Processor");
+	int died = 0;
+	char *dead = NULL;
+	enum disposition d = route_failure(&R, &j, DECIDE_RETRY, "Cogworker::HandlerFailed",
+	                                   "exit status 1", &s, &died, &dead);
+	ck_assert_int_eq(d, DISP_SETTLED);
+	ck_assert(pending_has(UNIQUE_JOB));
+	ck_assert(integer("TTL %s", key) <= 5);
+	fail_cmd(0, NULL, 0);
+	fail_cmd(1, NULL, 0);
+	settle_pending_all(&R, &s);
+	ck_assert(!pending_has(UNIQUE_JOB));
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:retry"), 1);
+	long long ttl = integer("TTL %s", key);     /* default unique_lock_ttl 86400, + ~30 s */
+	ck_assert_msg(ttl > 86400 && ttl <= 86431, "TTL %lld", ttl);
+	char *owner = string("GET %s", key);
+	ck_assert_str_eq(owner, "bbbbbbbbbbbbbbbbbbbbbbbb");
+	free(owner);
+	free(key);
+	job_free(&j);
+}
+END_TEST
+
 /* PX-15 / OR-23: a job fetched after stop began is handed back to the front of its queue,
  * and an until_executed run gets its lapsed running lock back. */
 START_TEST(test_give_back)
@@ -318,6 +353,7 @@ int main(void)
 	tcase_add_test(tc, test_ack_pending);
 	tcase_add_test(tc, test_interrupt_extends_lock);
 	tcase_add_test(tc, test_interrupt_pending_then_filed);
+	tcase_add_test(tc, test_pending_retry_filing_extends_lock);
 	tcase_add_test(tc, test_give_back);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
