@@ -222,6 +222,11 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 int reconcile_own(struct rconn *r, struct log_site *site);
 /* ticker.c */
 int ticker_start(void);
+/* For the unit tests: a ticker on the current conf (not started), and one pass of its loop
+ * (pick up the conf, publish if due, tick unless quiet). */
+struct ticker;
+struct ticker *ticker_new(void);
+void ticker_tick_once(struct ticker *t);
 
 /* manager.c */
 void stop_requeue(struct rconn *r);

@@ -564,6 +564,14 @@ static void tick(struct ticker *t)
 	}
 }
 
+void ticker_tick_once(struct ticker *t)
+{
+	follow_conf(t);
+	publish(t);
+	if (!atomic_load(&D.quiet))
+		tick(t);
+}
+
 static void *ticker_main(void *arg)
 {
 	struct ticker *t = arg;
@@ -574,10 +582,7 @@ static void *ticker_main(void *arg)
 	}
 	double next = mono_now();
 	while (!atomic_load(&D.stopping)) {
-		follow_conf(t);
-		publish(t);
-		if (!atomic_load(&D.quiet))
-			tick(t);
+		ticker_tick_once(t);
 		next += t->conf->tick_interval;
 		double now = mono_now();
 		if (next < now)
@@ -589,13 +594,19 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
-int ticker_start(void)
+struct ticker *ticker_new(void)
 {
 	struct ticker *t = xcalloc(1, sizeof *t);
 	t->site = (struct log_site)LOG_SITE("Periodic tick");
 	t->conf = conf_acquire();
 	rconn_init(&t->r, &t->conf->redis);
 	entries_rebuild(t, 0);
+	return t;
+}
+
+int ticker_start(void)
+{
+	struct ticker *t = ticker_new();
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -7,7 +7,14 @@
  * posix_spawn + waitpid (its own child only) until the shared counter is used up. Prints
  * "<spawns> <seconds> <spawns/s> <self CPU us/spawn> <children CPU us/spawn>" on stdout. This is what the machine can do with nothing
  * else in the way: no Redis, no pipes, no process group, no bookkeeping.
+ *
+ *   spawn_ceiling --stamp FILE [SECONDS]
+ *
+ * The handler of the latency and recovery figures: appends "<COGWORKER_JID> <epoch>\n"
+ * (CLOCK_REALTIME, the moment the handler runs) to FILE in one O_APPEND write, then sleeps
+ * SECONDS (default 0) and exits 0.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -17,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -48,10 +56,36 @@ static void *loop(void *arg)
 	return NULL;
 }
 
+static int stamp(const char *file, double seconds)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	const char *jid = getenv("COGWORKER_JID");
+	char line[256];
+	int n = snprintf(line, sizeof line, "%s %lld.%09ld\n", jid ? jid : "-",
+	                 (long long)ts.tv_sec, ts.tv_nsec);
+	int fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, line, (size_t)n) != n) {
+		perror(file);
+		return 1;
+	}
+	close(fd);
+	if (seconds > 0) {
+		struct timespec d = { (time_t)seconds,
+		                      (long)((seconds - (double)(time_t)seconds) * 1e9) };
+		while (nanosleep(&d, &d) != 0)
+			;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 3 && strcmp(argv[1], "--stamp") == 0)
+		return stamp(argv[2], argc > 3 ? atof(argv[3]) : 0);
 	if (argc < 3) {
-		fprintf(stderr, "usage: spawn_ceiling THREADS TOTAL [PROGRAM]\n");
+		fprintf(stderr, "usage: spawn_ceiling THREADS TOTAL [PROGRAM]\n"
+		                "       spawn_ceiling --stamp FILE [SECONDS]\n");
 		return 2;
 	}
 	int threads = atoi(argv[1]);

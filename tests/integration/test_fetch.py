@@ -191,8 +191,10 @@ class IdleLatency(DaemonTestCase):
 
     def report(self, name, lat):
         p50, p99 = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
-        sys.stderr.write("\n  %s: enqueue->start p50 %.1f ms, p99 %.1f ms, max %.1f ms\n"
-                         % (name, p50, p99, max(lat) * 1000))
+        sys.stderr.write("\n  %s: enqueue->start p50 %.1f ms, p99 %.1f ms, max %.1f ms, "
+                         "%d of %d over 50 ms\n" % (name, p50, p99, max(lat) * 1000,
+                                                    sum(1 for x in lat if x > 0.050),
+                                                    len(lat)))
         out = os.environ.get("COGWORKERD_LATENCY_REPORT")
         if out:
             with open(out, "a") as f:

@@ -1,0 +1,898 @@
+#!/usr/bin/python3
+"""cogworkerd benchmarks (issue 7): `make bench`, or
+
+    tests/bench/bench.py [--build DIR] [--reps N] [--quick] [--only FIGURE,...]
+
+Starts its own redis-server (tests/integration/harness.py) and writes, into <build>/bench/,
+report.md (every figure with the machine it ran on), throughput.png (gnuplot) and
+results.json (every raw sample).
+
+Figures (each run several times; the report gives medians):
+
+  throughput   20 000 /bin/true jobs at concurrency 1, 2, 4, 8, 16 (log_level "warn"), next
+               to the spawn ceiling (tests/bench/spawn_ceiling.c: posix_spawn + waitpid of
+               /bin/true with as many threads) measured in the same repetition, right before
+               or after (the order alternates). The jobs are pushed first (pipelined LPUSH),
+               then the daemon starts; the rate is the slope of cogworker:stats:processed
+               from the first processed job to the last one (the last ack rides in the same
+               round trip as the last INCR). Ratio = daemon / ceiling of the same repetition;
+               its median is the headline. Concurrency 4 also runs with log_level "info".
+  round trips  Redis commands per job on the success path (INFO commandstats delta, 2 000
+               jobs), network round trips per job (INFO stats total_reads_processed delta:
+               one read event per pipeline), and commands issued by the client vs from
+               inside scripts (MONITOR on a small sample: script commands show as "[0 lua]").
+  latency      enqueue -> handler start, p50/p99/max, one queue and five queues, daemon idle
+               (concurrency 10): the handler (spawn_ceiling --stamp) writes its CLOCK_REALTIME
+               start time; the push time is taken just before the LPUSH; same host clock.
+  scheduled    lateness of scheduled jobs: due time -> on the queue (the enqueued_at the
+               poller stamps when it moves the job), default poll_interval (5 s).
+  idle         a daemon with concurrency 10 and five queues, idle for 30 s: CPU % of one
+               core (/proc/<pid>/stat) and Redis commands/s (INFO stats delta).
+  memory       RSS (VmRSS) at concurrency 10, 50, 200: idle, and the peak while every
+               fetcher runs a child (2 x concurrency jobs of /bin/sleep 1).
+  recovery     two daemons, heartbeat_interval 1, process_ttl 3, orphan_threshold 4,
+               orphan_check_interval 1: kill -9 of the daemon running a job -> the job's
+               handler starting on the survivor; several kills.
+
+Benchmarks are not tests: nothing here fails on a slow number. Other load on the machine
+shows in the numbers; the load average at start and end is in the report.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def reexec_with_redis():
+    """The harness needs python3-redis: when this interpreter lacks it (a pyenv python first
+    in PATH), run again with Debian's /usr/bin/python3, as tests/integration/run.py does."""
+    if importlib.util.find_spec("redis") is not None:
+        return
+    py = "/usr/bin/python3"
+    if os.path.exists(py) and os.path.realpath(sys.executable) != os.path.realpath(py):
+        os.execv(py, [py] + sys.argv)
+    sys.exit("bench: python3-redis is missing (apt-get install python3-redis)")
+
+
+reexec_with_redis()
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from harness import Daemon, RedisServer, job, wait_for  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PROCESSED = b"cogworker:stats:processed"
+CONCURRENCIES = [1, 2, 4, 8, 16]
+
+
+def log(msg):
+    print("bench: " + msg, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# Small helpers
+
+
+def median(v):
+    return statistics.median(v) if v else None
+
+
+def percentile(v, p):
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    s = sorted(v)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+def proc_cpu(pid):
+    """(utime, stime, cutime, cstime) of a process in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return [int(x) / CLK_TCK for x in fields[11:15]]
+
+
+def proc_rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return None
+
+
+def processed(r):
+    return int(r.get(PROCESSED) or 0)
+
+
+def push_jobs(r, n, cls="True", queue="default"):
+    """n jobs on one queue, LPUSHed in pipelined batches (not timed)."""
+    key = ("cogworker:queue:" + queue).encode()
+    p = r.pipeline(transaction=False)
+    for i in range(n):
+        p.lpush(key, job(cls, queue=queue))
+        if i % 1000 == 999:
+            p.execute()
+    p.execute()
+
+
+def wait_ready(r, d, timeout=15):
+    """The daemon's first heartbeat is in (the banner is not logged at log_level warn)."""
+    def up():
+        if d.proc.poll() is not None:
+            raise RuntimeError("cogworkerd exited early:\n" + d.log()[-3000:])
+        return r.scard(b"cogworker:processes") > 0
+    wait_for(up, timeout=timeout, interval=0.01, message="cogworkerd's first heartbeat")
+
+
+def read_stamps(path):
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2:
+                    out.setdefault(parts[0], []).append(float(parts[1]))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def fmt(v, spec="%.0f", none="n/a"):
+    return none if v is None else spec % v
+
+
+class Bench:
+    def __init__(self, opts):
+        self.opts = opts
+        self.build = os.path.abspath(opts.build)
+        os.environ["COGWORKERD_BUILD"] = self.build
+        self.out = os.path.join(self.build, "bench")
+        os.makedirs(self.out, exist_ok=True)
+        self.ceiling_bin = os.path.join(self.out, "spawn_ceiling")
+        self.tmp = tempfile.mkdtemp(prefix="cw-bench-")
+        self.results = {}
+        self.t0 = time.monotonic()
+        self.server = None
+
+    # -- setup
+
+    def ensure_ceiling_binary(self):
+        src = os.path.join(HERE, "spawn_ceiling.c")
+        if (os.path.exists(self.ceiling_bin) and
+                os.path.getmtime(self.ceiling_bin) >= os.path.getmtime(src)):
+            return
+        # `make bench` builds it with the daemon's CFLAGS; this is for direct runs.
+        cmd = [os.environ.get("CC", "cc"), "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra",
+               "-pthread", "-D_GNU_SOURCE", "-o", self.ceiling_bin, src]
+        log("building " + " ".join(cmd))
+        subprocess.check_call(cmd)
+
+    def machine(self):
+        def cmd(argv):
+            try:
+                return subprocess.run(argv, capture_output=True, text=True,
+                                      timeout=10).stdout.strip()
+            except Exception:
+                return "?"
+        model = "?"
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        model = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+        mem = "?"
+        try:
+            with open("/proc/meminfo") as f:
+                kib = int(f.readline().split()[1])
+                mem = "%.1f GiB" % (kib / 1048576)
+        except (OSError, ValueError, IndexError):
+            pass
+        rv = cmd(["redis-server", "--version"])
+        m = re.search(r"v=(\S+)", rv)
+        return {
+            "nproc": len(os.sched_getaffinity(0)),
+            "cpu": model,
+            "kernel": platform.release(),
+            "os": cmd(["sh", "-c", ". /etc/os-release && echo \"$PRETTY_NAME\""]),
+            "memory": mem,
+            "redis": m.group(1) if m else rv,
+            "revision": cmd(["git", "-C", REPO, "describe", "--always", "--dirty"]),
+            "loadavg_start": os.getloadavg(),
+        }
+
+    def client(self):
+        return self.server.client()
+
+    def fresh(self):
+        r = self.client()
+        r.flushall()
+        return r
+
+    def workdir(self):
+        return tempfile.mkdtemp(dir=self.tmp, prefix="d-")
+
+    def daemon(self, **settings):
+        s = {"concurrency": 4, "queues": ["default"], "log_level": "warn",
+             "handlers": [{"class": "True", "command": ["/bin/true"]}]}
+        s.update(settings)
+        return Daemon(self.server, self.workdir(), **s)
+
+    def elapsed(self):
+        return time.monotonic() - self.t0
+
+    # -- throughput
+
+    def ceiling(self, threads, n):
+        out = subprocess.run([self.ceiling_bin, str(threads), str(n)], capture_output=True,
+                             text=True, check=True).stdout.split()
+        return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
+
+    def daemon_rate(self, conc, n, level="warn"):
+        r = self.fresh()
+        push_jobs(r, n)
+        d = self.daemon(concurrency=conc, log_level=level)
+        d.start(wait=False)
+        try:
+            deadline = time.monotonic() + 120
+            while processed(r) == 0:
+                if d.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("no job processed:\n" + d.log()[-3000:])
+                time.sleep(0.002)
+            t1 = time.monotonic()
+            k1 = processed(r)
+            c1, rc1 = proc_cpu(d.proc.pid), proc_cpu(self.server.pid)
+            while True:
+                k = processed(r)
+                if k >= n:
+                    break
+                if d.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("stalled at %d of %d:\n%s" % (k, n, d.log()[-3000:]))
+                time.sleep(0.01)
+            t2 = time.monotonic()
+            c2, rc2 = proc_cpu(d.proc.pid), proc_cpu(self.server.pid)
+        finally:
+            d.stop()
+        left = r.llen(b"cogworker:queue:default")
+        jobs = n - k1
+        return {"rate": jobs / (t2 - t1), "seconds": t2 - t1, "left": left,
+                "daemon_us": (c2[0] + c2[1] - c1[0] - c1[1]) / jobs * 1e6,
+                "children_us": (c2[2] + c2[3] - c1[2] - c1[3]) / jobs * 1e6,
+                "redis_us": (rc2[0] + rc2[1] - rc1[0] - rc1[1]) / jobs * 1e6}
+
+    def throughput(self):
+        n = self.opts.jobs
+        nc = self.opts.ceiling_spawns
+        runs = {c: [] for c in CONCURRENCIES}
+        info_runs = []
+        budget = self.opts.budget
+        rep = 0
+        rep_time = None
+        while rep < self.opts.reps:
+            started = time.monotonic()
+            for c in CONCURRENCIES:
+                ceil_first = (rep + c) % 2 == 0
+                if ceil_first:
+                    ce = self.ceiling(c, nc)
+                dm = self.daemon_rate(c, n)
+                if not ceil_first:
+                    ce = self.ceiling(c, nc)
+                runs[c].append({"daemon": dm, "ceiling": ce, "ratio": dm["rate"] / ce["rate"]})
+                line = "throughput c=%-2d rep %d: %.0f jobs/s, ceiling %.0f/s, ratio %.2f" % (
+                    c, rep + 1, dm["rate"], ce["rate"], dm["rate"] / ce["rate"])
+                if c == 4:
+                    di = self.daemon_rate(c, n, level="info")
+                    info_runs.append({"daemon": di, "ceiling": ce,
+                                      "ratio": di["rate"] / ce["rate"]})
+                    line += "; log_level info %.0f jobs/s (%.2f)" % (
+                        di["rate"], di["rate"] / ce["rate"])
+                log(line)
+            rep += 1
+            rep_time = time.monotonic() - started
+            # Keep `make bench` under its budget: the other figures need about REST s.
+            if rep >= 2 and self.elapsed() + rep_time + self.opts.rest > budget:
+                log("stopping throughput after %d repetitions (time budget)" % rep)
+                break
+        self.results["throughput"] = {"jobs": n, "ceiling_spawns": nc, "reps": rep,
+                                      "runs": {str(c): v for c, v in runs.items()},
+                                      "info_c4": info_runs}
+
+    # -- round trips
+
+    def round_trips(self):
+        n = self.opts.rt_jobs
+        r = self.fresh()
+        push_jobs(r, n)
+        d = self.daemon(concurrency=4)
+        r.config_resetstat()
+        d.start(wait=False)
+        polls = 0
+        try:
+            while processed(r) < n:
+                polls += 1
+                time.sleep(0.05)
+            polls += 1
+            stats = r.info("stats")
+            cmds = r.info("commandstats")
+        finally:
+            d.stop()
+        # Ours: the GET polls, INFO stats, INFO commandstats (CONFIG RESETSTAT came before).
+        ours_reads = polls + 2
+        per = {}
+        for k, v in cmds.items():
+            name = k[len("cmdstat_"):]
+            calls = v["calls"]
+            if name == "get":
+                calls -= polls
+            if name == "info":
+                calls -= 2
+            if calls > 0:
+                per[name] = calls / n
+        reads = (stats["total_reads_processed"] - ours_reads) / n
+        # A small sample under MONITOR: who issued each command.
+        m = self.monitor_sample(self.opts.monitor_jobs)
+        self.results["round_trips"] = {
+            "jobs": n, "commands_per_job": per, "all_per_job": sum(per.values()),
+            "reads_per_job": reads, "monitor": m}
+        log("round trips: %.2f commands/job (commandstats), %.2f read events/job; MONITOR: "
+            "%.2f client + %.2f script commands/job"
+            % (sum(per.values()), reads, m["client_per_job"], m["script_per_job"]))
+
+    def monitor_sample(self, n):
+        r = self.fresh()
+        push_jobs(r, n)
+        mon = socket.create_connection(("127.0.0.1", self.server.port))
+        mon.sendall(b"MONITOR\r\n")
+        buf = bytearray()
+        stop = threading.Event()
+
+        def reader():
+            mon.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    chunk = mon.recv(1 << 16)
+                except socket.timeout:
+                    continue
+                if not chunk:
+                    break
+                buf.extend(chunk)
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        # Our polls go through a socket of our own, so MONITOR lines from it can be told
+        # apart by address.
+        poll = socket.create_connection(("127.0.0.1", self.server.port))
+        mine = "%s:%d" % poll.getsockname()[:2]
+
+        def polled():
+            poll.sendall(b"GET cogworker:stats:processed\r\n")
+            data = b""
+            while True:
+                data += poll.recv(256)
+                if data.startswith(b"$-1\r\n"):
+                    return 0
+                parts = data.split(b"\r\n")
+                if len(parts) >= 3:
+                    return int(parts[1])
+
+        d = self.daemon(concurrency=1)
+        d.start(wait=False)
+        try:
+            wait_for(lambda: polled() >= n, timeout=60, interval=0.05)
+            time.sleep(0.3)
+        finally:
+            d.stop()
+            stop.set()
+            t.join()
+            mon.close()
+            poll.close()
+        lines = bytes(buf).decode("utf-8", "replace").splitlines()
+        client = script = 0
+        by = {}
+        for line in lines:
+            m = re.match(r'^\+?\d+\.\d+ \[\d+ ([^\]]+)\] "([^"]+)"', line)
+            if not m:
+                continue
+            src, cmd = m.group(1), m.group(2).lower()
+            if src == mine:
+                continue            # the bench's own polls
+            key = ("lua " if src == "lua" else "") + cmd
+            by[key] = by.get(key, 0) + 1
+            if src == "lua":
+                script += 1
+            else:
+                client += 1
+        return {"jobs": n, "client_per_job": client / n, "script_per_job": script / n,
+                "by_command": {k: v / n for k, v in sorted(by.items())}}
+
+    # -- latency
+
+    def latency(self):
+        res = {}
+        for label, queues in (("1 queue", ["default"]),
+                              ("5 queues", ["q1", "q2", "q3", "q4", "q5"])):
+            runs = []
+            for rep in range(self.opts.lat_reps):
+                runs.append(self.latency_run(queues, self.opts.lat_samples))
+            allv = [x for run in runs for x in run]
+            res[label] = {
+                "samples": len(allv),
+                "p50_ms": median([percentile(run, 50) for run in runs]) * 1e3,
+                "p99_ms": median([percentile(run, 99) for run in runs]) * 1e3,
+                "max_ms": max(allv) * 1e3,
+                "runs": runs,
+            }
+            log("latency %s: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples)" % (
+                label, res[label]["p50_ms"], res[label]["p99_ms"], res[label]["max_ms"],
+                len(allv)))
+        self.results["latency"] = res
+
+    def latency_run(self, queues, samples):
+        r = self.fresh()
+        stamps = os.path.join(self.tmp, "stamps-%d" % time.monotonic_ns())
+        d = self.daemon(concurrency=10, queues=queues, handlers=[
+            {"class": "Stamp", "command": [self.ceiling_bin, "--stamp", stamps]}])
+        d.start(wait=False)
+        lat = []
+        try:
+            wait_ready(r, d)
+            time.sleep(1.0)             # every fetcher parked: the daemon is idle
+            for i in range(samples):
+                q = queues[i % len(queues)]
+                payload = job("Stamp", queue=q)
+                jid = json.loads(payload)["jid"]
+                key = ("cogworker:queue:" + q).encode()
+                t = time.time()
+                r.lpush(key, payload)
+                wait_for(lambda: processed(r) >= i + 1, timeout=10, interval=0.001)
+                lat.append(read_stamps(stamps)[jid][0] - t)
+                time.sleep(0.02)        # idle again before the next push
+        finally:
+            d.stop()
+        return lat
+
+    # -- scheduled lateness
+
+    def scheduled(self):
+        n = self.opts.sched_jobs
+        spread = self.opts.sched_spread
+        r = self.fresh()
+        d = self.daemon(concurrency=2, queues=["default"])
+        d.start(wait=False)
+        try:
+            wait_ready(r, d)
+            # Probe: is there a poller at all? A job due now must reach its queue.
+            probe = job("Late", queue="late")
+            r.zadd(b"cogworker:schedule", {probe: time.time()})
+            try:
+                wait_for(lambda: r.llen(b"cogworker:queue:late") >= 1, timeout=13,
+                         interval=0.05)
+            except AssertionError:
+                self.results["scheduled"] = None
+                log("scheduled lateness: n/a (no scheduled poller)")
+                return
+            r.delete(b"cogworker:queue:late")
+            now = time.time()
+            due = {}
+            for i in range(n):
+                payload = job("Late", queue="late")
+                at = now + 1.0 + spread * i / n
+                due[json.loads(payload)["jid"]] = at
+                r.zadd(b"cogworker:schedule", {payload: at})
+            wait_for(lambda: r.llen(b"cogworker:queue:late") >= n, timeout=spread + 20,
+                     interval=0.1)
+            late = []
+            for raw in r.lrange(b"cogworker:queue:late", 0, -1):
+                j = json.loads(raw)
+                late.append(float(j["enqueued_at"]) - due[j["jid"]])
+        finally:
+            d.stop()
+        self.results["scheduled"] = {
+            "jobs": n, "poll_interval": 5, "p50_s": percentile(late, 50),
+            "p99_s": percentile(late, 99), "max_s": max(late), "min_s": min(late)}
+        log("scheduled lateness: p50 %.2f s, p99 %.2f s" % (
+            self.results["scheduled"]["p50_s"], self.results["scheduled"]["p99_s"]))
+
+    # -- idle cost
+
+    def idle(self):
+        r = self.fresh()
+        d = self.daemon(concurrency=10, queues=["q1", "q2", "q3", "q4", "q5"])
+        d.start(wait=False)
+        window = self.opts.idle_seconds
+        try:
+            wait_ready(r, d)
+            time.sleep(3)               # boot work (orphan check, key check) done
+            pid = d.proc.pid
+            windows = []
+            c0 = proc_cpu(pid)
+            s0 = r.info("stats")["total_commands_processed"]
+            cs0 = r.info("commandstats")
+            t0 = time.monotonic()
+            parts = 3
+            for k in range(parts):
+                a = proc_cpu(pid)
+                sa = r.info("stats")["total_commands_processed"]
+                ta = time.monotonic()
+                time.sleep(window / parts)
+                b = proc_cpu(pid)
+                sb = r.info("stats")["total_commands_processed"]
+                tb = time.monotonic()
+                windows.append({"cpu_pct": (b[0] + b[1] - a[0] - a[1]) / (tb - ta) * 100,
+                                "cmds_per_s": (sb - sa - 1) / (tb - ta)})
+            c1 = proc_cpu(pid)
+            t1 = time.monotonic()
+            s1 = r.info("stats")["total_commands_processed"]
+            cs1 = r.info("commandstats")
+        finally:
+            d.stop()
+        dt = t1 - t0
+        # Ours in [s0, s1]: 2 INFO per window part + INFO commandstats + the final INFO.
+        ours = 2 * parts + 2
+        by = {}
+        for k, v in cs1.items():
+            calls = v["calls"] - cs0.get(k, {}).get("calls", 0)
+            if k == "cmdstat_info":
+                calls -= ours
+            if calls > 0:
+                by[k[len("cmdstat_"):]] = calls / dt
+        self.results["idle"] = {
+            "seconds": dt, "cpu_pct": (c1[0] + c1[1] - c0[0] - c0[1]) / dt * 100,
+            "cmds_per_s": (s1 - s0 - ours) / dt, "windows": windows, "by_command": by}
+        log("idle: %.2f %% CPU, %.1f Redis commands/s over %.0f s" % (
+            self.results["idle"]["cpu_pct"], self.results["idle"]["cmds_per_s"], dt))
+
+    # -- memory
+
+    def memory(self):
+        res = {}
+        for c in (10, 50, 200):
+            r = self.fresh()
+            d = self.daemon(concurrency=c, handlers=[
+                {"class": "Sleep", "command": ["/bin/sleep", "1"]}])
+            d.start(wait=False)
+            try:
+                wait_ready(r, d)
+                time.sleep(1.5)
+                idle = [proc_rss_kib(d.proc.pid)]
+                for _ in range(4):
+                    time.sleep(0.1)
+                    idle.append(proc_rss_kib(d.proc.pid))
+                push_jobs(r, 2 * c, cls="Sleep")
+                peak = 0
+                busy_seen = 0
+                deadline = time.monotonic() + 60
+                while processed(r) < 2 * c and time.monotonic() < deadline:
+                    peak = max(peak, proc_rss_kib(d.proc.pid))
+                    busy_seen = max(busy_seen, r.hlen(
+                        ("cogworker:workers:" + self.identity_of(r)).encode()))
+                    time.sleep(0.05)
+            finally:
+                d.stop()
+            res[str(c)] = {"idle_kib": median(idle), "load_kib": peak, "busy_seen": busy_seen}
+            log("memory c=%d: idle %.1f MiB, under load %.1f MiB (%d busy at once)" % (
+                c, median(idle) / 1024, peak / 1024, busy_seen))
+        self.results["memory"] = res
+
+    def identity_of(self, r):
+        m = r.smembers(b"cogworker:processes")
+        return next(iter(m)).decode() if m else ""
+
+    # -- recovery after SIGKILL
+
+    def recovery(self):
+        kills = self.opts.kills
+        r = self.fresh()
+        stamps = os.path.join(self.tmp, "recovery-stamps")
+        settings = dict(concurrency=1, heartbeat_interval=1, process_ttl=3,
+                        orphan_threshold=4, orphan_check_interval=1,
+                        handlers=[{"class": "Long", "command": [self.ceiling_bin, "--stamp",
+                                                                stamps, "120"]}])
+        daemons = []
+        try:
+            a = self.daemon(**settings)
+            daemons.append(a)
+            a.start(wait=False)
+            wait_ready(r, a)
+            payload = job("Long")
+            jid = json.loads(payload)["jid"]
+            r.lpush(b"cogworker:queue:default", payload)
+            try:
+                wait_for(lambda: len(read_stamps(stamps).get(jid, [])) >= 1, timeout=10,
+                         interval=0.01)
+            except AssertionError:
+                self.results["recovery"] = None
+                log("recovery: the job did not start")
+                return
+            running = a
+            times = []
+            for k in range(kills):
+                b = self.daemon(**settings)
+                daemons.append(b)
+                b.start(wait=False)
+                wait_for(lambda: r.scard(b"cogworker:processes") >= 2, timeout=15,
+                         interval=0.02)
+                time.sleep(1.5)         # b beats and is idle in BLMOVE
+                seen = len(read_stamps(stamps)[jid])
+                t_kill = time.time()
+                running.proc.kill()
+                running.proc.wait()
+                try:
+                    wait_for(lambda: len(read_stamps(stamps).get(jid, [])) > seen,
+                             timeout=40, interval=0.01)
+                except AssertionError:
+                    if k == 0:
+                        self.results["recovery"] = None
+                        log("recovery: n/a (the job was not recovered within 40 s)")
+                        return
+                    break
+                times.append(read_stamps(stamps)[jid][seen] - t_kill)
+                log("recovery kill %d: %.2f s" % (k + 1, times[-1]))
+                running = b
+        finally:
+            for d in daemons:
+                d.kill()
+        self.results["recovery"] = {"kills": len(times), "median_s": median(times),
+                                    "max_s": max(times), "min_s": min(times), "runs": times}
+
+    # -- report
+
+    def plot(self):
+        t = self.results.get("throughput")
+        if not t or not shutil.which("gnuplot"):
+            return None
+        dat = os.path.join(self.out, "throughput.dat")
+        with open(dat, "w") as f:
+            f.write("# concurrency daemon_jobs_per_s ceiling_spawns_per_s ratio\n")
+            for c in CONCURRENCIES:
+                runs = t["runs"][str(c)]
+                f.write("%d %.1f %.1f %.3f\n" % (
+                    c, median([x["daemon"]["rate"] for x in runs]),
+                    median([x["ceiling"]["rate"] for x in runs]),
+                    median([x["ratio"] for x in runs])))
+        png = os.path.join(self.out, "throughput.png")
+        m = self.results["machine"]
+        script = """
+set terminal png size 900,560
+set output '%s'
+set title "cogworkerd: /bin/true jobs/s vs. the posix_spawn ceiling (%d CPUs, %s)"
+set xlabel 'concurrency (fetcher threads / spawning threads)'
+set ylabel 'jobs/s, spawns/s'
+set y2label 'ratio'
+set logscale x 2
+set xtics (1, 2, 4, 8, 16)
+set yrange [0:*]
+set y2range [0:1.2]
+set y2tics 0.25
+set ytics nomirror
+set key bottom right
+set grid
+plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix\\_spawn + waitpid)', \\
+     '%s' using 1:2 with linespoints lw 2 title 'cogworkerd (log\\_level warn)', \\
+     '%s' using 1:4 axes x1y2 with linespoints dt 2 title 'ratio (right axis)', \\
+     0.75 axes x1y2 with lines dt 3 lc rgb 'gray' title 'target ratio 0.75'
+""" % (png, m["nproc"], m["cpu"].replace("'", ""), dat, dat, dat)
+        gp = os.path.join(self.out, "throughput.gp")
+        with open(gp, "w") as f:
+            f.write(script)
+        subprocess.run(["gnuplot", gp], check=False)
+        return png if os.path.exists(png) else None
+
+    def report(self):
+        m = self.results["machine"]
+        m["loadavg_end"] = os.getloadavg()
+        L = []
+        L.append("# cogworkerd benchmarks\n")
+        L.append("Written by `make bench` (tests/bench/bench.py) on %s, in %.0f s.\n" % (
+            time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), self.elapsed()))
+        L.append("## Machine\n")
+        L.append("| | |\n|---|---|")
+        L.append("| CPUs (nproc) | %d |" % m["nproc"])
+        L.append("| CPU model | %s |" % m["cpu"])
+        L.append("| kernel | %s |" % m["kernel"])
+        L.append("| OS | %s |" % m["os"])
+        L.append("| memory | %s |" % m["memory"])
+        L.append("| redis-server | %s (same host, TCP 127.0.0.1, no persistence) |" % m["redis"])
+        L.append("| cogworkerd revision | %s |" % m["revision"])
+        L.append("| load average at start / end | %s / %s |" % (
+            " ".join("%.2f" % x for x in m["loadavg_start"]),
+            " ".join("%.2f" % x for x in m["loadavg_end"])))
+        L.append("")
+        t = self.results.get("throughput")
+        if t:
+            L.append("## Throughput: %d `/bin/true` jobs vs. the spawn ceiling\n" % t["jobs"])
+            L.append("Median of %d repetitions. The ceiling (tests/bench/spawn_ceiling.c: "
+                     "`posix_spawn` + `waitpid` of `/bin/true`, %d spawns shared by as many "
+                     "threads as the daemon has fetchers) runs in the same repetition, right "
+                     "before or after the daemon; the ratio is taken per repetition. Daemon: "
+                     "one queue, `log_level = \"warn\"`, Redis over TCP on the same host. "
+                     "CPU columns: microseconds of CPU per job (daemon process; its children; "
+                     "redis-server) and per spawn for the ceiling (spawner; children).\n"
+                     % (t["reps"], t["ceiling_spawns"]))
+            L.append("| concurrency | cogworkerd jobs/s | ceiling spawns/s | ratio | "
+                     "daemon CPU µs/job | children µs/job | redis µs/job | "
+                     "ceiling spawner µs | ceiling children µs |")
+            L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for c in CONCURRENCIES:
+                runs = t["runs"][str(c)]
+                L.append("| %d | %.0f | %.0f | **%.2f** | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+                    c, median([x["daemon"]["rate"] for x in runs]),
+                    median([x["ceiling"]["rate"] for x in runs]),
+                    median([x["ratio"] for x in runs]),
+                    median([x["daemon"]["daemon_us"] for x in runs]),
+                    median([x["daemon"]["children_us"] for x in runs]),
+                    median([x["daemon"]["redis_us"] for x in runs]),
+                    median([x["ceiling"]["self_us"] for x in runs]),
+                    median([x["ceiling"]["children_us"] for x in runs])))
+            if t["info_c4"]:
+                ir = t["info_c4"]
+                L.append("| 4, `log_level = \"info\"` | %.0f | %.0f | **%.2f** | %.0f | %.0f | "
+                         "%.0f | | |" % (
+                             median([x["daemon"]["rate"] for x in ir]),
+                             median([x["ceiling"]["rate"] for x in ir]),
+                             median([x["ratio"] for x in ir]),
+                             median([x["daemon"]["daemon_us"] for x in ir]),
+                             median([x["daemon"]["children_us"] for x in ir]),
+                             median([x["daemon"]["redis_us"] for x in ir])))
+            L.append("")
+            L.append("Every repetition (jobs/s / ceiling = ratio):\n")
+            for c in CONCURRENCIES:
+                L.append("- c=%d: %s" % (c, ", ".join(
+                    "%.0f / %.0f = %.2f" % (x["daemon"]["rate"], x["ceiling"]["rate"],
+                                            x["ratio"]) for x in t["runs"][str(c)])))
+            if t["info_c4"]:
+                L.append("- c=4, info: %s" % ", ".join(
+                    "%.0f / %.0f = %.2f" % (x["daemon"]["rate"], x["ceiling"]["rate"],
+                                            x["ratio"]) for x in t["info_c4"]))
+            L.append("\n![throughput](throughput.png)\n")
+        rt = self.results.get("round_trips")
+        if rt:
+            L.append("## Redis round trips per job (success path)\n")
+            L.append("| measure | per job |\n|---|---:|")
+            L.append("| network round trips (INFO stats `total_reads_processed` delta) | "
+                     "%.2f |" % rt["reads_per_job"])
+            L.append("| all commands (INFO commandstats delta; script-internal commands "
+                     "included) | %.2f |" % rt["all_per_job"])
+            L.append("| top-level calls, sent by the daemon (MONITOR sample of %d jobs) | "
+                     "%.2f |" % (rt["monitor"]["jobs"], rt["monitor"]["client_per_job"]))
+            L.append("| commands run inside scripts (MONITOR `[0 lua]`) | %.2f |" %
+                     rt["monitor"]["script_per_job"])
+            L.append("")
+            L.append("By command (commandstats, %d jobs at concurrency 4; fractions are the "
+                     "daemon's background work — heartbeat, poller — spread over the run): %s\n"
+                     % (rt["jobs"], ", ".join("%s %.2f" % (k.upper(), v) for k, v in
+                                             sorted(rt["commands_per_job"].items(),
+                                                    key=lambda kv: -kv[1]))))
+            L.append("By command and issuer (MONITOR): %s\n" % ", ".join(
+                "%s %.2f" % (k.upper(), v) for k, v in rt["monitor"]["by_command"].items()))
+        lat = self.results.get("latency")
+        if lat:
+            L.append("## Latency: enqueue → handler start (idle daemon, concurrency 10)\n")
+            L.append("p50 and p99: median over %d runs; max: over all samples. The handler "
+                     "writes its own start time (CLOCK_REALTIME); the push time is taken "
+                     "right before the LPUSH.\n" % self.opts.lat_reps)
+            L.append("| queues | samples | p50 | p99 | max |\n|---|---:|---:|---:|---:|")
+            for k, v in lat.items():
+                L.append("| %s | %d | %.2f ms | %.2f ms | %.2f ms |" % (
+                    k, v["samples"], v["p50_ms"], v["p99_ms"], v["max_ms"]))
+            L.append("")
+        L.append("## Scheduled lateness (due → on the queue)\n")
+        s = self.results.get("scheduled", "skipped")
+        if s is None:
+            L.append("n/a: no scheduled poller moved a due job to its queue.\n")
+        elif s == "skipped":
+            L.append("not run.\n")
+        else:
+            L.append("%d jobs due over %.0f s, `poll_interval` %d s (the default); "
+                     "\"on the queue\" = the `enqueued_at` the poller stamps when it moves "
+                     "the job.\n" % (s["jobs"], self.opts.sched_spread, s["poll_interval"]))
+            L.append("| p50 | p99 | max |\n|---:|---:|---:|")
+            L.append("| %.2f s | %.2f s | %.2f s |\n" % (s["p50_s"], s["p99_s"], s["max_s"]))
+        idle = self.results.get("idle")
+        if idle:
+            L.append("## Idle cost (concurrency 10, five queues)\n")
+            L.append("| window | CPU (% of one core) | Redis commands/s |\n|---|---:|---:|")
+            L.append("| %.0f s | %.3f %% | %.1f |" % (idle["seconds"], idle["cpu_pct"],
+                                                  idle["cmds_per_s"]))
+            for i, w in enumerate(idle["windows"]):
+                L.append("| part %d | %.3f %% | %.1f |" % (i + 1, w["cpu_pct"], w["cmds_per_s"]))
+            L.append("")
+            L.append("Commands/s by command: %s\n" % ", ".join(
+                "%s %.2f" % (k.upper(), v) for k, v in sorted(idle["by_command"].items(),
+                                                             key=lambda kv: -kv[1])))
+        mem = self.results.get("memory")
+        if mem:
+            L.append("## Memory (VmRSS of the daemon)\n")
+            L.append("Under load: the peak while 2 × concurrency `/bin/sleep 1` jobs run "
+                     "(every fetcher has a child).\n")
+            L.append("| concurrency | idle | under load | busy fetchers seen |\n"
+                     "|---:|---:|---:|---:|")
+            for c, v in mem.items():
+                L.append("| %s | %.1f MiB | %.1f MiB | %d |" % (
+                    c, v["idle_kib"] / 1024, v["load_kib"] / 1024, v["busy_seen"]))
+            L.append("")
+        L.append("## Recovery after SIGKILL\n")
+        rec = self.results.get("recovery", "skipped")
+        if rec is None:
+            L.append("n/a: the killed daemon's job was not recovered.\n")
+        elif rec == "skipped":
+            L.append("not run.\n")
+        else:
+            L.append("Two daemons (`heartbeat_interval = 1`, `process_ttl = 3`, "
+                     "`orphan_threshold = 4`, `orphan_check_interval = 1`); kill -9 of the "
+                     "one running the job → the job's handler starting on the survivor.\n")
+            L.append("| kills | median | max | min |\n|---:|---:|---:|---:|")
+            L.append("| %d | %.2f s | %.2f s | %.2f s |\n" % (
+                rec["kills"], rec["median_s"], rec["max_s"], rec["min_s"]))
+        L.append("## Reproduce\n")
+        L.append("`make bench` (the report lands in build/bench/report.md). Raw samples: "
+                 "build/bench/results.json.\n")
+        with open(os.path.join(self.out, "report.md"), "w") as f:
+            f.write("\n".join(L))
+        with open(os.path.join(self.out, "results.json"), "w") as f:
+            json.dump(self.results, f, indent=1, default=str)
+
+    # -- main
+
+    def run(self):
+        self.ensure_ceiling_binary()
+        self.results["machine"] = self.machine()
+        log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
+            self.results["machine"])
+        figures = ["throughput", "round_trips", "latency", "scheduled", "idle", "memory",
+                   "recovery"]
+        only = self.opts.only.split(",") if self.opts.only else figures
+        self.server = RedisServer()
+        try:
+            for name in figures:
+                if name in only:
+                    t = time.monotonic()
+                    getattr(self, name)()
+                    log("%s done in %.0f s (total %.0f s)" % (name, time.monotonic() - t,
+                                                            self.elapsed()))
+        finally:
+            self.server.stop()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        png = self.plot()
+        self.report()
+        log("report: %s%s" % (os.path.join(self.out, "report.md"),
+                              (", plot: " + png) if png else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--reps", type=int, default=3, help="throughput repetitions (default 3)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: small numbers")
+    ap.add_argument("--only", default="", help="comma-separated figures to run")
+    ap.add_argument("--budget", type=float, default=540,
+                    help="seconds the whole run should stay under (throughput reps adapt)")
+    opts = ap.parse_args()
+    opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 20000, 10000, 2000, 200
+    opts.lat_reps, opts.lat_samples = 3, 100
+    opts.sched_jobs, opts.sched_spread = 40, 10.0
+    opts.idle_seconds, opts.kills = 30, 3
+    opts.rest = 150     # seconds the figures after throughput take, roughly
+    if opts.quick:
+        opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 1000, 500, 50
+        opts.reps, opts.lat_reps, opts.lat_samples = 1, 1, 20
+        opts.sched_jobs, opts.sched_spread = 10, 2.0
+        opts.idle_seconds, opts.kills = 3, 1
+    Bench(opts).run()
+
+
+if __name__ == "__main__":
+    main()
