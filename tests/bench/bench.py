@@ -666,22 +666,24 @@ class Bench:
         png = os.path.join(self.out, "throughput.png")
         m = self.results["machine"]
         script = """
-set terminal png size 900,560
+set terminal png size 900,560 noenhanced
 set output '%s'
 set title "cogworkerd: /bin/true jobs/s vs. the posix_spawn ceiling (%d CPUs, %s)"
+set xrange [0.8:20]
 set xlabel 'concurrency (fetcher threads / spawning threads)'
 set ylabel 'jobs/s, spawns/s'
 set y2label 'ratio'
 set logscale x 2
 set xtics (1, 2, 4, 8, 16)
 set yrange [0:*]
+set offsets 0, 0, graph 0.25, 0
 set y2range [0:1.2]
 set y2tics 0.25
 set ytics nomirror
-set key bottom right
+set key top left
 set grid
-plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix\\_spawn + waitpid)', \\
-     '%s' using 1:2 with linespoints lw 2 title 'cogworkerd (log\\_level warn)', \\
+plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + waitpid)', \\
+     '%s' using 1:2 with linespoints lw 2 title 'cogworkerd (log_level warn)', \\
      '%s' using 1:4 axes x1y2 with linespoints dt 2 title 'ratio (right axis)', \\
      0.75 axes x1y2 with lines dt 3 lc rgb 'gray' title 'target ratio 0.75'
 """ % (png, m["nproc"], m["cpu"].replace("'", ""), dat, dat, dat)
@@ -724,30 +726,37 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix\\_spawn + 
                      % (t["reps"], t["ceiling_spawns"]))
             L.append("| concurrency | cogworkerd jobs/s | ceiling spawns/s | ratio | "
                      "daemon CPU µs/job | children µs/job | redis µs/job | "
-                     "ceiling spawner µs | ceiling children µs |")
-            L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            for c in CONCURRENCIES:
-                runs = t["runs"][str(c)]
-                L.append("| %d | %.0f | %.0f | **%.2f** | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
-                    c, median([x["daemon"]["rate"] for x in runs]),
+                     "ceiling spawner µs | ceiling children µs | CPU ratio |")
+            L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+            def cpu_ratio(x):
+                ce, dm = x["ceiling"], x["daemon"]
+                return (ce["self_us"] + ce["children_us"]) / (
+                    dm["daemon_us"] + dm["children_us"] + dm["redis_us"])
+
+            def row(label, runs, ceiling=True):
+                return ("| %s | %.0f | %.0f | **%.2f** | %.0f | %.0f | %.0f | %s | %s | %.2f |" % (
+                    label, median([x["daemon"]["rate"] for x in runs]),
                     median([x["ceiling"]["rate"] for x in runs]),
                     median([x["ratio"] for x in runs]),
                     median([x["daemon"]["daemon_us"] for x in runs]),
                     median([x["daemon"]["children_us"] for x in runs]),
                     median([x["daemon"]["redis_us"] for x in runs]),
-                    median([x["ceiling"]["self_us"] for x in runs]),
-                    median([x["ceiling"]["children_us"] for x in runs])))
+                    "%.0f" % median([x["ceiling"]["self_us"] for x in runs]) if ceiling else "",
+                    "%.0f" % median([x["ceiling"]["children_us"] for x in runs])
+                    if ceiling else "",
+                    median([cpu_ratio(x) for x in runs])))
+            for c in CONCURRENCIES:
+                L.append(row(str(c), t["runs"][str(c)]))
             if t["info_c4"]:
-                ir = t["info_c4"]
-                L.append("| 4, `log_level = \"info\"` | %.0f | %.0f | **%.2f** | %.0f | %.0f | "
-                         "%.0f | | |" % (
-                             median([x["daemon"]["rate"] for x in ir]),
-                             median([x["ceiling"]["rate"] for x in ir]),
-                             median([x["ratio"] for x in ir]),
-                             median([x["daemon"]["daemon_us"] for x in ir]),
-                             median([x["daemon"]["children_us"] for x in ir]),
-                             median([x["daemon"]["redis_us"] for x in ir])))
+                L.append(row("4, `log_level = \"info\"`", t["info_c4"], ceiling=False))
             L.append("")
+            L.append("CPU ratio = the ceiling's CPU per spawn (spawner + child) / the daemon's "
+                     "CPU per job (daemon + child + redis-server): the ratio to expect when "
+                     "every core is busy, as it is from concurrency %d up on this machine. "
+                     "The daemon's share is its Redis round trips (3 per job) and the pipes, "
+                     "poll loop and process group of each child.\n"
+                     % self.results["machine"]["nproc"])
             L.append("Every repetition (jobs/s / ceiling = ratio):\n")
             for c in CONCURRENCIES:
                 L.append("- c=%d: %s" % (c, ", ".join(
