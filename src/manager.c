@@ -484,6 +484,8 @@ static void notify_status(const struct conf *c)
 	           atomic_load(&D.prev_beat_failed) ? "unreachable" : "ok");
 }
 
+#define ABORT_GRACE 2.0        /* TERM → KILL of handlers still running at the deadline */
+
 static double beat_interval(void)
 {
 	struct conf *c = conf_acquire();
@@ -502,24 +504,46 @@ static int shutdown_daemon(void)
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping: waiting up to %gs for %d running job(s)", timeout, atomic_load(&D.busy));
 	double deadline = mono_now() + timeout;
-	/* Keep beating while draining: the fleet sees us quiet, not dead. */
+	/* Keep beating while draining, so the fleet sees us quiet, not dead; but never wait
+	 * on a Redis that failed the last beat. */
 	int left;
 	while ((left = fetchers_join(fmin(deadline, mono_now() + beat_interval()))) > 0 &&
 	       mono_now() < deadline)
-		heartbeat_beat(&mconn);
-	if (left > 0) {
-		/* left also counts idle fetchers still in a blocking fetch: report the jobs */
+		if (!atomic_load(&D.prev_beat_failed))
+			heartbeat_beat(&mconn);
+	if (left > 0 && atomic_load(&D.busy) > 0) {
 		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
 		         atomic_load(&D.busy), timeout);
 		fetchers_abort_all();
-		left = fetchers_join(mono_now() + 3.0 + FETCH_TIMEOUT);
-		if (left > 0)
-			log_error("stopping: %d fetcher(s) did not finish", left);
+		left = fetchers_join(mono_now() + ABORT_GRACE + 0.5);
 	}
-	deferred_releases_retry(&mconn);
-	stop_requeue(&mconn);
+	/*
+	 * Idle fetchers return from a blocking fetch within FETCH_TIMEOUT, so waiting until
+	 * deadline + FETCH_TIMEOUT + 1 means none pops a job after the requeue (lesson 22).
+	 * One stuck on an unreachable Redis is abandoned: a job it might still pop stays in
+	 * our in-progress list, which stays registered for recovery.
+	 */
+	if (left > 0)
+		left = fetchers_join(fmax(mono_now(), deadline + FETCH_TIMEOUT + 1.0));
+	if (left > 0)
+		log_error("stopping: %d fetcher(s) stuck in Redis calls are abandoned", left);
+	/* The rest must fit in shutdown_timeout + 5 s even with Redis away: short timeouts,
+	 * and nothing more once Redis has failed to answer. */
+	rconn_set_timeouts(&mconn, 1.0, 1.0);
+	redisReply *pong = rcmd(&mconn, "PING");
+	int reachable = pong != NULL;
+	if (pong)
+		freeReplyObject(pong);
+	if (reachable) {
+		deferred_releases_retry(&mconn);
+		stop_requeue(&mconn);
+	} else {
+		log_error("stopping without the shutdown requeue: Redis unreachable (%s); unfinished "
+		          "jobs stay in " K_INPROGRESS "%s for recovery", mconn.err, D.identity);
+	}
 	subscriber_stop();
-	presence_remove(&mconn);
+	if (reachable)
+		presence_remove(&mconn);
 	log_info("stopped");
 	return 0;
 }

@@ -59,6 +59,22 @@ void rconn_close(struct rconn *r)
 	}
 }
 
+static struct timeval to_timeval(double s)
+{
+	struct timeval tv;
+	tv.tv_sec = (time_t)s;
+	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+	return tv;
+}
+
+void rconn_set_timeouts(struct rconn *r, double connect, double command)
+{
+	r->rc.connect_timeout = connect;
+	r->rc.command_timeout = command;
+	if (r->c)
+		redisSetTimeout(r->c, to_timeval(command));
+}
+
 void rconn_free(struct rconn *r)
 {
 	rconn_close(r);
@@ -72,13 +88,6 @@ void rconn_free(struct rconn *r)
 	memset(r, 0, sizeof *r);
 }
 
-static struct timeval to_timeval(double s)
-{
-	struct timeval tv;
-	tv.tv_sec = (time_t)s;
-	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-	return tv;
-}
 
 static void set_err(struct rconn *r, int unavailable, const char *fmt, ...)
 {

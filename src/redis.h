@@ -24,6 +24,8 @@ struct rconn {
 
 void rconn_init(struct rconn *r, const struct redis_conf *rc);
 void rconn_close(struct rconn *r);
+/* New connect and command timeouts (seconds), applied now and after every reconnect. */
+void rconn_set_timeouts(struct rconn *r, double connect, double command);
 void rconn_free(struct rconn *r);
 /* Connect now if not connected (ignoring the backoff when force). 0 on success. */
 int rconn_connect(struct rconn *r, int force);

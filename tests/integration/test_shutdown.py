@@ -108,6 +108,28 @@ class GracefulStop(DaemonTestCase):
                              pid in procs_with_env("COGWORKER_JID", jid_of(j)))
         self.assertEqual(self.r.get(PROCESSED), None)
 
+    def test_term_with_redis_unreachable_still_exits_within_shutdown_timeout_plus_5(self):
+        # DESIGN.md "Stop": exit within shutdown_timeout + 5 s, also when Redis has gone
+        # away (SIGSTOP: connections hang rather than fail). Jobs stay in progress for
+        # recovery; the handler is still stopped.
+        d = self.daemon(handlers=GATE, shutdown_timeout=2, concurrency=3,
+                        queues=["default", "low"])
+        j = job("S")
+        self.push(j)
+        wait_for(lambda: d.runs_of(jid_of(j)) == 1)
+        self.server.pause()
+        try:
+            t0 = time.monotonic()
+            d.signal(signal.SIGTERM)
+            self.assertEqual(d.wait_exit(12), 0)
+            self.assertLess(time.monotonic() - t0, 2 + 5 + 0.5)
+        finally:
+            self.server.resume()
+        self.assert_job_processes_gone(jid_of(j), timeout=0.5)
+        self.assertEqual(self.r.lrange(inprogress(d.identity), 0, -1), [j.encode()])
+        self.assertIn(d.identity.encode(), self.r.smembers(IDENTITIES))
+        self.assertIn("Redis unreachable", d.log())
+
     def test_lc2_basic_mode_term_requeues_the_running_job(self):
         d = self.daemon(handlers=GATE, fetch="basic", shutdown_timeout=1)
         j = job("G")
