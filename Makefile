@@ -28,7 +28,7 @@ endif
 
 # Code shared by the daemon, cogworkerctl and the unit tests.
 LIB_SRC  := src/log.c src/util.c src/config.c src/redis.c src/json.c src/job.c src/bookkeeping.c \
-            src/handler.c src/cron.c src/scripts.c src/producer.c
+            src/handler.c src/reaper.c src/cron.c src/scripts.c src/producer.c
 DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
             src/heartbeat.c src/scheduled.c src/keyguard.c src/recovery.c src/ticker.c \
             src/deathhook.c

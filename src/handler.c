@@ -56,6 +56,7 @@
  * exec) do not need to ignore it.
  */
 #include "handler.h"
+#include "reaper.h"
 #include "log.h"
 #include "util.h"
 
@@ -1168,6 +1169,7 @@ int handler_run(const struct run_request *req, struct run_result *res,
 		spawn_failed(res, err);
 		return 0;
 	}
+	reaper_track((int)pid);          /* the child leads its own process group */
 	if (spawned)
 		spawned(spawned_ctx, (int)pid);
 
@@ -1184,6 +1186,7 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	if (req->timeout > 0)
 		w.deadline = mono_now() + req->timeout;
 	pump_loop(p, &w);              /* returns once the child is reaped */
+	reaper_untrack((int)pid);      /* and its group killed */
 
 	fill_outcome(res, &w);
 	res->tail = ring_take(&p->tail, &res->tail_len);

@@ -32,6 +32,7 @@
 #include <systemd/sd-daemon.h>
 #include "daemon.h"
 #include "job.h"
+#include "reaper.h"
 #include "json.h"
 #include "metrics.h"
 #include "util.h"
@@ -564,6 +565,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	log_set_level(c->log_level);
 	make_identity();
 	D.started_at = now_float();
+	reaper_start();                 /* before any thread: it is a fork */
 	if (signals_setup() != 0) {
 		log_error("couldn't set up signal handling: %s", strerror(errno));
 		return 1;

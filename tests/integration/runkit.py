@@ -15,13 +15,10 @@ the test handlers write.
 import hashlib
 import json
 import os
-import time
 import unittest
 
 from harness import (DaemonTestCase, binary, free_port, handler, job, new_jid,  # noqa: F401
                      wait_for)
-
-import redis
 
 RETRY = b"cogworker:retry"
 DEAD = b"cogworker:dead"

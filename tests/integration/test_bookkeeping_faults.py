@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import handler, job, wait_for  # noqa: E402
+from harness import handler, job  # noqa: E402
 from runkit import (DEAD, FAILED, PROCESSED, RETRY, JobTestCase,  # noqa: E402
                     canonical_digest, loads)
 

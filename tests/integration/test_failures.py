@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import handler, job, wait_for  # noqa: E402
-from runkit import (DEAD, FAILED, FAILURE_FIELDS, NEEDS_RECONCILE, PROCESSED, RETRY,  # noqa: E402
+from runkit import (DEAD, FAILED, NEEDS_RECONCILE, PROCESSED, RETRY,  # noqa: E402
                     JobTestCase, canonical_digest, loads, order_cmd, recorder_cmd,
                     parse_records, sh)
 
@@ -78,7 +78,7 @@ class Routing(JobTestCase):
         d = self.daemon(handlers=[{"class": "F", "command": handler("fail")}])
         p = self.push(job("F", retry=5, failure_outcome="retrying"))
         jid = loads(p)["jid"]
-        first_failed_at = None
+        first_failed_at = member = None
         bounds = {1: (14, 75), 2: (31, 118), 3: (96, 212)}
         for n in (1, 2, 3):
             t0 = self.now()

@@ -8,7 +8,6 @@ Run: python3 tests/integration/run.py test_on_death
 """
 
 import os
-import signal
 import sys
 import time
 

@@ -17,8 +17,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import handler, job, wait_for  # noqa: E402
-from runkit import (DEAD, FAILED, FAILURE_FIELDS, PROCESSED, RETRY, JobTestCase,  # noqa: E402
-                    loads, recorder_cmd, sh)
+from runkit import (DEAD, FAILED, PROCESSED, RETRY, JobTestCase, loads,  # noqa: E402
+                    recorder_cmd, sh)
 
 
 class MustHold(JobTestCase):

@@ -298,16 +298,19 @@ class KillNine(DaemonTestCase):
         wait_for(lambda: d.runs_of(jid_of(j)) == 1)
         children = wait_for(lambda: [p for p in procs_with_env("COGWORKER_JID", jid_of(j))
                                      if self.ppid(p) == d.proc.pid])
+        tree = wait_for(lambda: len(procs_with_env("COGWORKER_JID", jid_of(j))) >= 2 and
+                        procs_with_env("COGWORKER_JID", jid_of(j)),
+                        message="the handler and its sleep child")
         identity = d.identity
-        # The handler's own children (slow's `sleep 60`) are not covered by the child's
-        # PR_SET_PDEATHSIG and outlive a kill -9 (systemd's cgroup kill covers them in
-        # production): don't leave them behind after the test.
-        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL)
-                                 for p in procs_with_env("COGWORKER_JID", jid_of(j))])
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
         wait_for(lambda: not any(self.alive(p) for p in children), timeout=1.0,
                  message="the handler child dying with the daemon")
+        # ...and its own children too (slow's `sleep 60`, which PR_SET_PDEATHSIG does not
+        # cover): the reaper kills the whole process group, so a recovered copy of the job
+        # never runs beside the old one.
+        wait_for(lambda: not any(self.alive(p) for p in tree), timeout=1.0,
+                 message="the handler's whole process tree gone")
         self.assertEqual(self.r.lrange(inprogress(identity), 0, -1), [j.encode()])
         self.assertEqual(self.r.llen(qkey("default")), 0)
         # its registration stays, so that a live process recovers the list later

@@ -14,8 +14,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import handler, job, wait_for  # noqa: E402
-from runkit import DEAD, RETRY, JobTestCase, canonical_digest, loads  # noqa: E402
+from harness import handler, wait_for  # noqa: E402
+from runkit import DEAD, RETRY, JobTestCase, canonical_digest  # noqa: E402
 
 
 def raw_job(cls, args_text, jid, queue="default", retry=None, unique="until_executed"):
@@ -128,6 +128,7 @@ class Unique(JobTestCase):
         self.push(raw_job("F", '["t"]', jid, retry=0))
         self.wait_member(DEAD)
         wait_for(lambda: not self.r.exists(lock), timeout=5, message="lock released")
+        self.wait_settled(d)
 
     def test_uj7_lock_of_another_jid_untouched(self):
         d = self.ud()
