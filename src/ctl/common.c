@@ -40,6 +40,21 @@ void ctl_getopt_reset(void)
 	opterr = 0;         /* one line of our own instead of getopt's */
 }
 
+int ctl_only_common_opts(struct ctl *c, int argc, char **argv, int max_args)
+{
+	static const struct option opts[] = { CTL_COMMON_OPTS, { 0, 0, 0, 0 } };
+	int ch;
+	ctl_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
+		if (!ctl_common_opt(c, ch, argv))
+			return -1;
+	if (argc - optind > max_args) {
+		ctl_error("%s: unexpected \"%s\"", argv[0], argv[optind + max_args]);
+		return -1;
+	}
+	return argc - optind;
+}
+
 double ctl_now(struct ctl *c)
 {
 	return redis_time(&c->r);

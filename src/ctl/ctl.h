@@ -43,6 +43,9 @@ static inline int ctl_worse(int a, int b) { return a > b ? a : b; }
 int ctl_common_opt(struct ctl *c, int ch, char **argv);
 /* getopt_long over argv with a fresh state; wraps the reset that glibc needs. */
 void ctl_getopt_reset(void);
+/* For commands with no options of their own: parse the common ones; returns the number of
+ * positional arguments (at argv + optind), or -1 (reported) when bad or more than max. */
+int ctl_only_common_opts(struct ctl *c, int argc, char **argv, int max_args);
 
 /* Time: Redis TIME (the host clock when refused); -1 when Redis is unreachable. */
 double ctl_now(struct ctl *c);

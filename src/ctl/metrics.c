@@ -10,16 +10,8 @@
 
 int cmd_metrics(struct ctl *c, int argc, char **argv)
 {
-	static const struct option opts[] = { CTL_COMMON_OPTS, { 0, 0, 0, 0 } };
-	int ch;
-	ctl_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
-		if (!ctl_common_opt(c, ch, argv))
-			return CTL_USAGE;
-	if (optind < argc) {
-		ctl_error("metrics: unexpected \"%s\"", argv[optind]);
+	if (ctl_only_common_opts(c, argc, argv, 0) < 0)
 		return CTL_USAGE;
-	}
 	if (c->json) {
 		ctl_error("metrics prints the Prometheus text format only (no --json)");
 		return CTL_USAGE;

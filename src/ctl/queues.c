@@ -280,12 +280,8 @@ static int clear_queue(struct ctl *c, const char *q)
 
 int cmd_queues(struct ctl *c, int argc, char **argv)
 {
-	static const struct option opts[] = { CTL_COMMON_OPTS, { 0, 0, 0, 0 } };
-	int ch;
-	ctl_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
-		if (!ctl_common_opt(c, ch, argv))
-			return CTL_USAGE;
+	if (ctl_only_common_opts(c, argc, argv, argc) < 0)
+		return CTL_USAGE;
 	int nargs = argc - optind;
 	char **args = argv + optind;
 	if (nargs == 0 || strcmp(args[0], "list") == 0) {

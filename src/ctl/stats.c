@@ -20,16 +20,8 @@ static long long counter(const redisReply *rep)
 
 int cmd_stats(struct ctl *c, int argc, char **argv)
 {
-	static const struct option opts[] = { CTL_COMMON_OPTS, { 0, 0, 0, 0 } };
-	int ch;
-	ctl_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
-		if (!ctl_common_opt(c, ch, argv))
-			return CTL_USAGE;
-	if (optind < argc) {
-		ctl_error("stats: unexpected \"%s\"", argv[optind]);
+	if (ctl_only_common_opts(c, argc, argv, 0) < 0)
 		return CTL_USAGE;
-	}
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	double now = ctl_now(c);
