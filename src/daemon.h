@@ -178,6 +178,8 @@ int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len
                    const char *jid);
 int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
                     const char *jid);
+/* REQUEUE_ONE of a job on our in-progress list (give back, stray): the reply, or NULL. */
+redisReply *requeue_one(struct rconn *r, const char *raw, size_t len);
 int give_back(struct rconn *r, const char *raw, size_t len, const char *queue);
 void settle_pending_all(struct rconn *r, struct log_site *site);
 /* 1 when Redis answered at all (for log-site recovery). */

@@ -483,16 +483,7 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 
 static int requeue_stray(struct rconn *r, const char *raw, size_t len, struct log_site *site)
 {
-	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
-	char ttl[32];
-	struct conf *c = conf_acquire();
-	snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
-	conf_release(c);
-	const char *keys[] = { list };
-	const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl };
-	size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl) };
-	redisReply *rep = rscript(r, "requeue_one", 1, keys, 5, args, lens);
-	free(list);
+	redisReply *rep = requeue_one(r, raw, len);
 	if (!rep) {
 		site_result(site, r, 0, "stray not requeued (retried next pass)");
 		return r->unavailable ? -1 : 0;

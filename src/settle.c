@@ -331,6 +331,21 @@ int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw
 	return ack_attempts(r, raw, len, jid, noscript ? 1 : 2);
 }
 
+redisReply *requeue_one(struct rconn *r, const char *raw, size_t len)
+{
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char ttl[32];
+	struct conf *c = conf_acquire();
+	snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
+	conf_release(c);
+	const char *keys[] = { list };
+	const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl };
+	size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl) };
+	redisReply *rep = rscript(r, "requeue_one", 1, keys, 5, args, lens);
+	free(list);
+	return rep;
+}
+
 int give_back(struct rconn *r, const char *raw, size_t len, const char *queue)
 {
 	redisReply *rep;
@@ -341,16 +356,7 @@ int give_back(struct rconn *r, const char *raw, size_t len, const char *queue)
 		rep = rcmd_argv(r, 3, argv, lens);
 		free(key);
 	} else {
-		char *list = xasprintf(K_INPROGRESS "%s", D.identity);
-		char ttl[32];
-		struct conf *c = conf_acquire();
-		snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
-		conf_release(c);
-		const char *keys[] = { list };
-		const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl };
-		size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl) };
-		rep = rscript(r, "requeue_one", 1, keys, 5, args, lens);
-		free(list);
+		rep = requeue_one(r, raw, len);
 	}
 	if (!rep) {
 		log_error("couldn't give back a job (left in progress for reconcile): %s", r->err);
