@@ -12,7 +12,7 @@ Figures (each run several times; the report gives medians):
   throughput   20 000 /bin/true jobs at concurrency 1, 2, 4, 8, 16 (log_level "warn"), next
                to the spawn ceiling (tests/bench/spawn_ceiling.c: posix_spawn + waitpid of
                /bin/true with as many threads) measured in the same repetition, right before
-               or after (the order alternates). The jobs are pushed first (pipelined LPUSH),
+               and right after the daemon (their mean). The jobs are pushed first (pipelined LPUSH),
                then the daemon starts; the rate is the slope of cogworker:stats:processed
                from the first processed job to the last one (the last ack rides in the same
                round trip as the last INCR). Ratio = daemon / ceiling of the same repetition;
@@ -211,7 +211,7 @@ class Bench:
             "os": cmd(["sh", "-c", ". /etc/os-release && echo \"$PRETTY_NAME\""]),
             "memory": mem,
             "redis": m.group(1) if m else rv,
-            "revision": cmd(["git", "-C", REPO, "describe", "--always", "--dirty"]),
+            "revision": cmd(["git", "-C", REPO, "describe", "--always", "--dirty"]) or "?",
             "loadavg_start": os.getloadavg(),
         }
 
@@ -285,17 +285,20 @@ class Bench:
         while rep < self.opts.reps:
             started = time.monotonic()
             for c in CONCURRENCIES:
-                ceil_first = (rep + c) % 2 == 0
-                if ceil_first:
-                    ce = self.ceiling(c, nc)
+                # The ceiling right before and right after the daemon, averaged: a burst of
+                # other load on the machine during one of them moves the ratio less.
+                before = self.ceiling(c, nc)
                 dm = self.daemon_rate(c, n)
-                if not ceil_first:
-                    ce = self.ceiling(c, nc)
+                di = self.daemon_rate(c, n, level="info") if c == 4 else None
+                after = self.ceiling(c, nc)
+                ce = {k: (before[k] + after[k]) / 2 for k in before}
+                ce["before"], ce["after"] = before["rate"], after["rate"]
                 runs[c].append({"daemon": dm, "ceiling": ce, "ratio": dm["rate"] / ce["rate"]})
-                line = "throughput c=%-2d rep %d: %.0f jobs/s, ceiling %.0f/s, ratio %.2f" % (
-                    c, rep + 1, dm["rate"], ce["rate"], dm["rate"] / ce["rate"])
-                if c == 4:
-                    di = self.daemon_rate(c, n, level="info")
+                line = ("throughput c=%-2d rep %d: %.0f jobs/s, ceiling %.0f/s (%.0f before, "
+                        "%.0f after), ratio %.2f" % (c, rep + 1, dm["rate"], ce["rate"],
+                                                     before["rate"], after["rate"],
+                                                     dm["rate"] / ce["rate"]))
+                if di:
                     info_runs.append({"daemon": di, "ceiling": ce,
                                       "ratio": di["rate"] / ce["rate"]})
                     line += "; log_level info %.0f jobs/s (%.2f)" % (
@@ -719,7 +722,8 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             L.append("Median of %d repetitions. The ceiling (tests/bench/spawn_ceiling.c: "
                      "`posix_spawn` + `waitpid` of `/bin/true`, %d spawns shared by as many "
                      "threads as the daemon has fetchers) runs in the same repetition, right "
-                     "before or after the daemon; the ratio is taken per repetition. Daemon: "
+                     "before and right after the daemon (the mean of the two is the "
+                     "repetition's ceiling); the ratio is taken per repetition. Daemon: "
                      "one queue, `log_level = \"warn\"`, Redis over TCP on the same host. "
                      "CPU columns: microseconds of CPU per job (daemon process; its children; "
                      "redis-server) and per spawn for the ceiling (spawner; children).\n"
@@ -753,19 +757,20 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             L.append("")
             L.append("CPU ratio = the ceiling's CPU per spawn (spawner + child) / the daemon's "
                      "CPU per job (daemon + child + redis-server): the ratio to expect when "
-                     "every core is busy, as it is from concurrency %d up on this machine. "
+                     "every core is busy (from concurrency %d up on this machine, about). "
                      "The daemon's share is its Redis round trips (3 per job) and the pipes, "
                      "poll loop and process group of each child.\n"
                      % self.results["machine"]["nproc"])
-            L.append("Every repetition (jobs/s / ceiling = ratio):\n")
+            L.append("Every repetition (jobs/s / ceiling (before, after) = ratio):\n")
+
+            def reps(runs):
+                return ", ".join("%.0f / %.0f (%.0f, %.0f) = %.2f" % (
+                    x["daemon"]["rate"], x["ceiling"]["rate"], x["ceiling"]["before"],
+                    x["ceiling"]["after"], x["ratio"]) for x in runs)
             for c in CONCURRENCIES:
-                L.append("- c=%d: %s" % (c, ", ".join(
-                    "%.0f / %.0f = %.2f" % (x["daemon"]["rate"], x["ceiling"]["rate"],
-                                            x["ratio"]) for x in t["runs"][str(c)])))
+                L.append("- c=%d: %s" % (c, reps(t["runs"][str(c)])))
             if t["info_c4"]:
-                L.append("- c=4, info: %s" % ", ".join(
-                    "%.0f / %.0f = %.2f" % (x["daemon"]["rate"], x["ceiling"]["rate"],
-                                            x["ratio"]) for x in t["info_c4"]))
+                L.append("- c=4, info: %s" % reps(t["info_c4"]))
             L.append("\n![throughput](throughput.png)\n")
         rt = self.results.get("round_trips")
         if rt:
@@ -890,13 +895,13 @@ def main():
     ap.add_argument("--budget", type=float, default=540,
                     help="seconds the whole run should stay under (throughput reps adapt)")
     opts = ap.parse_args()
-    opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 20000, 10000, 2000, 200
+    opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 20000, 6000, 2000, 200
     opts.lat_reps, opts.lat_samples = 3, 100
     opts.sched_jobs, opts.sched_spread = 40, 10.0
     opts.idle_seconds, opts.kills = 30, 3
     opts.rest = 150     # seconds the figures after throughput take, roughly
     if opts.quick:
-        opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 1000, 500, 50
+        opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 600, 500, 50
         opts.reps, opts.lat_reps, opts.lat_samples = 1, 1, 20
         opts.sched_jobs, opts.sched_spread = 10, 2.0
         opts.idle_seconds, opts.kills = 3, 1

@@ -315,8 +315,8 @@ class Slots(PeriodicTestCase):
     def test_pt15_one_job_per_slot_never_two(self):
         cron = "*/2 * * * * *"
         p = pjid(cron, "P", "[]")
-        self.periodic_daemon([entry(cron, "P")])
         start = time.time()
+        self.periodic_daemon([entry(cron, "P")])
         self.wait_jobs(p, n=6, timeout=20)
         self.settle_ticks(3)
         slots = [j["periodic_slot"] for j in self.jobs_of(p)]
