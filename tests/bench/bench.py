@@ -824,6 +824,10 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             for i, w in enumerate(idle["windows"]):
                 L.append("| part %d | %.3f %% | %.1f |" % (i + 1, w["cpu_pct"], w["cmds_per_s"]))
             L.append("")
+            lmove = idle["by_command"].get("lmove", 0)
+            L.append("Of these, %.1f/s are LMOVEs run inside the FETCH script (one EVALSHA "
+                     "tries the five queues), so %.1f commands/s are sent by the daemon.\n"
+                     % (lmove, idle["cmds_per_s"] - lmove))
             L.append("Commands/s by command: %s\n" % ", ".join(
                 "%s %.2f" % (k.upper(), v) for k, v in sorted(idle["by_command"].items(),
                                                              key=lambda kv: -kv[1])))
