@@ -228,6 +228,7 @@ int ticker_start(void);
  * (pick up the conf, publish if due, tick unless quiet). */
 struct ticker;
 struct ticker *ticker_new(void);
+void ticker_free(struct ticker *t);
 void ticker_tick_once(struct ticker *t);
 
 /* manager.c */

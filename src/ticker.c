@@ -577,8 +577,10 @@ static void *ticker_main(void *arg)
 	struct ticker *t = arg;
 	publish(t);
 	while (!atomic_load(&D.ready_for_ticker)) {
-		if (sleep_unless_stopping(0.05))
+		if (sleep_unless_stopping(0.05)) {
+			ticker_free(t);
 			return NULL;
+		}
 	}
 	double next = mono_now();
 	while (!atomic_load(&D.stopping)) {
@@ -590,7 +592,9 @@ static void *ticker_main(void *arg)
 		if (sleep_unless_stopping(next - now))
 			break;
 	}
-	/* Abandoned at stop: the process exits without waiting for us (lesson 77). */
+	/* Abandoned at stop (the process exits without waiting for us, lesson 77); a tick
+	 * that ends before the exit frees what it holds. */
+	ticker_free(t);
 	return NULL;
 }
 
@@ -602,6 +606,21 @@ struct ticker *ticker_new(void)
 	rconn_init(&t->r, &t->conf->redis);
 	entries_rebuild(t, 0);
 	return t;
+}
+
+void ticker_free(struct ticker *t)
+{
+	entries_free(t->e, t->n);
+	while (t->rollbacks) {
+		struct rollback *rb = t->rollbacks;
+		t->rollbacks = rb->next;
+		free(rb->previous);
+		free(rb);
+	}
+	free(t->signature);
+	rconn_free(&t->r);
+	conf_release(t->conf);
+	free(t);
 }
 
 int ticker_start(void)

@@ -173,6 +173,7 @@ START_TEST(test_deferred_release_before_claim)
 	assert_key_eq(running, jid);
 	free(jid);
 	free(running);
+	ticker_free(t);
 }
 END_TEST
 
@@ -217,6 +218,7 @@ START_TEST(test_pending_rollback_retried_then_slot_fires)
 	free(owner);
 	free(running);
 	free(last);
+	ticker_free(t);
 }
 END_TEST
 
