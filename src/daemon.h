@@ -126,6 +126,7 @@ void performing_remove(const char *raw);
 void pending_add(struct pending *p);    /* takes ownership */
 struct pending *pending_take(const char *raw);     /* removes and returns, or NULL */
 int pending_has(const char *raw);
+void pending_free(struct pending *p);
 
 /* fetch.c */
 struct fetched {

@@ -393,6 +393,11 @@ static void requeue_reliable(struct rconn *r, const struct conf *c)
 	for (int i = 0; i < nmarks; i++)
 		free(marks[i]);
 	free(marks);
+	while (left) {
+		struct pending *p = left;
+		left = p->next;
+		pending_free(p);
+	}
 	free(args);
 	free(list);
 	free(presence);

@@ -508,7 +508,7 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 
 /* ---- pending settlements (reconcile, stop) ---- */
 
-static void pending_free(struct pending *p)
+void pending_free(struct pending *p)
 {
 	free(p->raw);
 	free(p->set);
