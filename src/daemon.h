@@ -151,6 +151,8 @@ enum disposition { DISP_ACK, DISP_SETTLED, DISP_GIVE_BACK, DISP_ABANDON };
 /* fetcher.c */
 int fetchers_start(int n);
 void fetchers_abort_all(void);
+/* Detach the fetchers still running (stuck in a Redis call at stop): never joined. */
+void fetchers_abandon(void);
 int fetchers_join(double deadline);     /* 0 when all have exited before the deadline */
 
 /* settle.c */

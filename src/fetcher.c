@@ -477,6 +477,15 @@ int fetchers_start(int n)
 	return 0;
 }
 
+void fetchers_abandon(void)
+{
+	for (int i = 0; i < nall; i++)
+		if (all[i].thread != 0) {
+			pthread_detach(all[i].thread);
+			all[i].thread = 0;
+		}
+}
+
 void fetchers_abort_all(void)
 {
 	for (int i = 0; i < nall; i++)

@@ -531,8 +531,11 @@ static int shutdown_daemon(void)
 	 */
 	if (left > 0)
 		left = fetchers_join(fmax(mono_now(), deadline + FETCH_TIMEOUT + 1.0));
-	if (left > 0)
+	int abandoned = left;
+	if (left > 0) {
 		log_error("stopping: %d fetcher(s) stuck in Redis calls are abandoned", left);
+		fetchers_abandon();
+	}
 	/* The rest must fit in shutdown_timeout + 5 s even with Redis away: short timeouts,
 	 * and nothing more once Redis has failed to answer. */
 	rconn_set_timeouts(&mconn, 1.0, 1.0);
@@ -551,6 +554,12 @@ static int shutdown_daemon(void)
 	if (reachable)
 		presence_remove(&mconn);
 	log_info("stopped");
+	if (abandoned) {
+		/* Threads still sit in Redis calls: leave without running exit handlers under
+		 * them (the log is unbuffered; nothing else is owed). */
+		fflush(NULL);
+		_exit(0);
+	}
 	return 0;
 }
 

@@ -121,7 +121,7 @@ class GracefulStop(DaemonTestCase):
         try:
             t0 = time.monotonic()
             d.signal(signal.SIGTERM)
-            self.assertEqual(d.wait_exit(12), 0)
+            self.assertEqual(d.wait_exit(12), 0, d.log()[-6000:])
             self.assertLess(time.monotonic() - t0, 2 + 5 + 0.5)
         finally:
             self.server.resume()
