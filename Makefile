@@ -68,9 +68,9 @@ $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 
 # Unit tests link the daemon's objects too (not main.o), so [unit] behaviours of the
 # settle and recovery paths can be driven directly with injected Redis faults.
-$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(filter-out $(BUILD)/src/main.o,$(DAEMON_OBJ))
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit_redis.h $(LIB_OBJ) $(filter-out $(BUILD)/src/main.o,$(DAEMON_OBJ))
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $(shell pkg-config --cflags check) -o $@ $^ \
+	$(CC) $(CFLAGS) -Isrc $(shell pkg-config --cflags check) -o $@ $(filter %.c %.o,$^) \
 	    $(LDFLAGS) $(LDLIBS) $(shell pkg-config --libs check)
 
 deps:

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include "bookkeeping.h"
 #include "util.h"
+#include "unit_redis.h"
 
 static pid_t server_pid;
 static char sock[256];
@@ -31,23 +32,7 @@ static int hook(const char *name)
 
 static void start_server(void)
 {
-	snprintf(sock, sizeof sock, "/tmp/cw-unit-bk-%d.sock", (int)getpid());
-	server_pid = fork();
-	if (server_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 1);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
-		       "--appendonly", "no", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		struct stat st;
-		if (stat(sock, &st) == 0)
-			break;
-		usleep(50000);
-	}
-	cc = redisConnectUnix(sock);
+	cc = unit_redis_start("bk", sock, sizeof sock, &server_pid);
 }
 
 static void setup(void)
@@ -214,9 +199,6 @@ int main(void)
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	rconn_free(&R);
-	redisFree(cc);
-	kill(server_pid, SIGTERM);
-	waitpid(server_pid, NULL, 0);
-	unlink(sock);
+	unit_redis_stop(cc, server_pid, sock);
 	return failed ? 1 : 0;
 }

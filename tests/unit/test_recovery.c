@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include "daemon.h"
 #include "util.h"
+#include "unit_redis.h"
 
 static pid_t server_pid;
 static char sock[256];
@@ -43,30 +44,12 @@ static int hook(const char *name)
 
 static void start_server(void)
 {
-	snprintf(sock, sizeof sock, "/tmp/cw-unit-recovery-%d.sock", (int)getpid());
-	server_pid = fork();
-	if (server_pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 1);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
-		       "--appendonly", "no", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		struct stat st;
-		if (stat(sock, &st) == 0)
-			break;
-		usleep(50000);
-	}
-	check_conn = redisConnectUnix(sock);
+	check_conn = unit_redis_start("recovery", sock, sizeof sock, &server_pid);
 }
 
 static void stop_server(void)
 {
-	redisFree(check_conn);
-	kill(server_pid, SIGTERM);
-	waitpid(server_pid, NULL, 0);
-	unlink(sock);
+	unit_redis_stop(check_conn, server_pid, sock);
 }
 
 static void cmd(const char *fmt, const char *a, const char *b)

@@ -16,6 +16,7 @@
 #include "daemon.h"
 #include "job.h"
 #include "util.h"
+#include "unit_redis.h"
 
 static pid_t server_pid;
 static char sock[256];
@@ -50,31 +51,12 @@ static void fail_cmd(int slot, const char *name, int times)
 
 static void start_server(void)
 {
-	snprintf(sock, sizeof sock, "/tmp/cw-unit-%d.sock", (int)getpid());
-	server_pid = fork();
-	if (server_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive a crashed test */
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 1);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
-		       "--appendonly", "no", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		struct stat st;
-		if (stat(sock, &st) == 0)
-			break;
-		usleep(50000);
-	}
-	check_conn = redisConnectUnix(sock);
+	check_conn = unit_redis_start("settle", sock, sizeof sock, &server_pid);
 }
 
 static void stop_server(void)
 {
-	redisFree(check_conn);
-	kill(server_pid, SIGTERM);
-	waitpid(server_pid, NULL, 0);
-	unlink(sock);
+	unit_redis_stop(check_conn, server_pid, sock);
 }
 
 static void setup(void)

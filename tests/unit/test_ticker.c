@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "job.h"
 #include "util.h"
+#include "unit_redis.h"
 
 #define CRON "0 0 1 1 *"        /* yearly: one slot for the whole test */
 
@@ -64,31 +65,12 @@ static void count_cmd(int i, const char *name)
 
 static void start_server(void)
 {
-	snprintf(sock, sizeof sock, "/tmp/cw-unit-ticker-%d.sock", (int)getpid());
-	server_pid = fork();
-	if (server_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 1);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
-		       "--appendonly", "no", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		struct stat st;
-		if (stat(sock, &st) == 0)
-			break;
-		usleep(50000);
-	}
-	check_conn = redisConnectUnix(sock);
+	check_conn = unit_redis_start("ticker", sock, sizeof sock, &server_pid);
 }
 
 static void stop_server(void)
 {
-	redisFree(check_conn);
-	kill(server_pid, SIGTERM);
-	waitpid(server_pid, NULL, 0);
-	unlink(sock);
+	unit_redis_stop(check_conn, server_pid, sock);
 }
 
 static void setup(void)
