@@ -55,6 +55,33 @@ int ctl_only_common_opts(struct ctl *c, int argc, char **argv, int max_args)
 	return argc - optind;
 }
 
+int ctl_toggle_member(struct ctl *c, const char *set, const char *member, int add,
+                      const char *key, const char *flag, int flag_value,
+                      const char *unchanged, const char *done)
+{
+	redisReply *rep = rcmd(&c->r, add ? "SADD %s %s" : "SREM %s %s", set, member);
+	if (!rep)
+		return ctl_redis_error(c, set);
+	long long changed = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_printf(&b, "{\"%s\":", key);
+		jstr(&b, member);
+		sb_printf(&b, ",\"%s\":%s,\"changed\":%s}", flag, flag_value ? "true" : "false",
+		          changed ? "true" : "false");
+		jprint(&b);
+	}
+	if (!changed) {
+		ctl_error("%s", unchanged);
+		return CTL_NOTHING;
+	}
+	if (!c->json)
+		printf("%s\n", done);
+	return CTL_OK;
+}
+
 double ctl_now(struct ctl *c)
 {
 	return redis_time(&c->r);

@@ -47,6 +47,15 @@ void ctl_getopt_reset(void);
  * positional arguments (at argv + optind), or -1 (reported) when bad or more than max. */
 int ctl_only_common_opts(struct ctl *c, int argc, char **argv, int max_args);
 
+/*
+ * SADD (add) or SREM member of set, for the on/off switches kept as set membership
+ * (queues pause/resume, periodic enable/disable). --json prints
+ * {"<key>":member,"<flag>":flag_value,"changed":…}; otherwise done is printed, or, when
+ * nothing changed, unchanged goes to stderr with exit status 1.
+ */
+int ctl_toggle_member(struct ctl *c, const char *set, const char *member, int add,
+                      const char *key, const char *flag, int flag_value,
+                      const char *unchanged, const char *done);
 /* Time: Redis TIME (the host clock when refused); -1 when Redis is unreachable. */
 double ctl_now(struct ctl *c);
 /* "2026-01-01T12:00:00Z" (UTC, whole seconds). */

@@ -295,28 +295,12 @@ out:
 
 static int enable_disable(struct ctl *c, const char *pjid, int enable)
 {
-	redisReply *rep = rcmd(&c->r, enable ? "SREM periodic:disabled %s"
-	                                       : "SADD periodic:disabled %s", pjid);
-	if (!rep)
-		return ctl_redis_error(c, "periodic:disabled");
-	long long changed = reply_integer(rep, 0);
-	freeReplyObject(rep);
-	if (c->json) {
-		struct sbuf b;
-		sb_init(&b);
-		sb_adds(&b, "{\"pjid\":");
-		jstr(&b, pjid);
-		sb_printf(&b, ",\"enabled\":%s,\"changed\":%s}", enable ? "true" : "false",
-		          changed ? "true" : "false");
-		jprint(&b);
-	}
-	if (!changed) {
-		ctl_error("periodic entry %s is already %s", pjid, enable ? "enabled" : "disabled");
-		return CTL_NOTHING;
-	}
-	if (!c->json)
-		printf("%s %s\n", enable ? "enabled" : "disabled", pjid);
-	return CTL_OK;
+	char unchanged[512], done[512];
+	snprintf(unchanged, sizeof unchanged, "periodic entry %s is already %s", pjid,
+	         enable ? "enabled" : "disabled");
+	snprintf(done, sizeof done, "%s %s", enable ? "enabled" : "disabled", pjid);
+	return ctl_toggle_member(c, "periodic:disabled", pjid, !enable, "pjid", "enabled", enable,
+	                         unchanged, done);
 }
 
 int cmd_periodic(struct ctl *c, int argc, char **argv)

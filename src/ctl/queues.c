@@ -200,28 +200,12 @@ static int valid_queue_name(const char *q)
 
 static int pause_resume(struct ctl *c, const char *q, int pause)
 {
-	redisReply *rep = rcmd(&c->r, pause ? "SADD cogworker:paused_queues %s"
-	                                      : "SREM cogworker:paused_queues %s", q);
-	if (!rep)
-		return ctl_redis_error(c, "cogworker:paused_queues");
-	long long changed = reply_integer(rep, 0);
-	freeReplyObject(rep);
-	if (c->json) {
-		struct sbuf b;
-		sb_init(&b);
-		sb_adds(&b, "{\"queue\":");
-		jstr(&b, q);
-		sb_printf(&b, ",\"paused\":%s,\"changed\":%s}", pause ? "true" : "false",
-		          changed ? "true" : "false");
-		jprint(&b);
-	}
-	if (!changed) {
-		ctl_error("queue %s %s", q, pause ? "is already paused" : "is not paused");
-		return CTL_NOTHING;
-	}
-	if (!c->json)
-		printf("%s queue %s\n", pause ? "paused" : "resumed", q);
-	return CTL_OK;
+	char unchanged[512], done[512];
+	snprintf(unchanged, sizeof unchanged, "queue %s %s", q,
+	         pause ? "is already paused" : "is not paused");
+	snprintf(done, sizeof done, "%s queue %s", pause ? "paused" : "resumed", q);
+	return ctl_toggle_member(c, "cogworker:paused_queues", q, pause, "queue", "paused", pause,
+	                         unchanged, done);
 }
 
 static int clear_queue(struct ctl *c, const char *q)
