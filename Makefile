@@ -26,15 +26,12 @@ CFLAGS   += -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=thread
 endif
 
-# Code shared by the daemon, cogworkerctl and the unit tests.
-LIB_SRC  := src/log.c src/util.c src/config.c src/redis.c src/json.c src/job.c src/bookkeeping.c \
-            src/handler.c src/reaper.c src/cron.c src/scripts.c src/producer.c
+# The daemon's own files (its threads and the state they share) are listed; every other
+# src/*.c is library code shared by the daemon, cogworkerctl and the unit tests.
 DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
             src/heartbeat.c src/scheduled.c src/keyguard.c src/recovery.c src/ticker.c \
-            src/deathhook.c
-# The metrics endpoint (daemon) and what it shares with cogworkerctl (exporter, counters).
-LIB_SRC  += src/exporter.c src/counters.c
-DAEMON_SRC += src/metrics.c
+            src/deathhook.c src/metrics.c
+LIB_SRC  := $(filter-out $(DAEMON_SRC),$(wildcard src/*.c))
 CTL_SRC  := $(wildcard src/ctl/*.c)
 LUA      := $(wildcard lua/*.lua lua/lib/*.lua)
 
@@ -51,12 +48,15 @@ all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/cogworkerctl: $(CTL_OBJ) $(filter-out $(BUILD)/src/handler.o,$(LIB_OBJ)) $(BUILD)/src/handler.o
+$(BUILD)/cogworkerctl: $(CTL_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: %.c $(wildcard src/*.h src/ctl/*.h)
+# -MMD -MP: each object depends on the headers it really includes (build/**/*.d).
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
+	$(CC) $(CFLAGS) -MMD -MP -Isrc -c -o $@ $<
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Every lua/*.lua becomes a C string in the binary; "--@include NAME" lines pull in
 # lua/lib/NAME.lua, so shared fragments are written once.

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "redis.h"
 #include "log.h"
+#include "keys.h"
 
 enum fetch_mode { FETCH_UNRESOLVED, FETCH_RELIABLE, FETCH_BASIC };
 
@@ -83,31 +84,6 @@ struct daemon {
 
 extern struct daemon D;
 
-/* Keys */
-#define K_QUEUE "cogworker:queue:"
-#define K_QUEUES "cogworker:queues"
-#define K_LIVE_QUEUES "cogworker:live_queues"
-#define K_PAUSED "cogworker:paused_queues"
-#define K_SCHEDULE "cogworker:schedule"
-#define K_RETRY "cogworker:retry"
-#define K_DEAD "cogworker:dead"
-#define K_PROCESSES "cogworker:processes"
-#define K_PROCESS "cogworker:process:"
-#define K_WORKERS "cogworker:workers:"
-#define K_INPROGRESS "cogworker:inprogress:"
-#define K_IDENTITIES "cogworker:inprogress_identities"
-#define K_LAST_BEAT "cogworker:last_beat"
-#define K_REPEAT_ORPHANS "cogworker:repeat_orphans"
-#define K_ORPHANINGS "cogworker:orphanings:"
-#define K_UNSETTLED "cogworker:unsettled"
-#define K_SIGNAL "cogworker:signal:"
-#define K_PROCESSED "cogworker:stats:processed"
-#define K_FAILED "cogworker:stats:failed"
-#define K_THROUGHPUT "cogworker:throughput:"
-#define K_ATTEMPTS "cogworker:job_attempts:"
-#define K_UNIQUE "cogworker:unique:"
-#define K_RUNNING "periodic:running:"
-#define ORPHAN_COUNTER_TTL "604800"
 #define FETCH_TIMEOUT 2.0
 
 /* Snapshot the conf for reading; release with conf_release. */
