@@ -1,9 +1,9 @@
 /*
- * counters.c: storage of this process's own counters (metrics.h). Lock-free: every update
+ * counters.c: storage of this process's own counters (counters.h). Lock-free: every update
  * is one relaxed atomic add, so a counter can be bumped from any thread, in any path.
  * Linked into cogworkerctl too (the Redis layer counts reconnects), which never serves them.
  */
-#include "metrics.h"
+#include "counters.h"
 
 atomic_ullong metrics_counters[METRIC__COUNT];
 

@@ -8,8 +8,9 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "daemon.h"
+#include "deathhook.h"
 #include "handler.h"
+#include "state.h"
 #include "util.h"
 
 static void run_one(const struct argv_list *cmd, double timeout, const char *jid,

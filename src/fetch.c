@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "daemon.h"
+#include "fetch.h"
+#include "keys.h"
+#include "state.h"
 #include "util.h"
 
 void fetched_free(struct fetched *f)

@@ -16,11 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bookkeeping.h"
-#include "daemon.h"
+#include "counters.h"
+#include "deathhook.h"
+#include "fetch.h"
+#include "fetcher.h"
 #include "handler.h"
 #include "job.h"
 #include "json.h"
-#include "metrics.h"
+#include "keys.h"
+#include "settle.h"
+#include "state.h"
 #include "util.h"
 
 struct fetcher {
@@ -141,36 +146,6 @@ static void shorten_running_lock(struct fetcher *f, const struct job *j)
 	char *key = xasprintf(K_RUNNING "%s", j->pjid);
 	expire_owned(&f->r, key, j->jid, ttl);
 	free(key);
-}
-
-/* The unparseable payload goes to dead as a wrapper (lesson 10); no on_death. */
-static enum disposition bury_unparseable(struct fetcher *f, const struct job *j)
-{
-	double now = now_float();
-	const char *ecls = j->obj ? "Cogworker::InvalidJob" : "JSON::ParserError";
-	char *wrapper = job_unparseable_wrapper(j->raw, j->raw_len, j->fetched_from, ecls,
-	                                        j->parse_error ? j->parse_error : "not a job", now);
-	char score[64];
-	snprintf(score, sizeof score, "%.6f", now);
-	const char *argv[] = { "ZADD", K_DEAD, score, wrapper };
-	redisReply *rep = rcmd_argv(&f->r, 4, argv, NULL);
-	bump_stats(&f->r, 0, &job_site);
-	log_error("unparseable job from queue %s moved to dead: %s",
-	          j->fetched_from ? j->fetched_from : "?", j->parse_error ? j->parse_error : "");
-	if (rep) {
-		freeReplyObject(rep);
-		free(wrapper);
-		return DISP_ACK;
-	}
-	/* The burial itself failed: owe it, like any filing (reconcile completes it). */
-	struct pending *p = xcalloc(1, sizeof *p);
-	p->raw = xstrndup(j->raw, j->raw_len);
-	p->set = xstrdup(K_DEAD);
-	p->score = now;
-	p->payload = wrapper;
-	p->queue = xstrdup(j->queue);
-	pending_add(p);
-	return DISP_SETTLED;
 }
 
 /* ---- running the handler ---- */
@@ -321,7 +296,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	*finish = 0;
 	if (!j->obj) {
 		metrics_inc(METRIC_JOBS_DEAD);
-		return bury_unparseable(f, j);
+		return bury_unparseable(&f->r, j, &job_site);
 	}
 	register_worker(f, j);
 	const char *cls = j->cls ? j->cls : "";

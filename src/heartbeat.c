@@ -18,9 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
-#include "daemon.h"
+#include "counters.h"
+#include "heartbeat.h"
 #include "json.h"
-#include "metrics.h"
+#include "keys.h"
+#include "settle.h"
+#include "state.h"
 #include "util.h"
 
 static struct log_site beat_site = LOG_SITE("Heartbeat");

@@ -27,8 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "daemon.h"
-#include "metrics.h"
+#include "counters.h"
+#include "keyguard.h"
+#include "keys.h"
+#include "state.h"
 #include "util.h"
 
 #define QUARANTINE_PREFIX "cogworker:quarantine:"

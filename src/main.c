@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "daemon.h"
+#include "manager.h"
 #include "util.h"
 
 static void usage(FILE *to)

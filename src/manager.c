@@ -12,12 +12,11 @@
  *
  * Stop: quiet, wait for running jobs up to shutdown_timeout, then abort the children still
  * running (TERM to their group, a grace, KILL), and requeue whatever is left on our
- * in-progress list in one atomic script that also drops finished-but-unacked jobs (a
- * separate ack pass that failed used to requeue finished jobs, lesson 23). The poller and
- * ticker are abandoned, not joined (lesson 77).
+ * in-progress list (stoprequeue.c). The poller and ticker are abandoned, not joined
+ * (lesson 77).
  *
- * The conf is reference-counted: a reload swaps in a new one while running jobs keep the
- * handler they started with.
+ * The conf is reference-counted (state.c): a reload swaps in a new one while running jobs
+ * keep the handler they started with.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,177 +29,19 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
-#include "daemon.h"
-#include "job.h"
-#include "reaper.h"
-#include "json.h"
+#include "fetch.h"
+#include "fetcher.h"
+#include "heartbeat.h"
+#include "keys.h"
+#include "manager.h"
 #include "metrics.h"
+#include "reaper.h"
+#include "scheduled.h"
+#include "settle.h"
+#include "state.h"
+#include "stoprequeue.h"
+#include "ticker.h"
 #include "util.h"
-
-struct daemon D;
-
-/* ---- the conf, reference-counted ---- */
-
-struct conf_ref {
-	struct conf c;              /* first: a struct conf * is a struct conf_ref * */
-	int refs;
-};
-static struct conf_ref *current_conf;
-static pthread_mutex_t conf_mu = PTHREAD_MUTEX_INITIALIZER;
-
-struct conf *conf_acquire(void)
-{
-	pthread_mutex_lock(&conf_mu);
-	struct conf_ref *r = current_conf;
-	r->refs++;
-	pthread_mutex_unlock(&conf_mu);
-	return &r->c;
-}
-
-void conf_release(struct conf *c)
-{
-	struct conf_ref *r = (struct conf_ref *)c;
-	pthread_mutex_lock(&conf_mu);
-	int gone = --r->refs == 0;
-	pthread_mutex_unlock(&conf_mu);
-	if (gone) {
-		conf_free(&r->c);
-		free(r);
-	}
-}
-
-static void conf_install(struct conf *c)
-{
-	struct conf_ref *r = xcalloc(1, sizeof *r);
-	r->c = *c;
-	r->refs = 1;                /* the "current" reference */
-	pthread_mutex_lock(&conf_mu);
-	struct conf_ref *old = current_conf;
-	current_conf = r;
-	pthread_mutex_unlock(&conf_mu);
-	if (old)
-		conf_release(&old->c);
-}
-
-int sleep_unless_stopping(double s)
-{
-	double end = mono_now() + s;
-	while (!atomic_load(&D.stopping)) {
-		double left = end - mono_now();
-		if (left <= 0)
-			return 0;
-		sleep_seconds(left < 0.1 ? left : 0.1);
-	}
-	return 1;
-}
-
-/* ---- in-memory records ---- */
-
-static struct raw_count *find(struct raw_count *v, int n, const char *raw)
-{
-	for (int i = 0; i < n; i++)
-		if (strcmp(v[i].raw, raw) == 0)
-			return &v[i];
-	return NULL;
-}
-
-static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, const char *jid,
-                      const char *pjid, int until_executed)
-{
-	pthread_mutex_lock(&D.mu);
-	struct raw_count *e = find(*v, *n, raw);
-	if (e) {
-		e->count++;
-	} else {
-		if (*n == *cap) {
-			*cap = *cap ? *cap * 2 : 16;
-			*v = xrealloc(*v, (size_t)*cap * sizeof **v);
-		}
-		e = &(*v)[(*n)++];
-		memset(e, 0, sizeof *e);
-		e->raw = xstrdup(raw);
-		e->count = 1;
-		e->jid = jid ? xstrdup(jid) : NULL;
-		e->pjid = pjid ? xstrdup(pjid) : NULL;
-		e->until_executed = until_executed;
-	}
-	pthread_mutex_unlock(&D.mu);
-}
-
-static void count_remove(struct raw_count *v, int *n, const char *raw)
-{
-	pthread_mutex_lock(&D.mu);
-	struct raw_count *e = find(v, *n, raw);
-	if (e && --e->count == 0) {
-		free(e->raw);
-		free(e->jid);
-		free(e->pjid);
-		*e = v[--(*n)];
-	}
-	pthread_mutex_unlock(&D.mu);
-}
-
-void running_add(const char *raw)
-{
-	count_add(&D.running, &D.nrunning, &D.caprunning, raw, NULL, NULL, 0);
-}
-
-void running_remove(const char *raw)
-{
-	count_remove(D.running, &D.nrunning, raw);
-}
-
-int running_has(const char *raw)
-{
-	pthread_mutex_lock(&D.mu);
-	int has = find(D.running, D.nrunning, raw) != NULL;
-	pthread_mutex_unlock(&D.mu);
-	return has;
-}
-
-void performing_add(const char *raw, const char *jid, const char *pjid, int until_executed)
-{
-	count_add(&D.performing, &D.nperforming, &D.capperforming, raw, jid, pjid, until_executed);
-}
-
-void performing_remove(const char *raw)
-{
-	count_remove(D.performing, &D.nperforming, raw);
-}
-
-void pending_add(struct pending *p)
-{
-	pthread_mutex_lock(&D.mu);
-	p->next = D.pending;
-	D.pending = p;
-	pthread_mutex_unlock(&D.mu);
-}
-
-struct pending *pending_take(const char *raw)
-{
-	pthread_mutex_lock(&D.mu);
-	for (struct pending **pp = &D.pending; *pp; pp = &(*pp)->next) {
-		if (strcmp((*pp)->raw, raw) == 0) {
-			struct pending *p = *pp;
-			*pp = p->next;
-			p->next = NULL;
-			pthread_mutex_unlock(&D.mu);
-			return p;
-		}
-	}
-	pthread_mutex_unlock(&D.mu);
-	return NULL;
-}
-
-int pending_has(const char *raw)
-{
-	pthread_mutex_lock(&D.mu);
-	int has = 0;
-	for (struct pending *p = D.pending; p && !has; p = p->next)
-		has = strcmp(p->raw, raw) == 0;
-	pthread_mutex_unlock(&D.mu);
-	return has;
-}
 
 /* ---- identity ---- */
 
@@ -318,142 +159,6 @@ static void reload(void)
 	sd_notify(0, "READY=1");
 }
 
-/* ---- the shutdown requeue ---- */
-
-static char *unsettled_record(const struct pending *p)
-{
-	char *payload = json_quote(p->payload, strlen(p->payload));
-	char *rec = xasprintf("{\"set\":\"%s\",\"score\":%.6f,\"payload\":%s}", p->set, p->score,
-	                      payload);
-	free(payload);
-	return rec;
-}
-
-static int park_unsettled(struct rconn *r, const struct pending *p)
-{
-	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
-	char *rec = unsettled_record(p);
-	const char *keys[] = { list, K_UNSETTLED };
-	const char *args[] = { p->raw, rec };
-	redisReply *rep = rscript(r, "park_unsettled", 2, keys, 2, args, NULL);
-	free(list);
-	free(rec);
-	if (!rep)
-		return -1;
-	freeReplyObject(rep);
-	return 0;
-}
-
-static void requeue_reliable(struct rconn *r, const struct conf *c)
-{
-	struct log_site site = LOG_SITE("Shutdown");
-	settle_pending_all(r, &site);
-	pthread_mutex_lock(&D.mu);
-	struct pending *left = D.pending;
-	D.pending = NULL;
-	pthread_mutex_unlock(&D.mu);
-	int nmarks = 0, cap = 16;
-	char **marks = xcalloc((size_t)cap, sizeof *marks);
-	for (struct pending *p = left; p; p = p->next) {
-		char kind = 'd';
-		if (!p->is_ack && park_unsettled(r, p) == 0)
-			continue;
-		if (!p->is_ack) {
-			log_error("couldn't hand over the filing of jid=%s: %s", p->jid ? p->jid : "?",
-			          r->err);
-			kind = 'k';
-		}
-		if (nmarks == cap)
-			marks = xrealloc(marks, (size_t)(cap *= 2) * sizeof *marks);
-		marks[nmarks++] = xasprintf("%c:%s", kind, p->raw);
-	}
-	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
-	char *presence = xasprintf(K_PROCESS "%s", D.identity);
-	char ttl[32], now[32], maxo[16];
-	snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
-	snprintf(now, sizeof now, "%ld", (long)now_float());
-	snprintf(maxo, sizeof maxo, "%d", c->max_orphanings);
-	const char *keys[] = { list, presence, K_LAST_BEAT, K_REPEAT_ORPHANS, K_DEAD, K_QUEUES,
-	                       K_LIVE_QUEUES };
-	const char **args = xcalloc((size_t)nmarks + 10, sizeof *args);
-	const char *fixed[] = { K_QUEUE, "default", K_RUNNING, ttl, D.identity, "", now,
-	                        K_ORPHANINGS, ORPHAN_COUNTER_TTL, maxo };
-	memcpy(args, fixed, sizeof fixed);
-	for (int i = 0; i < nmarks; i++)
-		args[10 + i] = marks[i];
-	redisReply *rep = rscript(r, "requeue", 7, keys, 10 + nmarks, args, NULL);
-	if (!rep) {
-		log_error("shutdown requeue failed (the jobs stay in %s for recovery): %s", list,
-		          r->err);
-	} else {
-		if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 && rep->element[0]->integer > 0)
-			log_info("requeued %lld unfinished job(s)", rep->element[0]->integer);
-		freeReplyObject(rep);
-	}
-	for (int i = 0; i < nmarks; i++)
-		free(marks[i]);
-	free(marks);
-	while (left) {
-		struct pending *p = left;
-		left = p->next;
-		pending_free(p);
-	}
-	free(args);
-	free(list);
-	free(presence);
-}
-
-static void requeue_basic(struct rconn *r, const struct conf *c)
-{
-	char *workers = xasprintf(K_WORKERS "%s", D.identity);
-	redisReply *rep = rcmd(r, "HVALS %s", workers);
-	char ttl[32];
-	snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
-	for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
-		const char *entry = rep->element[i]->str;
-		cJSON *e = job_json_parse(entry, strlen(entry));
-		const cJSON *q = cJSON_GetObjectItemCaseSensitive(e, "queue");
-		size_t start, len;
-		if (!cJSON_IsString(q) || json_member_span(entry, strlen(entry), "payload", &start,
-		                                           &len) != 0) {
-			log_error("unreadable workers entry skipped at shutdown: %.200s", entry);
-			cJSON_Delete(e);
-			continue;
-		}
-		char *payload = xstrndup(entry + start, len);
-		struct job j;
-		job_parse(&j, payload, len, q->valuestring);
-		char *qkey = xasprintf(K_QUEUE "%s", q->valuestring);
-		char *lock = xasprintf(K_RUNNING "%s", j.pjid ? j.pjid : "");
-		const char *keys[] = { qkey, lock };
-		const char *args[] = { payload, j.jid ? j.jid : "", ttl,
-		                       j.periodic_until_executed && j.pjid ? "1" : "" };
-		redisReply *ok = rscript(r, "requeue_entry", 2, keys, 4, args, NULL);
-		if (ok)
-			freeReplyObject(ok);
-		else
-			log_error("couldn't requeue jid=%s at shutdown: %s", j.jid ? j.jid : "?", r->err);
-		job_free(&j);
-		free(qkey);
-		free(lock);
-		free(payload);
-		cJSON_Delete(e);
-	}
-	if (rep)
-		freeReplyObject(rep);
-	free(workers);
-}
-
-void stop_requeue(struct rconn *r)
-{
-	struct conf *c = conf_acquire();
-	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
-		requeue_basic(r, c);
-	else
-		requeue_reliable(r, c);
-	conf_release(c);
-}
-
 /* ---- boot, loop, stop ---- */
 
 static struct rconn mconn;
@@ -563,18 +268,11 @@ static int shutdown_daemon(void)
 	return 0;
 }
 
-void daemon_init(struct conf *conf)
-{
-	pthread_mutex_init(&D.mu, NULL);
-	pthread_mutex_init(&D.mode_lock, NULL);
-	conf_install(conf);
-}
-
 int manager_run(const char *path, const struct conf_overrides *ov, struct conf *conf)
 {
 	conf_path = path;
 	overrides = *ov;
-	daemon_init(conf);
+	state_init(conf);
 	struct conf *c = conf_acquire();
 	log_set_level(c->log_level);
 	make_identity();

@@ -1,5 +1,5 @@
 /*
- * metrics.c: the HTTP endpoint on `metrics_listen` (libmicrohttpd), and thread liveness.
+ * metrics.c: the HTTP endpoint on `metrics_listen` (libmicrohttpd).
  *
  *   GET /metrics   cogworker's eight metrics, read from Redis (exporter.c, the same text
  *                  as `cogworkerctl metrics`), then this process's own: jobs by outcome, a
@@ -32,68 +32,11 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
-#include "daemon.h"
+#include "counters.h"
 #include "exporter.h"
 #include "metrics.h"
+#include "state.h"
 #include "util.h"
-
-/* ---- thread liveness ---- */
-
-struct tracked {
-	struct tracked *next;
-	const char *name;
-	void *(*fn)(void *);
-	void *arg;
-	atomic_int exited;
-};
-static struct tracked *tracked_threads;
-static pthread_mutex_t tracked_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void mark_exited(void *arg)
-{
-	atomic_store(&((struct tracked *)arg)->exited, 1);
-}
-
-static void *tracked_main(void *arg)
-{
-	struct tracked *t = arg;
-	void *ret;
-	pthread_cleanup_push(mark_exited, t);
-	ret = t->fn(t->arg);
-	pthread_cleanup_pop(1);
-	return ret;
-}
-
-int thread_start(pthread_t *th, const pthread_attr_t *attr, const char *name,
-                 void *(*fn)(void *), void *arg)
-{
-	struct tracked *t = xcalloc(1, sizeof *t);
-	t->name = name;
-	t->fn = fn;
-	t->arg = arg;
-	pthread_mutex_lock(&tracked_mu);
-	t->next = tracked_threads;
-	tracked_threads = t;
-	pthread_mutex_unlock(&tracked_mu);
-	int rc = pthread_create(th, attr, tracked_main, t);
-	if (rc != 0)
-		atomic_store(&t->exited, 1);
-	return rc;
-}
-
-/* Append one line per exited thread (while not stopping); returns how many. */
-static int dead_threads(struct sbuf *why)
-{
-	int n = 0;
-	pthread_mutex_lock(&tracked_mu);
-	for (struct tracked *t = tracked_threads; t; t = t->next)
-		if (atomic_load(&t->exited)) {
-			sb_printf(why, "thread %s is not running\n", t->name);
-			n++;
-		}
-	pthread_mutex_unlock(&tracked_mu);
-	return n;
-}
 
 /* ---- the endpoint ---- */
 
@@ -186,7 +129,7 @@ static int healthy(struct sbuf *why)
 		ok = 0;
 	}
 	pthread_mutex_unlock(&mconn_mu);
-	if (dead_threads(why) > 0)
+	if (threads_exited(why) > 0)
 		ok = 0;
 	return ok;
 }

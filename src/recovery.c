@@ -28,7 +28,7 @@
  *   FILE_UNSETTLED; a record that can't be used is moved to a quarantine list so that it
  *   can't block the list behind it (lesson 35).
  *
- * Reconcile trusts the in-memory record of running jobs (manager.c), not the workers
+ * Reconcile trusts the in-memory record of running jobs (state.c), not the workers
  * hash, which a failover can lose (lesson 42). A listed job that is not running is a
  * stray; a stray with a pending settlement is settled, never re-run; any other stray is
  * requeued only when it was a stray on the previous pass too (the two-look rule), which
@@ -40,10 +40,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "daemon.h"
+#include "counters.h"
+#include "deathhook.h"
 #include "job.h"
 #include "json.h"
-#include "metrics.h"
+#include "keys.h"
+#include "recovery.h"
+#include "settle.h"
+#include "state.h"
 #include "util.h"
 
 #define BATCH 100               /* repeat orphans / unsettled records read per pass */

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include "metrics.h"
+#include "counters.h"
 #include "redis.h"
 #include "scripts.h"
 #include "util.h"
@@ -455,4 +455,15 @@ long long reply_integer(const redisReply *rep, long long dflt)
 	if (rep->type == REDIS_REPLY_STRING)
 		return strtoll(rep->str, NULL, 10);
 	return dflt;
+}
+
+int site_result(struct log_site *site, struct rconn *r, int ok, const char *what)
+{
+	if (ok)
+		log_site_recovered(site, mono_now());
+	else if (r->unavailable)
+		log_site_unavailable(site, r->err, mono_now());
+	else
+		log_error("%s: %s: %s", site->name, what, r->err);
+	return ok;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <hiredis.h>
 #include "config.h"
+#include "log.h"
 
 struct rconn {
 	redisContext *c;
@@ -92,5 +93,10 @@ double redis_time(struct rconn *r);
 
 /* Helpers for replies. */
 long long reply_integer(const redisReply *rep, long long dflt);
+
+/* Report a call's result to its log site (doc/protocol.md §7.24): a success ends an
+ * outage summary, an availability error is summarised, any other error is logged as is.
+ * Returns ok; a site is per place in the code, so one outage logs once per place. */
+int site_result(struct log_site *site, struct rconn *r, int ok, const char *what);
 
 #endif

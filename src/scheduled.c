@@ -39,9 +39,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "daemon.h"
+#include "counters.h"
 #include "job.h"
-#include "metrics.h"
+#include "keyguard.h"
+#include "keys.h"
+#include "recovery.h"
+#include "scheduled.h"
+#include "state.h"
 #include "util.h"
 
 #define KEY_CHECK_INTERVAL 60.0

@@ -16,24 +16,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "daemon.h"
+#include "deathhook.h"
 #include "handler.h"
 #include "job.h"
 #include "json.h"
+#include "keys.h"
+#include "settle.h"
+#include "state.h"
 #include "util.h"
 
 #define MAX_INTERRUPTS 3
 #define INTERRUPT_DELAY 30.0
 
-int site_result(struct log_site *site, struct rconn *r, int ok, const char *what)
+struct deferred_release {
+	struct deferred_release *next;
+	char *key, *jid;
+};
+
+/* Both lists are this file's; settle_mu guards them (never held across a Redis call). */
+static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pending *pending;
+static struct deferred_release *deferred;
+
+static void pending_add(struct pending *p)
 {
-	if (ok)
-		log_site_recovered(site, mono_now());
-	else if (r->unavailable)
-		log_site_unavailable(site, r->err, mono_now());
-	else
-		log_error("%s: %s: %s", site->name, what, r->err);
-	return ok;
+	pthread_mutex_lock(&settle_mu);
+	p->next = pending;
+	pending = p;
+	pthread_mutex_unlock(&settle_mu);
+}
+
+int pending_has(const char *raw)
+{
+	pthread_mutex_lock(&settle_mu);
+	int has = 0;
+	for (struct pending *p = pending; p && !has; p = p->next)
+		has = strcmp(p->raw, raw) == 0;
+	pthread_mutex_unlock(&settle_mu);
+	return has;
+}
+
+struct pending *pending_take_all(void)
+{
+	pthread_mutex_lock(&settle_mu);
+	struct pending *all = pending;
+	pending = NULL;
+	pthread_mutex_unlock(&settle_mu);
+	return all;
 }
 
 static int in_list(const int *v, int n, int code)
@@ -59,18 +88,18 @@ enum decision decide_failure(const struct job *j, const struct handler *h, int e
 
 static void defer_release(const char *key, const char *jid)
 {
-	pthread_mutex_lock(&D.mu);
-	for (struct deferred_release *d = D.deferred; d; d = d->next)
+	pthread_mutex_lock(&settle_mu);
+	for (struct deferred_release *d = deferred; d; d = d->next)
 		if (strcmp(d->key, key) == 0 && strcmp(d->jid, jid) == 0) {
-			pthread_mutex_unlock(&D.mu);
+			pthread_mutex_unlock(&settle_mu);
 			return;
 		}
 	struct deferred_release *d = xcalloc(1, sizeof *d);
 	d->key = xstrdup(key);
 	d->jid = xstrdup(jid);
-	d->next = D.deferred;
-	D.deferred = d;
-	pthread_mutex_unlock(&D.mu);
+	d->next = deferred;
+	deferred = d;
+	pthread_mutex_unlock(&settle_mu);
 }
 
 static int delete_if_owned(struct rconn *r, const char *key, const char *jid)
@@ -113,22 +142,22 @@ int expire_owned(struct rconn *r, const char *key, const char *jid, long ttl)
 
 void deferred_releases_retry(struct rconn *r)
 {
-	pthread_mutex_lock(&D.mu);
-	struct deferred_release *list = D.deferred;
-	D.deferred = NULL;
-	pthread_mutex_unlock(&D.mu);
+	pthread_mutex_lock(&settle_mu);
+	struct deferred_release *list = deferred;
+	deferred = NULL;
+	pthread_mutex_unlock(&settle_mu);
 	while (list) {
 		struct deferred_release *d = list;
 		list = d->next;
 		int failed = delete_if_owned(r, d->key, d->jid) != 0;
 		if (failed && r->unavailable) {
 			d->next = list;                 /* Redis still away: keep the rest */
-			pthread_mutex_lock(&D.mu);
-			struct deferred_release **tail = &D.deferred;
+			pthread_mutex_lock(&settle_mu);
+			struct deferred_release **tail = &deferred;
 			while (*tail)
 				tail = &(*tail)->next;
 			*tail = d;
-			pthread_mutex_unlock(&D.mu);
+			pthread_mutex_unlock(&settle_mu);
 			return;
 		}
 		if (failed)         /* a stale r->err after a success is not a failure */
@@ -506,6 +535,38 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 	return DISP_ACK;
 }
 
+/* ---- jobs that are not jobs ---- */
+
+/* The unparseable payload goes to dead as a wrapper (lesson 10); no on_death. */
+enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct log_site *site)
+{
+	double now = now_float();
+	const char *ecls = j->obj ? "Cogworker::InvalidJob" : "JSON::ParserError";
+	char *wrapper = job_unparseable_wrapper(j->raw, j->raw_len, j->fetched_from, ecls,
+	                                        j->parse_error ? j->parse_error : "not a job", now);
+	char score[64];
+	snprintf(score, sizeof score, "%.6f", now);
+	const char *argv[] = { "ZADD", K_DEAD, score, wrapper };
+	redisReply *rep = rcmd_argv(r, 4, argv, NULL);
+	bump_stats(r, 0, site);
+	log_error("unparseable job from queue %s moved to dead: %s",
+	          j->fetched_from ? j->fetched_from : "?", j->parse_error ? j->parse_error : "");
+	if (rep) {
+		freeReplyObject(rep);
+		free(wrapper);
+		return DISP_ACK;
+	}
+	/* The burial itself failed: owe it, like any filing (reconcile completes it). */
+	struct pending *p = xcalloc(1, sizeof *p);
+	p->raw = xstrndup(j->raw, j->raw_len);
+	p->set = xstrdup(K_DEAD);
+	p->score = now;
+	p->payload = wrapper;
+	p->queue = xstrdup(j->queue);
+	pending_add(p);
+	return DISP_SETTLED;
+}
+
 /* ---- pending settlements (reconcile, stop) ---- */
 
 void pending_free(struct pending *p)
@@ -553,17 +614,14 @@ static int settle_one(struct rconn *r, struct pending *p)
 }
 
 /* Held for a whole settling pass: the stop sequence's pass waits for a reconcile pass the
- * poller may be in the middle of, so no entry is out of D.pending while the shutdown
+ * poller may be in the middle of, so no entry is out of the pending list while the shutdown
  * requeue reads it (a pending ack missed there would be requeued and run again). */
 static pthread_mutex_t settling = PTHREAD_MUTEX_INITIALIZER;
 
 void settle_pending_all(struct rconn *r, struct log_site *site)
 {
 	pthread_mutex_lock(&settling);
-	pthread_mutex_lock(&D.mu);
-	struct pending *list = D.pending;
-	D.pending = NULL;
-	pthread_mutex_unlock(&D.mu);
+	struct pending *list = pending_take_all();
 	while (list) {
 		struct pending *p = list;
 		list = p->next;

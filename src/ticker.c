@@ -31,12 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "counters.h"
 #include "cron.h"
-#include "daemon.h"
 #include "job.h"
 #include "json.h"
-#include "metrics.h"
+#include "keys.h"
 #include "producer.h"
+#include "settle.h"
+#include "state.h"
+#include "ticker.h"
 #include "util.h"
 
 #define K_SCHEDULE_HASH "periodic:schedule"

@@ -19,7 +19,10 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include "daemon.h"
+#include "keys.h"
+#include "recovery.h"
+#include "settle.h"
+#include "state.h"
 #include "util.h"
 #include "unit_redis.h"
 
@@ -169,7 +172,7 @@ int main(void)
 		stop_server();
 		return 1;
 	}
-	daemon_init(&c);
+	state_init(&c);
 	snprintf(D.identity, sizeof D.identity, "unit:1:abcdef012345");
 	atomic_store(&D.fetch_mode, FETCH_RELIABLE);
 	struct conf *cur = conf_acquire();

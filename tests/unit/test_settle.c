@@ -13,7 +13,9 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include "daemon.h"
+#include "keys.h"
+#include "settle.h"
+#include "state.h"
 #include "job.h"
 #include "util.h"
 #include "unit_redis.h"
@@ -318,7 +320,7 @@ int main(void)
 		stop_server();
 		return 1;
 	}
-	daemon_init(&c);
+	state_init(&c);
 	snprintf(D.identity, sizeof D.identity, "unit:1:abcdef012345");
 	snprintf(inprogress, sizeof inprogress, "cogworker:inprogress:%s", D.identity);
 	atomic_store(&D.fetch_mode, FETCH_RELIABLE);

@@ -16,7 +16,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "cron.h"
-#include "daemon.h"
+#include "heartbeat.h"
+#include "keys.h"
+#include "settle.h"
+#include "state.h"
+#include "ticker.h"
 #include "job.h"
 #include "util.h"
 #include "unit_redis.h"
@@ -256,7 +260,7 @@ int main(void)
 		stop_server();
 		return 1;
 	}
-	daemon_init(&c);
+	state_init(&c);
 	snprintf(D.identity, sizeof D.identity, "unit:1:abcdef012345");
 	atomic_store(&D.fetch_mode, FETCH_RELIABLE);
 	job_pjid(CRON, "P", "[]", pjid);

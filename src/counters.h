@@ -1,0 +1,62 @@
+/*
+ * counters.h: this process's own counters, shared by every thread of the daemon and
+ * linked into cogworkerctl too (the Redis layer counts reconnects), which never serves
+ * them. Lock-free atomics (counters.c), so any thread may bump them anywhere:
+ *
+ *     metrics_inc(METRIC_ORPHANS_RECOVERED);
+ *     metrics_add(METRIC_ORPHANS_RECOVERED, n);
+ *     metrics_observe_run(seconds);            (the run-time histogram)
+ *
+ * The daemon's endpoint (metrics.h) serves them.
+ */
+#ifndef COGWORKERD_COUNTERS_H
+#define COGWORKERD_COUNTERS_H
+
+#include <stdatomic.h>
+
+enum metric {
+	/* jobs by outcome: cogworkerd_jobs_total{outcome="..."} */
+	METRIC_JOBS_SUCCEEDED,          /* handler exited 0 */
+	METRIC_JOBS_RETRIED,            /* failed, filed into the retry set */
+	METRIC_JOBS_DEAD,               /* failed, filed into the dead set (or unparseable) */
+	METRIC_JOBS_DISCARDED,          /* failed with one of the handler's discard_exit_codes */
+	METRIC_JOBS_INTERRUPTED,        /* stopped at shutdown, left for the requeue */
+	/* failures by kind (also counted in the outcomes above) */
+	METRIC_HANDLER_TIMEOUTS,        /* the handler ran past its timeout */
+	/* Redis */
+	METRIC_REDIS_RECONNECTS,        /* a connection that had worked connected again */
+	/* the scheduled poller (orphan recovery, KeyGuard) */
+	METRIC_ORPHANS_RECOVERED,       /* jobs requeued from dead processes' in-progress lists */
+	METRIC_KEYS_QUARANTINED,        /* wrong-typed keys moved out of the way */
+	/* the ticker */
+	METRIC_CRON_FIRED,              /* periodic slots claimed and pushed by this process */
+	METRIC_CRON_SKIPPED,            /* slots not pushed: lost the claim, disabled, unique */
+	METRIC__COUNT
+};
+
+extern atomic_ullong metrics_counters[METRIC__COUNT];
+
+static inline void metrics_add(enum metric m, unsigned long long n)
+{
+	atomic_fetch_add_explicit(&metrics_counters[m], n, memory_order_relaxed);
+}
+
+static inline void metrics_inc(enum metric m)
+{
+	metrics_add(m, 1);
+}
+
+static inline unsigned long long metrics_get(enum metric m)
+{
+	return atomic_load_explicit(&metrics_counters[m], memory_order_relaxed);
+}
+
+/* The run-time histogram of handler runs: upper bounds in seconds (+Inf implied). */
+#define METRICS_RUN_BUCKETS 12
+extern const double metrics_run_bounds[METRICS_RUN_BUCKETS];
+void metrics_observe_run(double seconds);
+/* A snapshot: cumulative counts per bound (Prometheus "le"), total count, sum (s). */
+void metrics_run_snapshot(unsigned long long cumulative[METRICS_RUN_BUCKETS],
+                          unsigned long long *count, double *sum);
+
+#endif

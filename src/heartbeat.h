@@ -1,0 +1,16 @@
+/*
+ * heartbeat.h: the beat (presence, workers, lock refresh; doc/protocol.md §7.12), run by
+ * the manager on its own connection, and the subscriber thread that listens for remote
+ * quiet/resume/stop (§7.13).
+ */
+#ifndef COGWORKERD_HEARTBEAT_H
+#define COGWORKERD_HEARTBEAT_H
+
+#include "redis.h"
+
+int heartbeat_beat(struct rconn *r);
+int subscriber_start(void);
+void subscriber_stop(void);
+void presence_remove(struct rconn *r);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * settle.h: what happens to a job after its handler ran (settle.c, doc/protocol.md
+ * §7.5–§7.7, §7.20): failure routing, the interrupt path, acks and give-backs, the
+ * best-effort bookkeeping, owned keys and their deferred releases.
+ *
+ * Settling owns the pending settlements (an ack or a filing still owed because Redis
+ * failed when it was due): settle.c is the only place that builds one, keeps the list,
+ * and completes them (reconcile and stop call settle_pending_all).
+ */
+#ifndef COGWORKERD_SETTLE_H
+#define COGWORKERD_SETTLE_H
+
+#include <stddef.h>
+#include "log.h"
+#include "redis.h"
+
+struct job;
+struct handler;
+
+/* A settlement still owed for a job that ran (doc/protocol.md §7.7). */
+struct pending {
+	struct pending *next;
+	char *raw;
+	int is_ack;             /* 1: an ack; 0: a filing */
+	char *set;              /* K_RETRY or K_DEAD */
+	double score;
+	char *payload;
+	char *jid, *cls;        /* for locks and on_death */
+	char *pjid;
+	int unique;
+	char *queue;
+	char *args_json;
+};
+
+/* A failure decision (doc/protocol.md §7.5). */
+enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
+
+/* What a run leaves to settle. */
+enum disposition { DISP_ACK, DISP_SETTLED, DISP_GIVE_BACK, DISP_ABANDON };
+
+enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code);
+/* Route a failure; returns the disposition, and *died = 1 with *dead_entry (malloc'd) when
+ * this write put the job in dead (on_death is then owed, after settling). */
+enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,
+                               const char *error_class, const char *error_message,
+                               struct log_site *site, int *died, char **dead_entry);
+/* A payload that is not a job goes to dead as an (unparseable) wrapper; no on_death. */
+enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct log_site *site);
+
+int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
+                   const char *outcome, const char *error_class, const char *error_message,
+                   struct log_site *site);
+void bump_stats(struct rconn *r, int success, struct log_site *site);
+/* bump_stats in two halves, for a caller's pipeline: stats_add appends its 3 commands,
+ * stats_read reads their 3 replies (the earlier ones read already) and logs. */
+void stats_add(struct rconn *r, struct rpipe *p, int success);
+void stats_read(struct rconn *r, struct rpipe *p, struct log_site *site);
+
+int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid);
+/* settle_ack whose first attempt rides on a caller's pipeline: settle_ack_add appends the
+ * ACK (returns 0 and appends nothing in basic mode); once the replies before it are read,
+ * settle_ack_read(…, added, …) reads its reply and goes on as settle_ack does (attempts 2
+ * and 3, then a pending entry). */
+int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len,
+                   const char *jid);
+int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
+                    const char *jid);
+/* REQUEUE_ONE of a job on our in-progress list (give back, stray): the reply, or NULL. */
+redisReply *requeue_one(struct rconn *r, const char *raw, size_t len);
+int give_back(struct rconn *r, const char *raw, size_t len, const char *queue);
+
+/* ---- pending settlements ---- */
+int pending_has(const char *raw);
+/* Try every pending settlement once; what still fails stays owed. */
+void settle_pending_all(struct rconn *r, struct log_site *site);
+/* The stop sequence takes over what is still owed (a list linked by next), after a last
+ * settle_pending_all; free each with pending_free. */
+struct pending *pending_take_all(void);
+void pending_free(struct pending *p);
+
+/* ---- owned keys (doc/protocol.md §7.20) ---- */
+void release_owned(struct rconn *r, const char *key, const char *jid);
+int expire_owned(struct rconn *r, const char *key, const char *jid, long ttl);
+void deferred_releases_retry(struct rconn *r);
+void release_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
+                       const char *cls, const char *queue, const char *args_json);
+void extend_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
+                      const char *cls, const char *queue, const char *args_json, double delay);
+
+#endif

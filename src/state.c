@@ -1,0 +1,212 @@
+/*
+ * state.c: the state the daemon's threads share (state.h).
+ *
+ * The conf is reference-counted rather than guarded by a lock held while reading: a
+ * fetcher keeps its snapshot for the whole run of a job (minutes, maybe), and a reload
+ * must not wait for that, nor free a handler a running job still points into. So the
+ * current conf holds one reference, every reader takes one, and the last release frees.
+ *
+ * The records are small arrays searched linearly under D.mu: there are at most
+ * `concurrency` entries, and the lock is held only for the search.
+ *
+ * The thread registry lets /healthz tell a thread that returned (a bug: every loop is
+ * meant to run until the stop) from one that is alive, without the threads reporting in.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "state.h"
+
+struct daemon D;
+
+/* ---- the conf, reference-counted ---- */
+
+struct conf_ref {
+	struct conf c;              /* first: a struct conf * is a struct conf_ref * */
+	int refs;
+};
+static struct conf_ref *current_conf;
+static pthread_mutex_t conf_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct conf *conf_acquire(void)
+{
+	pthread_mutex_lock(&conf_mu);
+	struct conf_ref *r = current_conf;
+	r->refs++;
+	pthread_mutex_unlock(&conf_mu);
+	return &r->c;
+}
+
+void conf_release(struct conf *c)
+{
+	struct conf_ref *r = (struct conf_ref *)c;
+	pthread_mutex_lock(&conf_mu);
+	int gone = --r->refs == 0;
+	pthread_mutex_unlock(&conf_mu);
+	if (gone) {
+		conf_free(&r->c);
+		free(r);
+	}
+}
+
+void conf_install(struct conf *c)
+{
+	struct conf_ref *r = xcalloc(1, sizeof *r);
+	r->c = *c;
+	r->refs = 1;                /* the "current" reference */
+	pthread_mutex_lock(&conf_mu);
+	struct conf_ref *old = current_conf;
+	current_conf = r;
+	pthread_mutex_unlock(&conf_mu);
+	if (old)
+		conf_release(&old->c);
+}
+
+void state_init(struct conf *conf)
+{
+	pthread_mutex_init(&D.mu, NULL);
+	pthread_mutex_init(&D.mode_lock, NULL);
+	conf_install(conf);
+}
+
+int sleep_unless_stopping(double s)
+{
+	double end = mono_now() + s;
+	while (!atomic_load(&D.stopping)) {
+		double left = end - mono_now();
+		if (left <= 0)
+			return 0;
+		sleep_seconds(left < 0.1 ? left : 0.1);
+	}
+	return 1;
+}
+
+/* ---- in-memory records ---- */
+
+static struct raw_count *find(struct raw_count *v, int n, const char *raw)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(v[i].raw, raw) == 0)
+			return &v[i];
+	return NULL;
+}
+
+static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, const char *jid,
+                      const char *pjid, int until_executed)
+{
+	pthread_mutex_lock(&D.mu);
+	struct raw_count *e = find(*v, *n, raw);
+	if (e) {
+		e->count++;
+	} else {
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			*v = xrealloc(*v, (size_t)*cap * sizeof **v);
+		}
+		e = &(*v)[(*n)++];
+		memset(e, 0, sizeof *e);
+		e->raw = xstrdup(raw);
+		e->count = 1;
+		e->jid = jid ? xstrdup(jid) : NULL;
+		e->pjid = pjid ? xstrdup(pjid) : NULL;
+		e->until_executed = until_executed;
+	}
+	pthread_mutex_unlock(&D.mu);
+}
+
+static void count_remove(struct raw_count *v, int *n, const char *raw)
+{
+	pthread_mutex_lock(&D.mu);
+	struct raw_count *e = find(v, *n, raw);
+	if (e && --e->count == 0) {
+		free(e->raw);
+		free(e->jid);
+		free(e->pjid);
+		*e = v[--(*n)];
+	}
+	pthread_mutex_unlock(&D.mu);
+}
+
+void running_add(const char *raw)
+{
+	count_add(&D.running, &D.nrunning, &D.caprunning, raw, NULL, NULL, 0);
+}
+
+void running_remove(const char *raw)
+{
+	count_remove(D.running, &D.nrunning, raw);
+}
+
+int running_has(const char *raw)
+{
+	pthread_mutex_lock(&D.mu);
+	int has = find(D.running, D.nrunning, raw) != NULL;
+	pthread_mutex_unlock(&D.mu);
+	return has;
+}
+
+void performing_add(const char *raw, const char *jid, const char *pjid, int until_executed)
+{
+	count_add(&D.performing, &D.nperforming, &D.capperforming, raw, jid, pjid, until_executed);
+}
+
+void performing_remove(const char *raw)
+{
+	count_remove(D.performing, &D.nperforming, raw);
+}
+
+/* ---- thread registry ---- */
+
+struct tracked {
+	struct tracked *next;
+	const char *name;
+	void *(*fn)(void *);
+	void *arg;
+	atomic_int exited;
+};
+static struct tracked *tracked_threads;
+static pthread_mutex_t tracked_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void mark_exited(void *arg)
+{
+	atomic_store(&((struct tracked *)arg)->exited, 1);
+}
+
+static void *tracked_main(void *arg)
+{
+	struct tracked *t = arg;
+	void *ret;
+	pthread_cleanup_push(mark_exited, t);
+	ret = t->fn(t->arg);
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+int thread_start(pthread_t *th, const pthread_attr_t *attr, const char *name,
+                 void *(*fn)(void *), void *arg)
+{
+	struct tracked *t = xcalloc(1, sizeof *t);
+	t->name = name;
+	t->fn = fn;
+	t->arg = arg;
+	pthread_mutex_lock(&tracked_mu);
+	t->next = tracked_threads;
+	tracked_threads = t;
+	pthread_mutex_unlock(&tracked_mu);
+	int rc = pthread_create(th, attr, tracked_main, t);
+	if (rc != 0)
+		atomic_store(&t->exited, 1);
+	return rc;
+}
+
+int threads_exited(struct sbuf *why)
+{
+	int n = 0;
+	pthread_mutex_lock(&tracked_mu);
+	for (struct tracked *t = tracked_threads; t; t = t->next)
+		if (atomic_load(&t->exited)) {
+			sb_printf(why, "thread %s is not running\n", t->name);
+			n++;
+		}
+	pthread_mutex_unlock(&tracked_mu);
+	return n;
+}

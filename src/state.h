@@ -1,0 +1,92 @@
+/*
+ * state.h: the state every thread of the daemon shares, below all the thread loops.
+ *
+ * Threads (doc/design.md "Process shape"): the manager is the main thread (signals,
+ * heartbeat, supervision, stop); N fetcher threads (fetcher.c); the scheduled poller
+ * (scheduled.c); the ticker (ticker.c); the subscriber (heartbeat.c); the metrics endpoint
+ * (metrics.c). Each has its own struct rconn: hiredis contexts are not thread-safe. What
+ * they share is here, and only here:
+ *
+ *   - the conf, reference-counted: a reload swaps in a new one while a running job keeps
+ *     the handler it started with (conf_acquire / conf_release);
+ *   - the process's identity and flags (quiet, stopping, busy, ...);
+ *   - the in-memory records doc/protocol.md §7.3 trusts over Redis, under D.mu: running
+ *     jobs (a count per raw payload: two copies of one payload can run at once) and
+ *     performing jobs (handler child alive; the heartbeat refreshes their periodic locks).
+ *     Pending settlements and deferred releases belong to settling (settle.h);
+ *   - the thread registry /healthz reads (thread_start).
+ *
+ * This file needs nothing above the library: a thread loop may include it, never the
+ * other way round.
+ */
+#ifndef COGWORKERD_STATE_H
+#define COGWORKERD_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "config.h"
+#include "util.h"
+
+enum fetch_mode { FETCH_UNRESOLVED, FETCH_RELIABLE, FETCH_BASIC };
+
+struct raw_count {
+	char *raw;
+	int count;
+	char *jid, *pjid;       /* performing only: for the lock refresh */
+	int until_executed;
+};
+
+struct daemon {
+	char identity[320];
+	char hostname[256];
+	double started_at;
+	char *info_json;                /* presence info minus rss (rebuilt at each beat) */
+
+	atomic_int quiet;
+	atomic_int stopping;
+	atomic_int busy;
+	atomic_int ready_for_ticker;
+	atomic_int prev_beat_failed;
+
+	pthread_mutex_t mode_lock;
+	atomic_int fetch_mode;          /* enum fetch_mode, resolved lazily at first fetch */
+
+	pthread_mutex_t mu;             /* guards the records below */
+	struct raw_count *running;
+	int nrunning, caprunning;
+	struct raw_count *performing;
+	int nperforming, capperforming;
+
+	int wake_fd;                    /* eventfd: wakes the manager (remote signals) */
+	atomic_int remote_request;      /* 1 quiet, 2 resume, 3 stop */
+};
+
+extern struct daemon D;
+
+/* The locks and the first conf, without starting anything (also for the unit tests). */
+void state_init(struct conf *conf);
+
+/* Snapshot the conf for reading; release with conf_release. */
+struct conf *conf_acquire(void);
+void conf_release(struct conf *c);
+/* Make c (copied; its contents are taken over) the current conf: a reload. */
+void conf_install(struct conf *c);
+
+/* Sleep up to s seconds, returning early (1) when stopping begins. */
+int sleep_unless_stopping(double s);
+
+void running_add(const char *raw);
+void running_remove(const char *raw);
+int running_has(const char *raw);
+void performing_add(const char *raw, const char *jid, const char *pjid, int until_executed);
+void performing_remove(const char *raw);
+
+/* pthread_create (attr may be NULL) for a thread /healthz watches; name is a literal
+ * ("fetcher", ...). A tracked thread that returns while the daemon is not stopping makes
+ * /healthz answer 503 and name it. */
+int thread_start(pthread_t *t, const pthread_attr_t *attr, const char *name,
+                 void *(*fn)(void *), void *arg);
+/* Append one line per tracked thread that has exited; returns how many. */
+int threads_exited(struct sbuf *why);
+
+#endif
