@@ -19,6 +19,7 @@
 #include "redis.h"
 #include "log.h"
 #include "keys.h"
+#include "outcome.h"       /* enum decision, ABORT_GRACE */
 
 enum fetch_mode { FETCH_UNRESOLVED, FETCH_RELIABLE, FETCH_BASIC };
 
@@ -118,9 +119,6 @@ void fetched_free(struct fetched *f);
 enum fetch_mode fetch_mode_resolve(struct rconn *r);
 void fetch_mode_fallback(void);
 
-/* A failure decision (PROTOCOL §7.5). */
-enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
-
 /* What execute leaves to settle. */
 enum disposition { DISP_ACK, DISP_SETTLED, DISP_GIVE_BACK, DISP_ABANDON };
 
@@ -134,7 +132,6 @@ int fetchers_join(double deadline);     /* 0 when all have exited before the dea
 /* settle.c */
 struct job;
 struct handler;
-enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code);
 /* Route a failure; returns the disposition, and *died = 1 with *dead_entry (malloc'd) when
  * this write put the job in dead (on_death is then owed, after settling). */
 enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,

@@ -490,8 +490,6 @@ static void notify_status(const struct conf *c)
 	           atomic_load(&D.prev_beat_failed) ? "unreachable" : "ok");
 }
 
-#define ABORT_GRACE 2.0        /* TERM → KILL of handlers still running at the deadline */
-
 static double beat_interval(void)
 {
 	struct conf *c = conf_acquire();

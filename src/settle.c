@@ -20,6 +20,7 @@
 #include "handler.h"
 #include "job.h"
 #include "json.h"
+#include "outcome.h"
 #include "util.h"
 
 #define MAX_INTERRUPTS 3
@@ -34,25 +35,6 @@ int site_result(struct log_site *site, struct rconn *r, int ok, const char *what
 	else
 		log_error("%s: %s: %s", site->name, what, r->err);
 	return ok;
-}
-
-static int in_list(const int *v, int n, int code)
-{
-	for (int i = 0; i < n; i++)
-		if (v[i] == code)
-			return 1;
-	return 0;
-}
-
-enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code)
-{
-	if (j->retry_count + 1 > j->max_retries)
-		return DECIDE_DEAD;
-	if (h && exit_code > 0 && in_list(h->dead_codes, h->ndead, exit_code))
-		return DECIDE_KILLED;
-	if (h && exit_code > 0 && in_list(h->discard_codes, h->ndiscard, exit_code))
-		return DECIDE_DISCARD;
-	return DECIDE_RETRY;
 }
 
 /* ---- owned keys and deferred releases ---- */
