@@ -24,6 +24,7 @@
 #include "job.h"
 #include "json.h"
 #include "keys.h"
+#include "outcome.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
@@ -150,33 +151,6 @@ static void shorten_running_lock(struct fetcher *f, const struct job *j)
 
 /* ---- running the handler ---- */
 
-static char **args_as_argv(const struct job *j, int *n)
-{
-	*n = 0;
-	size_t *starts = NULL, *lens = NULL;
-	int count = json_array_spans(j->args_json, strlen(j->args_json), &starts, &lens);
-	if (count <= 0) {
-		free(starts);
-		free(lens);
-		return NULL;
-	}
-	char **out = xcalloc((size_t)count, sizeof *out);
-	cJSON *arr = job_json_parse(j->args_json, strlen(j->args_json));
-	for (int i = 0; i < count; i++) {
-		const cJSON *e = arr ? cJSON_GetArrayItem(arr, i) : NULL;
-		if (cJSON_IsString(e))
-			out[i] = xstrdup(e->valuestring);
-		else
-			out[i] = xstrndup(j->args_json + starts[i], lens[i]);
-	}
-	if (arr)
-		cJSON_Delete(arr);
-	free(starts);
-	free(lens);
-	*n = count;
-	return out;
-}
-
 struct progress_ctx {
 	struct fetcher *f;
 	const struct conf *c;
@@ -193,95 +167,35 @@ static void on_progress(void *ctx, const char *line, size_t len)
 		p->off = 1;
 }
 
-struct outcome {
-	int success;
-	int exit_code;          /* for the exit-code map; -1 when not an exit */
-	const char *error_class;
-	char *error_message;
-	int aborted;
-	double started, finished;
-	char *tail;             /* stderr tail, for the history's backtrace */
-	size_t tail_len;
-};
-
+/* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail, for
+ * the history's backtrace. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
-                        const struct handler *h, struct outcome *o)
+                        const struct handler *h, struct run_outcome *o, char **tail,
+                        size_t *tail_len)
 {
 	struct progress_ctx progress = { f, c, j->jid, 0 };
-	char rc[32];
-	snprintf(rc, sizeof rc, "%ld", j->retry_count);
-	char **env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
-	int nextra = 0;
-	char **extra = h->args_as_argv ? args_as_argv(j, &nextra) : NULL;
+	struct job_run run;
+	if (job_run_init(&run, j, h, o) != 0)
+		return;
 	char tag[64];
 	snprintf(tag, sizeof tag, "jid=%s", j->jid ? j->jid : "?");
-	struct run_request req = {
-		.command = &h->command, .extra_args = (const char *const *)extra, .nextra = nextra,
-		.env = (const char *const *)env, .stdin_data = j->raw, .stdin_len = j->raw_len,
-		.timeout = h->timeout, .kill_grace = h->kill_grace, .output_tail = h->output_tail,
-		.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
-		.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
-		.log_tag = tag, .log_output = 1, .abort = &f->abort, .abort_grace = 2.0,
-		.on_stdout_line = on_progress, .ctx = &progress,
-	};
-	unsigned *groups = NULL;
-	char err[256];
+	run.req.log_tag = tag;
+	run.req.log_output = 1;
+	run.req.abort = &f->abort;
+	run.req.on_stdout_line = on_progress;
+	run.req.ctx = &progress;
 	struct run_result res;
 	memset(&res, 0, sizeof res);
-	if ((h->user || h->group) && handler_resolve_ids(h, &req, &groups, err, sizeof err) != 0) {
-		res.status = RUN_SPAWN_FAILED;
-		o->error_class = "Cogworker::HandlerSpawnFailed";
-		char *what = xasprintf("exec failed: %s", err);     /* PROTOCOL §1.1 format */
-		o->error_message = job_error_message(o->error_class, what, NULL, 0);
-		free(what);
-		o->exit_code = -1;
-		goto out;
-	}
 	performing_add(j->raw, j->jid, j->pjid, j->periodic_until_executed);
-	handler_run(&req, &res, NULL, NULL);
+	handler_run(&run.req, &res, NULL, NULL);
 	performing_remove(j->raw);
-	o->exit_code = -1;
-	char detail[256];
-	switch (res.status) {
-	case RUN_EXITED:
-		if (res.code == 0) {
-			o->success = 1;
-			break;
-		}
-		o->exit_code = res.code;
-		o->error_class = "Cogworker::HandlerFailed";
-		snprintf(detail, sizeof detail, "exit status %d", res.code);
-		break;
-	case RUN_SIGNALED:
-		o->error_class = "Cogworker::HandlerSignaled";
-		snprintf(detail, sizeof detail, "killed by signal %d (SIG%s)", res.code,
-		         sigabbrev_np(res.code) ? sigabbrev_np(res.code) : "?");
-		break;
-	case RUN_TIMEOUT:
-		o->error_class = "Cogworker::HandlerTimeout";
-		snprintf(detail, sizeof detail, "timed out after %gs", h->timeout);
-		break;
-	case RUN_SPAWN_FAILED:
-		o->error_class = "Cogworker::HandlerSpawnFailed";
-		snprintf(detail, sizeof detail, "exec failed: %s", strerror(res.code));
-		break;
-	case RUN_ABORTED:
-		o->aborted = 1;
-		break;
-	}
-	if (!o->success && !o->aborted)
-		o->error_message = job_error_message(o->error_class, detail, res.tail, res.tail_len);
+	outcome_of_run(o, &run, &res);
 	if (res.tail_len) {
-		o->tail = xstrndup(res.tail, res.tail_len);
-		o->tail_len = res.tail_len;
+		*tail = xstrndup(res.tail, res.tail_len);
+		*tail_len = res.tail_len;
 	}
-out:
 	run_result_free(&res);
-	free(groups);
-	for (int i = 0; i < nextra; i++)
-		free(extra[i]);
-	free(extra);
-	handler_free_env(env);
+	job_run_free(&run);
 }
 
 /*
@@ -303,23 +217,21 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	log_info("start: %s jid=%s", cls, j->jid ? j->jid : "?");
 	struct conf *c = conf_acquire();
 	const struct handler *h = conf_find_handler(c, cls);
-	struct outcome o = { 0 };
-	o.started = now_float();
+	struct run_outcome o;
+	char *tail = NULL;
+	size_t tail_len = 0;
+	double started = now_float();
 	status_write(&f->r, c, j, "working", NULL, NULL);
 	if (!h) {
-		o.error_class = "Cogworker::NoHandler";
-		char *detail = xasprintf("no handler configured for class %s", cls);
-		o.error_message = job_error_message(o.error_class, detail, NULL, 0);
-		free(detail);
-		o.exit_code = -1;
+		outcome_no_handler(&o, cls);
 	} else {
 		shorten_running_lock(f, j);
 		double t0 = mono_now();
-		run_handler(f, c, j, h, &o);
+		run_handler(f, c, j, h, &o, &tail, &tail_len);
 		if (!o.aborted)
 			metrics_observe_run(mono_now() - t0);
 	}
-	o.finished = now_float();
+	double finished = now_float();
 	enum disposition disp = DISP_ACK;
 	if (o.aborted) {
 		/* Left in progress (and in the workers hash, for basic mode) for the requeue. */
@@ -327,6 +239,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		         j->jid ? j->jid : "?");
 		metrics_inc(METRIC_JOBS_INTERRUPTED);
 		conf_release(c);
+		free(tail);
 		return DISP_ABANDON;
 	}
 	if (o.success && stats_only(c, j)) {
@@ -336,7 +249,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		bump_stats(&f->r, 1, &job_site);
 		status_write(&f->r, c, j, "complete", NULL, NULL);
-		history_record(&f->r, c, j, 1, o.started, o.finished, NULL, NULL, NULL, 0);
+		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
 		log_info("done: %s jid=%s", cls, j->jid ? j->jid : "?");
 	} else {
@@ -344,8 +257,8 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		enum decision d = decide_failure(j, h, o.exit_code);
 		status_write(&f->r, c, j, d == DECIDE_RETRY ? "retrying" : "failed", o.error_class,
 		             o.error_message);
-		history_record(&f->r, c, j, 0, o.started, o.finished, o.error_class, o.error_message,
-		               o.tail, o.tail_len);
+		history_record(&f->r, c, j, 0, started, finished, o.error_class, o.error_message,
+		               tail, tail_len);
 		log_warn("fail: %s jid=%s: %s: %s", cls, j->jid ? j->jid : "?", o.error_class,
 		         o.error_message);
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,
@@ -356,8 +269,8 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 			metrics_inc(METRIC_HANDLER_TIMEOUTS);
 	}
 	conf_release(c);
-	free(o.error_message);
-	free(o.tail);
+	outcome_free(&o);
+	free(tail);
 	if (!*finish)
 		deregister_worker(f);
 	return disp;

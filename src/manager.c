@@ -35,6 +35,7 @@
 #include "keys.h"
 #include "manager.h"
 #include "metrics.h"
+#include "outcome.h"
 #include "reaper.h"
 #include "scheduled.h"
 #include "settle.h"
@@ -194,8 +195,6 @@ static void notify_status(const struct conf *c)
 	           atomic_load(&D.quiet) ? ", quiet" : "",
 	           atomic_load(&D.prev_beat_failed) ? "unreachable" : "ok");
 }
-
-#define ABORT_GRACE 2.0        /* TERM → KILL of handlers still running at the deadline */
 
 static double beat_interval(void)
 {

@@ -21,6 +21,7 @@
 #include "job.h"
 #include "json.h"
 #include "keys.h"
+#include "outcome.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
@@ -63,25 +64,6 @@ struct pending *pending_take_all(void)
 	pending = NULL;
 	pthread_mutex_unlock(&settle_mu);
 	return all;
-}
-
-static int in_list(const int *v, int n, int code)
-{
-	for (int i = 0; i < n; i++)
-		if (v[i] == code)
-			return 1;
-	return 0;
-}
-
-enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code)
-{
-	if (j->retry_count + 1 > j->max_retries)
-		return DECIDE_DEAD;
-	if (h && exit_code > 0 && in_list(h->dead_codes, h->ndead, exit_code))
-		return DECIDE_KILLED;
-	if (h && exit_code > 0 && in_list(h->discard_codes, h->ndiscard, exit_code))
-		return DECIDE_DISCARD;
-	return DECIDE_RETRY;
 }
 
 /* ---- owned keys and deferred releases ---- */

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include "log.h"
+#include "outcome.h"
 #include "redis.h"
 
 struct job;
@@ -32,13 +33,9 @@ struct pending {
 	char *args_json;
 };
 
-/* A failure decision (doc/protocol.md §7.5). */
-enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
-
 /* What a run leaves to settle. */
 enum disposition { DISP_ACK, DISP_SETTLED, DISP_GIVE_BACK, DISP_ABANDON };
 
-enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code);
 /* Route a failure; returns the disposition, and *died = 1 with *dead_entry (malloc'd) when
  * this write put the job in dead (on_death is then owed, after settling). */
 enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,

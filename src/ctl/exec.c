@@ -8,6 +8,10 @@
  * retrying, dead, killed, discarded) with the error_class / error_message the daemon would
  * write. Nothing is enqueued, fetched or filed: exec never connects to Redis.
  *
+ * The run request, the error class and message and the failure decision are the daemon's
+ * own (outcome.c): only the hooks differ (output kept for the report instead of logged,
+ * Ctrl-C as the abort flag), plus --timeout and a longer stderr tail to show.
+ *
  * Exit status: 0 the handler succeeded, 1 it failed (any other outcome, no handler
  * included), 2 usage error.
  */
@@ -20,6 +24,7 @@
 #include "handler.h"
 #include "job.h"
 #include "json.h"
+#include "outcome.h"
 #include "producer.h"
 
 #define STDOUT_MAX (1 << 20)            /* stdout kept for the report */
@@ -49,39 +54,6 @@ static void stdout_line(void *ctx, const char *line, size_t len)
 	sb_addc(&o->b, '\n');
 }
 
-static int in_list(const int *v, int n, int code)
-{
-	for (int i = 0; i < n; i++)
-		if (v[i] == code)
-			return 1;
-	return 0;
-}
-
-static char **args_as_argv(const char *args_json, int *n)
-{
-	*n = 0;
-	size_t *starts = NULL, *lens = NULL;
-	int count = json_array_spans(args_json, strlen(args_json), &starts, &lens);
-	if (count <= 0) {
-		free(starts);
-		free(lens);
-		return NULL;
-	}
-	char **out = xcalloc((size_t)count, sizeof *out);
-	cJSON *arr = job_json_parse(args_json, strlen(args_json));
-	for (int i = 0; i < count; i++) {
-		const cJSON *e = arr ? cJSON_GetArrayItem(arr, i) : NULL;
-		out[i] = cJSON_IsString(e) ? xstrdup(e->valuestring)
-		                           : xstrndup(args_json + starts[i], lens[i]);
-	}
-	if (arr)
-		cJSON_Delete(arr);
-	free(starts);
-	free(lens);
-	*n = count;
-	return out;
-}
-
 static char *strings_as_json(int n, char **v)
 {
 	struct sbuf b;
@@ -101,8 +73,23 @@ struct report {
 	int exit_code, signal;      /* -1 when not applicable */
 	const char *outcome;        /* success, retrying, dead, killed, discarded, aborted */
 	const char *why;
-	const char *error_class;
-	char *error_message;
+};
+
+static const char *const status_name[] = {
+	[RUN_EXITED] = "exited", [RUN_SIGNALED] = "signaled", [RUN_TIMEOUT] = "timeout",
+	[RUN_SPAWN_FAILED] = "spawn_failed", [RUN_ABORTED] = "aborted",
+};
+
+/* What each failure decision would do to the job, in the report's words. */
+static const struct {
+	const char *outcome, *why;
+} decided[] = {
+	[DECIDE_RETRY] = { "retrying", "a failure: it would be retried with the default backoff" },
+	[DECIDE_DEAD] = { "dead", "a failure with no retries left: it would go to dead" },
+	[DECIDE_KILLED] = { "killed",
+	                    "the exit code is in dead_exit_codes: it would go straight to dead" },
+	[DECIDE_DISCARD] = { "discarded",
+	                     "the exit code is in discard_exit_codes: it would be dropped" },
 };
 
 int cmd_exec(struct ctl *c, int argc, char **argv)
@@ -200,118 +187,56 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 
 	const struct handler *h = conf_find_handler(&c->conf, p.cls);
 	struct report rep = { .exit_code = -1, .signal = -1 };
+	struct run_outcome o;
 	struct run_result res;
 	memset(&res, 0, sizeof res);
 	struct out out;
 	sb_init(&out.b);
 	out.truncated = 0;
-	int nextra = 0;
-	char **extra = NULL;
-	char detail[256];
+	struct job_run run;
+	memset(&run, 0, sizeof run);
 	int ran = 0;
 	if (!h) {
 		rep.status = "no_handler";
-		rep.error_class = "Cogworker::NoHandler";
-		snprintf(detail, sizeof detail, "no handler configured for class %s", p.cls);
-		rep.error_message = job_error_message(rep.error_class, detail, NULL, 0);
+		outcome_no_handler(&o, p.cls);
+	} else if (job_run_init(&run, &j, h, &o) != 0) {
+		rep.status = "spawn_failed";
 	} else {
-		char rc[32];
-		snprintf(rc, sizeof rc, "%ld", j.retry_count);
-		char **env = handler_build_env(h, jid, p.cls, j.queue, rc, j.args_json);
-		extra = h->args_as_argv ? args_as_argv(j.args_json, &nextra) : NULL;
-		struct run_request req = {
-			.command = &h->command, .extra_args = (const char *const *)extra,
-			.nextra = nextra, .env = (const char *const *)env, .stdin_data = payload,
-			.stdin_len = strlen(payload), .timeout = timeout >= 0 ? timeout : h->timeout,
-			.kill_grace = h->kill_grace,
-			.output_tail = h->output_tail > STDERR_KEPT ? h->output_tail : STDERR_KEPT,
-			.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
-			.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
-			.log_tag = "exec", .log_output = 0, .on_stdout_line = stdout_line, .ctx = &out,
-			.abort = &interrupted, .abort_grace = 2.0,
-		};
-		unsigned *groups = NULL;
-		char err[256];
-		if ((h->user || h->group) &&
-		    handler_resolve_ids(h, &req, &groups, err, sizeof err) != 0) {
-			rep.status = "spawn_failed";
-			rep.error_class = "Cogworker::HandlerSpawnFailed";
-			rep.error_message = job_error_message(rep.error_class, err, NULL, 0);
-		} else {
-			struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
-			sigemptyset(&sa.sa_mask);
-			sigaction(SIGINT, &sa, &old_int);
-			sigaction(SIGTERM, &sa, &old_term);
-			handler_run(&req, &res, NULL, NULL);
-			sigaction(SIGINT, &old_int, NULL);
-			sigaction(SIGTERM, &old_term, NULL);
-			ran = 1;
-		}
-		free(groups);
-		handler_free_env(env);
-	}
-	if (ran) {
-		/* The error message as the daemon builds it: from the last output_tail bytes. */
-		size_t keep = h->output_tail;
-		const char *tail = res.tail;
-		size_t tail_len = res.tail_len;
-		if (tail_len > keep) {
-			tail += tail_len - keep;
-			tail_len = keep;
-		}
-		switch (res.status) {
-		case RUN_EXITED:
-			rep.status = "exited";
+		if (timeout >= 0)
+			run.req.timeout = timeout;
+		/* More stderr to show than the error message is built from. */
+		if (run.req.output_tail < STDERR_KEPT)
+			run.req.output_tail = STDERR_KEPT;
+		run.req.log_tag = "exec";
+		run.req.on_stdout_line = stdout_line;
+		run.req.ctx = &out;
+		run.req.abort = &interrupted;
+		struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, &old_int);
+		sigaction(SIGTERM, &sa, &old_term);
+		handler_run(&run.req, &res, NULL, NULL);
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
+		ran = 1;
+		outcome_of_run(&o, &run, &res);
+		rep.status = status_name[res.status];
+		if (res.status == RUN_EXITED)
 			rep.exit_code = res.code;
-			if (res.code != 0) {
-				rep.error_class = "Cogworker::HandlerFailed";
-				snprintf(detail, sizeof detail, "exit status %d", res.code);
-			}
-			break;
-		case RUN_SIGNALED:
-			rep.status = "signaled";
+		else if (res.status == RUN_SIGNALED)
 			rep.signal = res.code;
-			rep.error_class = "Cogworker::HandlerSignaled";
-			snprintf(detail, sizeof detail, "killed by signal %d (SIG%s)", res.code,
-			         sigabbrev_np(res.code) ? sigabbrev_np(res.code) : "?");
-			break;
-		case RUN_TIMEOUT:
-			rep.status = "timeout";
-			rep.error_class = "Cogworker::HandlerTimeout";
-			snprintf(detail, sizeof detail, "timed out after %gs",
-			         timeout >= 0 ? timeout : h->timeout);
-			break;
-		case RUN_SPAWN_FAILED:
-			rep.status = "spawn_failed";
-			rep.error_class = "Cogworker::HandlerSpawnFailed";
-			snprintf(detail, sizeof detail, "exec failed: %s", strerror(res.code));
-			break;
-		case RUN_ABORTED:
-			rep.status = "aborted";
-			break;
-		}
-		if (rep.error_class)
-			rep.error_message = job_error_message(rep.error_class, detail, tail, tail_len);
 	}
-	/* The outcome the exit-code map gives (as failure routing decides, §4.2, §7.5). */
-	if (rep.status && !strcmp(rep.status, "aborted")) {
+	/* The outcome the exit-code map gives, as the daemon's failure routing decides it. */
+	if (o.aborted) {
 		rep.outcome = "aborted";
 		rep.why = "interrupted: the handler's process group was stopped";
-	} else if (!rep.error_class) {
+	} else if (o.success) {
 		rep.outcome = "success";
 		rep.why = "exit 0";
-	} else if (j.retry_count + 1 > j.max_retries) {
-		rep.outcome = "dead";
-		rep.why = "a failure with no retries left: it would go to dead";
-	} else if (h && rep.exit_code > 0 && in_list(h->dead_codes, h->ndead, rep.exit_code)) {
-		rep.outcome = "killed";
-		rep.why = "the exit code is in dead_exit_codes: it would go straight to dead";
-	} else if (h && rep.exit_code > 0 && in_list(h->discard_codes, h->ndiscard, rep.exit_code)) {
-		rep.outcome = "discarded";
-		rep.why = "the exit code is in discard_exit_codes: it would be dropped";
 	} else {
-		rep.outcome = "retrying";
-		rep.why = "a failure: it would be retried with the default backoff";
+		enum decision d = decide_failure(&j, h, o.exit_code);
+		rep.outcome = decided[d].outcome;
+		rep.why = decided[d].why;
 	}
 	double duration = ran ? res.finished - res.started : 0;
 	char *stderr_text = ran ? utf8_scrub(res.tail, res.tail_len, 0) : xstrdup("");
@@ -333,9 +258,9 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 					sb_addc(&b, ',');
 				jstr(&b, h->command.v[i]);
 			}
-			for (int i = 0; i < nextra; i++) {
+			for (int i = 0; i < run.nextra; i++) {
 				sb_addc(&b, ',');
-				jstr(&b, extra[i]);
+				jstr(&b, run.extra[i]);
 			}
 			sb_addc(&b, ']');
 		} else {
@@ -354,9 +279,9 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		sb_adds(&b, ",\"stderr\":");
 		jstr(&b, stderr_text);
 		sb_printf(&b, ",\"outcome\":\"%s\",\"error_class\":", rep.outcome);
-		jstr(&b, rep.error_class);
+		jstr(&b, o.error_class);
 		sb_adds(&b, ",\"error_message\":");
-		jstr(&b, rep.error_message);
+		jstr(&b, o.error_message);
 		sb_addc(&b, '}');
 		jprint(&b);
 	} else {
@@ -365,8 +290,8 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 			printf("command   ");
 			for (int i = 0; i < h->command.n; i++)
 				printf(" %s", h->command.v[i]);
-			for (int i = 0; i < nextra; i++)
-				printf(" %s", extra[i]);
+			for (int i = 0; i < run.nextra; i++)
+				printf(" %s", run.extra[i]);
 			printf("\n");
 		}
 		if (!strcmp(rep.status, "exited"))
@@ -381,8 +306,8 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		if (ran)
 			printf(" after %.3fs (pid %d)", duration, res.pid);
 		printf("\noutcome    %s: %s\n", rep.outcome, rep.why);
-		if (rep.error_class)
-			printf("error      %s: %s\n", rep.error_class, rep.error_message);
+		if (o.error_class)
+			printf("error      %s: %s\n", o.error_class, o.error_message);
 		if (out.b.len) {
 			printf("stdout%s:\n", out.truncated ? " (cut at 1 MiB)" : "");
 			fwrite(out.b.s, 1, out.b.len, stdout);
@@ -396,11 +321,9 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 	}
 	int status = !strcmp(rep.outcome, "success") ? CTL_OK : CTL_NOTHING;
 	free(stderr_text);
-	free(rep.error_message);
+	outcome_free(&o);
 	run_result_free(&res);
-	for (int i = 0; i < nextra; i++)
-		free(extra[i]);
-	free(extra);
+	job_run_free(&run);
 	sb_free(&out.b);
 	job_free(&j);
 	free(payload);

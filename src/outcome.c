@@ -1,0 +1,196 @@
+/*
+ * outcome.c: the run path of a job shared by the daemon (fetcher.c) and `cogworkerctl
+ * exec`: build the run request from the job and its handler conf, turn the run's result
+ * into an error class and message, decide where a failure goes.
+ *
+ * Why one place: exec exists to answer "what would the daemon do with this job?" without
+ * Redis. While it had its own copy of these steps, the copies drifted (exec reported a
+ * user that can't be resolved without the "exec failed: " the daemon files), and exec's
+ * answer was then about a daemon that does not exist. With one implementation the answer
+ * can only differ where the callers deliberately differ: exec may override the timeout
+ * (the message then names the timeout that applied), keeps a longer stderr tail to show
+ * (the message is still built from the handler's output_tail), and prints instead of
+ * logging. tests/integration/test_outcome.py runs the same handler results both ways.
+ *
+ * The error messages are part of the protocol (what ends up in retry and dead entries
+ * and the attempts log): "exit status N", "killed by signal N (SIGNAME)", "timed out
+ * after Ss", "exec failed: why", "no handler configured for class C", each followed by
+ * the stderr tail as job_error_message joins them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "json.h"
+#include "outcome.h"
+#include "util.h"
+
+#define NO_EXIT_CODE (-1)
+
+static int in_list(const int *v, int n, int code)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == code)
+			return 1;
+	return 0;
+}
+
+/*
+ * json_array_spans gives each element's original text; cJSON decodes the strings. The
+ * elements are walked as a list, in step with the spans: cJSON_GetArrayItem(i) walks
+ * from the head each time, quadratic in the number of args.
+ */
+char **args_as_argv(const char *args_json, int *n)
+{
+	size_t len = strlen(args_json);
+	size_t *starts = NULL, *lens = NULL;
+	int count = json_array_spans(args_json, len, &starts, &lens);
+	*n = 0;
+	if (count <= 0) {
+		free(starts);
+		free(lens);
+		return NULL;
+	}
+	char **out = xcalloc((size_t)count, sizeof *out);
+	cJSON *arr = job_json_parse(args_json, len);
+	const cJSON *e = cJSON_IsArray(arr) ? arr->child : NULL;
+	for (int i = 0; i < count; i++) {
+		if (cJSON_IsString(e))
+			out[i] = xstrdup(e->valuestring);
+		else
+			out[i] = xstrndup(args_json + starts[i], lens[i]);
+		if (e)
+			e = e->next;
+	}
+	if (arr)
+		cJSON_Delete(arr);
+	free(starts);
+	free(lens);
+	*n = count;
+	return out;
+}
+
+static void failed(struct run_outcome *o, const char *error_class, const char *detail,
+                   const char *tail, size_t tail_len)
+{
+	o->error_class = error_class;
+	o->error_message = job_error_message(error_class, detail, tail, tail_len);
+}
+
+static void outcome_clear(struct run_outcome *o)
+{
+	memset(o, 0, sizeof *o);
+	o->exit_code = NO_EXIT_CODE;
+}
+
+static void free_parts(struct job_run *run)
+{
+	for (int i = 0; i < run->nextra; i++)
+		free(run->extra[i]);
+	free(run->extra);
+	free(run->groups);
+	handler_free_env(run->env);
+	memset(run, 0, sizeof *run);
+}
+
+int job_run_init(struct job_run *run, const struct job *j, const struct handler *h,
+                 struct run_outcome *o)
+{
+	memset(run, 0, sizeof *run);
+	char rc[32];
+	snprintf(rc, sizeof rc, "%ld", j->retry_count);
+	run->env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
+	if (h->args_as_argv)
+		run->extra = args_as_argv(j->args_json, &run->nextra);
+	run->message_tail = h->output_tail;
+	run->req = (struct run_request){
+		.command = &h->command, .extra_args = (const char *const *)run->extra,
+		.nextra = run->nextra, .env = (const char *const *)run->env,
+		.stdin_data = j->raw, .stdin_len = j->raw_len,
+		.timeout = h->timeout, .kill_grace = h->kill_grace, .output_tail = h->output_tail,
+		.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
+		.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
+		.abort_grace = ABORT_GRACE,
+	};
+	char err[256];
+	if ((h->user || h->group) &&
+	    handler_resolve_ids(h, &run->req, &run->groups, err, sizeof err) != 0) {
+		free_parts(run);
+		outcome_clear(o);
+		/* Reported as a failed exec: to the job it is one (PROTOCOL §1.1 format). */
+		char *what = xasprintf("exec failed: %s", err);
+		failed(o, "Cogworker::HandlerSpawnFailed", what, NULL, 0);
+		free(what);
+		return -1;
+	}
+	return 0;
+}
+
+void job_run_free(struct job_run *run)
+{
+	free_parts(run);
+}
+
+void outcome_of_run(struct run_outcome *o, const struct job_run *run,
+                    const struct run_result *res)
+{
+	const char *tail = res->tail;
+	size_t tail_len = res->tail_len;
+	if (tail_len > run->message_tail) {
+		tail += tail_len - run->message_tail;
+		tail_len = run->message_tail;
+	}
+	char detail[256];
+	outcome_clear(o);
+	switch (res->status) {
+	case RUN_EXITED:
+		if (res->code == 0) {
+			o->success = 1;
+			return;
+		}
+		o->exit_code = res->code;
+		snprintf(detail, sizeof detail, "exit status %d", res->code);
+		failed(o, "Cogworker::HandlerFailed", detail, tail, tail_len);
+		return;
+	case RUN_SIGNALED:
+		snprintf(detail, sizeof detail, "killed by signal %d (SIG%s)", res->code,
+		         sigabbrev_np(res->code) ? sigabbrev_np(res->code) : "?");
+		failed(o, "Cogworker::HandlerSignaled", detail, tail, tail_len);
+		return;
+	case RUN_TIMEOUT:
+		snprintf(detail, sizeof detail, "timed out after %gs", run->req.timeout);
+		failed(o, "Cogworker::HandlerTimeout", detail, tail, tail_len);
+		return;
+	case RUN_SPAWN_FAILED:
+		snprintf(detail, sizeof detail, "exec failed: %s", strerror(res->code));
+		failed(o, "Cogworker::HandlerSpawnFailed", detail, tail, tail_len);
+		return;
+	case RUN_ABORTED:
+		o->aborted = 1;
+		return;
+	}
+}
+
+void outcome_no_handler(struct run_outcome *o, const char *cls)
+{
+	outcome_clear(o);
+	char *detail = xasprintf("no handler configured for class %s", cls);
+	failed(o, "Cogworker::NoHandler", detail, NULL, 0);
+	free(detail);
+}
+
+void outcome_free(struct run_outcome *o)
+{
+	free(o->error_message);
+	o->error_message = NULL;
+}
+
+enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code)
+{
+	if (j->retry_count + 1 > j->max_retries)
+		return DECIDE_DEAD;
+	if (h && exit_code > 0 && in_list(h->dead_codes, h->ndead, exit_code))
+		return DECIDE_KILLED;
+	if (h && exit_code > 0 && in_list(h->discard_codes, h->ndiscard, exit_code))
+		return DECIDE_DISCARD;
+	return DECIDE_RETRY;
+}

@@ -1,0 +1,176 @@
+/* Unit tests: src/outcome.c, the run path the daemon and `cogworkerctl exec` share: args as
+ * argv, the error class and message of each kind of run result, the failure decision.
+ * tests/integration/test_outcome.py checks that both callers agree on real runs. */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include "outcome.h"
+#include "util.h"
+
+static void free_argv(char **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+START_TEST(test_args_as_argv)
+{
+	int n = -1;
+	char **v = args_as_argv("[1,\"two\",12345678901234567890,{\"a\":[1, 2]},null,\"\\u00e9\"]",
+	                        &n);
+	ck_assert_int_eq(n, 6);
+	ck_assert_str_eq(v[0], "1");
+	ck_assert_str_eq(v[1], "two");
+	ck_assert_str_eq(v[2], "12345678901234567890");     /* the original digits */
+	ck_assert_str_eq(v[3], "{\"a\":[1, 2]}");          /* the original text */
+	ck_assert_str_eq(v[4], "null");
+	ck_assert_str_eq(v[5], "\xc3\xa9");                 /* strings decoded */
+	free_argv(v, n);
+	n = -1;
+	ck_assert_ptr_null(args_as_argv("[]", &n));
+	ck_assert_int_eq(n, 0);
+	n = -1;
+	ck_assert_ptr_null(args_as_argv("{\"a\":1}", &n));
+	ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+/* Many args: the walk is linear (a quadratic one takes seconds here, not milliseconds). */
+START_TEST(test_args_as_argv_many)
+{
+	int count = 200000;
+	struct sbuf b;
+	sb_init(&b);
+	sb_addc(&b, '[');
+	for (int i = 0; i < count; i++)
+		sb_printf(&b, "%s\"%d\"", i ? "," : "", i);
+	sb_addc(&b, ']');
+	int n = 0;
+	double t0 = mono_now();
+	char **v = args_as_argv(b.s, &n);
+	double took = mono_now() - t0;
+	ck_assert_int_eq(n, count);
+	ck_assert_str_eq(v[count - 1], "199999");
+	ck_assert_msg(took < 2.0, "args_as_argv took %gs for %d args", took, count);
+	free_argv(v, n);
+	sb_free(&b);
+}
+END_TEST
+
+static struct job_run run_of(double timeout, size_t message_tail)
+{
+	struct job_run run;
+	memset(&run, 0, sizeof run);
+	run.req.timeout = timeout;
+	run.message_tail = message_tail;
+	return run;
+}
+
+static void check(enum run_status status, int code, const char *tail, size_t message_tail,
+                  const char *error_class, const char *error_message, int exit_code)
+{
+	struct job_run run = run_of(0.5, message_tail);
+	struct run_result res = { .status = status, .code = code, .tail = (char *)tail,
+	                          .tail_len = strlen(tail) };
+	struct run_outcome o;
+	outcome_of_run(&o, &run, &res);
+	ck_assert_int_eq(o.success, 0);
+	ck_assert_int_eq(o.aborted, 0);
+	ck_assert_int_eq(o.exit_code, exit_code);
+	ck_assert_str_eq(o.error_class, error_class);
+	ck_assert_str_eq(o.error_message, error_message);
+	outcome_free(&o);
+}
+
+START_TEST(test_messages)
+{
+	check(RUN_EXITED, 5, "", 4096, "Cogworker::HandlerFailed", "exit status 5", 5);
+	check(RUN_EXITED, 1, "kaboom\n", 4096, "Cogworker::HandlerFailed",
+	      "exit status 1: kaboom", 1);
+	check(RUN_EXITED, 1, "0123456789", 4, "Cogworker::HandlerFailed", "exit status 1: 6789", 1);
+	check(RUN_SIGNALED, SIGKILL, "", 4096, "Cogworker::HandlerSignaled",
+	      "killed by signal 9 (SIGKILL)", -1);
+	check(RUN_TIMEOUT, 0, "", 4096, "Cogworker::HandlerTimeout", "timed out after 0.5s", -1);
+	check(RUN_SPAWN_FAILED, ENOENT, "", 4096, "Cogworker::HandlerSpawnFailed",
+	      "exec failed: No such file or directory", -1);
+
+	struct job_run run = run_of(0, 4096);
+	struct run_result res = { .status = RUN_EXITED, .code = 0, .tail = "noise" };
+	res.tail_len = strlen(res.tail);
+	struct run_outcome o;
+	outcome_of_run(&o, &run, &res);
+	ck_assert_int_eq(o.success, 1);
+	ck_assert_int_eq(o.exit_code, -1);
+	ck_assert_ptr_null(o.error_class);
+	ck_assert_ptr_null(o.error_message);
+	res.status = RUN_ABORTED;
+	outcome_of_run(&o, &run, &res);
+	ck_assert_int_eq(o.aborted, 1);
+	ck_assert_ptr_null(o.error_class);
+
+	outcome_no_handler(&o, "Nope");
+	ck_assert_str_eq(o.error_class, "Cogworker::NoHandler");
+	ck_assert_str_eq(o.error_message, "no handler configured for class Nope");
+	ck_assert_int_eq(o.exit_code, -1);
+	outcome_free(&o);
+}
+END_TEST
+
+START_TEST(test_unresolvable_user_is_a_failed_exec)
+{
+	char user[] = "cw-no-such-user-here";
+	char *cmd[] = { "/bin/true", NULL };
+	struct handler h = { .class_name = "U", .command = { cmd, 1 }, .user = user,
+	                     .output_tail = 4096, .rlimit_cpu = -1, .rlimit_as = -1,
+	                     .rlimit_nofile = -1, .rlimit_nproc = -1 };
+	char raw[] = "{\"class\":\"U\",\"args\":[],\"jid\":\"abc\"}";
+	struct job j = { .raw = raw, .raw_len = strlen(raw), .cls = "U", .jid = "abc",
+	                 .queue = "default", .args_json = "[]" };
+	struct job_run run;
+	struct run_outcome o;
+	ck_assert_int_eq(job_run_init(&run, &j, &h, &o), -1);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerSpawnFailed");
+	ck_assert_msg(!strncmp(o.error_message, "exec failed: ", 13), "%s", o.error_message);
+	outcome_free(&o);
+}
+END_TEST
+
+START_TEST(test_decide_failure)
+{
+	int dead[] = { 3 }, discard[] = { 4, 0 };
+	struct handler h = { .dead_codes = dead, .ndead = 1, .discard_codes = discard,
+	                     .ndiscard = 2 };
+	struct job j = { .retry_count = 0, .max_retries = 3 };
+	ck_assert_int_eq(decide_failure(&j, &h, 5), DECIDE_RETRY);
+	ck_assert_int_eq(decide_failure(&j, &h, 3), DECIDE_KILLED);
+	ck_assert_int_eq(decide_failure(&j, &h, 4), DECIDE_DISCARD);
+	ck_assert_int_eq(decide_failure(&j, &h, -1), DECIDE_RETRY);  /* not an exit */
+	ck_assert_int_eq(decide_failure(&j, &h, 0), DECIDE_RETRY);   /* 0 is never mapped */
+	ck_assert_int_eq(decide_failure(&j, NULL, 3), DECIDE_RETRY);
+	j.retry_count = 3;                  /* the retries are spent: the budget wins */
+	ck_assert_int_eq(decide_failure(&j, &h, 3), DECIDE_DEAD);
+	ck_assert_int_eq(decide_failure(&j, &h, 4), DECIDE_DEAD);
+	ck_assert_int_eq(decide_failure(&j, NULL, -1), DECIDE_DEAD);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("outcome");
+	TCase *tc = tcase_create("run path");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_args_as_argv);
+	tcase_add_test(tc, test_args_as_argv_many);
+	tcase_add_test(tc, test_messages);
+	tcase_add_test(tc, test_unresolvable_user_is_a_failed_exec);
+	tcase_add_test(tc, test_decide_failure);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
