@@ -3,7 +3,7 @@
  * PROTOCOL §1.1): own process group, job JSON on stdin, COGWORKER_* environment, output
  * pumped to the log, timeout with TERM/grace/KILL of the whole group.
  *
- * Notes on the contract (details in handler.c):
+ * Notes on the contract (details in handler.c, spawn.c and pump.c):
  * - env NULL = an empty environment (nothing is inherited); argv[0] without '/' is
  *   searched in the PATH of env (default /usr/local/bin:/usr/bin:/bin), not the daemon's.
  * - rlimit_* < 0 = leave as is; 0 is a real limit. Soft and hard limits are both set.

@@ -431,8 +431,8 @@ class ManPages(unittest.TestCase):
                 self.assertIn("SEE ALSO", p.stdout)
 
     def test_conf_page_documents_every_setting(self):
-        """Every setting name the loader accepts (src/config.c's tables) is in the page."""
-        with open(os.path.join(REPO, "src", "config.c")) as f:
+        """Every setting name the loader accepts (src/conf_settings.c's tables) is in the page."""
+        with open(os.path.join(REPO, "src", "conf_settings.c")) as f:
             names = set(re.findall(r'\.name = "([a-z_]+)"', f.read()))
         self.assertGreater(len(names), 40)
         with open(os.path.join(REPO, "man", "cogworkerd.conf.5")) as f:

@@ -1,0 +1,752 @@
+/*
+ * conf_settings.c: every setting of the conf file: its default, what it takes, and how it is
+ * read. The loader (config.c) walks the file and reports errors at their file:line; this file
+ * says what is allowed.
+ *
+ * - Every group (top level, redis, each handler, each periodic entry) is walked member by
+ *   member against a table of known settings. A name that is not in the table is an error:
+ *   a misspelt setting that silently keeps its default is the classic conf-file bug.
+ * - A table row says what kind of value the setting takes (seconds, integer, bool, string,
+ *   argv, exit codes), its bounds and where it lands in the struct, so reading and type
+ *   checking is one generic function (apply_one). The few settings with a grammar of their
+ *   own (queues, fetch, log_level, metrics_listen, on_death, handlers, periodic) have a
+ *   reader.
+ * - What concerns one handler or one periodic entry (a class named twice, an exit code both
+ *   dead and discarded, a cron that does not parse) is checked once its group is read, and
+ *   blames a line inside it. Checks between top-level settings are the loader's: they run
+ *   last, after the command line.
+ *
+ * The tables are also the list of names the man page (man/cogworkerd.conf.5) must document:
+ * an integration test (test_service.py) reads the names from this file.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <libconfig.h>
+#include <cJSON.h>
+
+#include "config.h"
+#include "config_int.h"
+#include "cron.h"
+#include "log.h"
+#include "util.h"
+
+#define DEFAULT_REDIS_URL   "redis://127.0.0.1:6379/0"
+#define MAX_QUEUE_WEIGHT    100
+#define MAX_SECONDS         1e9         /* ~31 years: keeps every conversion to ms in range */
+#define MAX_OUTPUT_TAIL     (1024 * 1024)
+#define MAX_DAYS            36500
+
+/* ---------------------------------------------------------------------------------------
+ * The settings tables
+ * ------------------------------------------------------------------------------------- */
+
+enum kind {
+	K_SECONDS,      /* double; an int or a float in the file */
+	K_INT,          /* int */
+	K_LLONG,        /* long long (rlimits: may need the L suffix) */
+	K_SIZE,         /* size_t */
+	K_BOOL,         /* int 0/1 */
+	K_STRING,       /* char *; "" kept (rejected with F_NONEMPTY) */
+	K_OPTSTR,       /* char *; "" = NULL (unset) */
+	K_ARGV,         /* struct argv_list, from an array of strings */
+	K_CODES,        /* int * at off, count (int) at off2: exit codes 1..255 */
+	K_CUSTOM,       /* its own reader */
+};
+
+#define F_EXCL_MIN  1   /* value must be > min (not >=) */
+#define F_NONEMPTY  2   /* strings and arrays: must not be empty */
+
+struct spec {
+	const char *name;
+	enum kind kind;
+	size_t off, off2;
+	double min, max;                /* numbers: bounds; max 0 = unbounded */
+	int flags;
+	str_check check;                /* strings, argv elements: extra validation */
+	int (*read)(struct loader *L, const config_setting_t *s, const char *name, void *base);
+};
+
+#define FIELD(base, sp, type) ((type *)((char *)(base) + (sp)->off))
+
+static int range_error(struct loader *L, const config_setting_t *s, const char *name,
+                       const struct spec *sp, double v, int integer)
+{
+	const char *what = integer ? "integer" : "number";
+
+	if ((sp->flags & F_EXCL_MIN) ? v <= sp->min : v < sp->min) {
+		if ((sp->min == 0 && (sp->flags & F_EXCL_MIN)) ||
+		    (integer && sp->min == 1 && !(sp->flags & F_EXCL_MIN)))
+			return failf(L, s, "%s must be a positive %s", name, what);
+		return failf(L, s, "%s must be %s %s %s %.15g", name, integer ? "an" : "a", what,
+		             (sp->flags & F_EXCL_MIN) ? ">" : ">=", sp->min);
+	}
+	if (sp->max && v > sp->max)
+		return failf(L, s, "%s must be at most %.15g", name, sp->max);
+	return 0;
+}
+
+static int read_codes(struct loader *L, const config_setting_t *s, const char *name,
+                      int **codes, int *n)
+{
+	int t = config_setting_type(s), len;
+
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+		return failf(L, s, "%s must be an array of exit codes, e.g. [ 3, 4 ]", name);
+	len = config_setting_length(s);
+	free(*codes);
+	*codes = xcalloc((size_t)len + 1, sizeof **codes);
+	*n = 0;
+	for (int i = 0; i < len; i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		long long v = 0;
+		if (read_integer(L, e, name, &v) < 0)
+			return -1;
+		if (v < 1 || v > 255)
+			return failf(L, e, "%s: %lld is not an exit code (1..255)", name, v);
+		(*codes)[(*n)++] = (int)v;
+	}
+	return 0;
+}
+
+/* Read setting s, described by sp, into base. */
+static int apply_one(struct loader *L, const struct spec *sp, const config_setting_t *s,
+                     const char *name, void *base)
+{
+	double d = 0;
+	long long ll = 0;
+	const char *str = NULL, *why;
+
+	switch (sp->kind) {
+	case K_SECONDS:
+		if (read_number(L, s, name, &d) < 0 || range_error(L, s, name, sp, d, 0) < 0)
+			return -1;
+		*FIELD(base, sp, double) = d;
+		return 0;
+	case K_INT:
+	case K_LLONG:
+	case K_SIZE:
+		if (read_integer(L, s, name, &ll) < 0 || range_error(L, s, name, sp, (double)ll, 1) < 0)
+			return -1;
+		if (sp->kind == K_INT)
+			*FIELD(base, sp, int) = (int)ll;
+		else if (sp->kind == K_LLONG)
+			*FIELD(base, sp, long long) = ll;
+		else
+			*FIELD(base, sp, size_t) = (size_t)ll;
+		return 0;
+	case K_BOOL:
+		if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+			return failf(L, s, "%s must be true or false", name);
+		*FIELD(base, sp, int) = config_setting_get_bool(s) ? 1 : 0;
+		return 0;
+	case K_STRING:
+	case K_OPTSTR:
+		if (read_string(L, s, name, &str) < 0)
+			return -1;
+		if (!*str && (sp->flags & F_NONEMPTY))
+			return failf(L, s, "%s must not be empty", name);
+		if (!*str && sp->kind == K_OPTSTR) {
+			set_str(FIELD(base, sp, char *), NULL);
+			return 0;
+		}
+		if (sp->check && (why = sp->check(str)))
+			return failf(L, s, "%s: '%s' %s", name, str, why);
+		set_str(FIELD(base, sp, char *), str);
+		return 0;
+	case K_ARGV:
+		if (read_strings(L, s, name, sp->check, FIELD(base, sp, struct argv_list)) < 0)
+			return -1;
+		if ((sp->flags & F_NONEMPTY) && FIELD(base, sp, struct argv_list)->n == 0)
+			return failf(L, s, "%s must not be empty", name);
+		return 0;
+	case K_CODES:
+		return read_codes(L, s, name, FIELD(base, sp, int *),
+		                  (int *)((char *)base + sp->off2));
+	case K_CUSTOM:
+		return sp->read(L, s, name, base);
+	}
+	return failf(L, s, "%s: internal error (unknown kind)", name);
+}
+
+/* Walk group grp against tab: unknown names are errors. prefix qualifies names in messages. */
+static int apply_group(struct loader *L, const config_setting_t *grp, const struct spec *tab,
+                       size_t ntab, const char *prefix, void *base)
+{
+	int n = config_setting_length(grp);
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(grp, (unsigned)i);
+		const char *nm = config_setting_name(s);
+		char full[256];
+		size_t k;
+
+		for (k = 0; k < ntab && strcmp(tab[k].name, nm) != 0; k++)
+			;
+		snprintf(full, sizeof full, "%s%s", prefix, nm);
+		if (k == ntab)
+			return failf(L, s, "unknown setting '%s'", full);
+		if (apply_one(L, &tab[k], s, full, base) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- string checks ---------------------------------------------------------------------- */
+
+static const char *check_env(const char *s)
+{
+	const char *eq = strchr(s, '=');
+	return (!eq || eq == s) ? "is not NAME=value" : NULL;
+}
+
+static const char *check_env_name(const char *s)
+{
+	return (!*s || strchr(s, '=')) ? "is not a variable name" : NULL;
+}
+
+static const char *check_abs_path(const char *s)
+{
+	return s[0] == '/' ? NULL : "is not an absolute path";
+}
+
+/* "host:port" or "[v6]:port"; "" = off. */
+static const char *check_listen(const char *s)
+{
+	const char *colon;
+
+	if (!*s)
+		return NULL;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb == s + 1 || rb[1] != ':')
+			return "is not host:port (IPv6 as [addr]:port)";
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || colon == s || memchr(s, ':', (size_t)(colon - s)))
+			return "is not host:port (e.g. 127.0.0.1:9394; IPv6 as [addr]:port)";
+	}
+	if (parse_port(colon + 1, strlen(colon + 1)) < 0)
+		return "has no valid port (1..65535)";
+	return NULL;
+}
+
+/* --- queues ------------------------------------------------------------------------------ */
+
+void queue_set_free(struct queue_set *q)
+{
+	strv_free(&q->queues, &q->nqueues);
+	strv_free(&q->names, &q->nnames);
+}
+
+int queue_add(struct queue_set *q, const char *spec, char *why, size_t whylen)
+{
+	const char *comma = strchr(spec, ',');
+	size_t nlen = comma ? (size_t)(comma - spec) : strlen(spec);
+	long weight = 1;
+	char *name;
+	int known = 0;
+
+	if (nlen == 0) {
+		snprintf(why, whylen, "queue '%s': the name is empty", spec);
+		return -1;
+	}
+	for (size_t i = 0; i < nlen; i++) {
+		if (isspace((unsigned char)spec[i]) || iscntrl((unsigned char)spec[i])) {
+			snprintf(why, whylen, "queue '%s': names cannot contain spaces", spec);
+			return -1;
+		}
+	}
+	if (comma) {
+		const char *w = comma + 1;
+		char *end;
+		if (!isdigit((unsigned char)*w)) {
+			weight = 0;
+		} else {
+			errno = 0;
+			weight = strtol(w, &end, 10);
+			if (*end || errno)
+				weight = 0;
+		}
+		if (weight < 1 || weight > MAX_QUEUE_WEIGHT) {
+			snprintf(why, whylen, "queue '%s': the weight must be an integer from 1 to %d",
+			         spec, MAX_QUEUE_WEIGHT);
+			return -1;
+		}
+	}
+	name = xstrndup(spec, nlen);
+	for (long i = 0; i < weight; i++)
+		strv_push(&q->queues, &q->nqueues, name);
+	for (int i = 0; i < q->nnames && !known; i++)
+		known = strcmp(q->names[i], name) == 0;
+	if (!known)
+		strv_push(&q->names, &q->nnames, name);
+	free(name);
+	return 0;
+}
+
+void conf_set_queues(struct conf *c, struct queue_set *q)
+{
+	strv_free(&c->queues, &c->nqueues);
+	strv_free(&c->queue_names, &c->nqueue_names);
+	c->queues = q->queues;
+	c->nqueues = q->nqueues;
+	c->queue_names = q->names;
+	c->nqueue_names = q->nnames;
+	memset(q, 0, sizeof *q);
+}
+
+static int read_queues(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	struct queue_set q = { 0 };
+	int t = config_setting_type(s), n;
+	char why[512];
+
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+		return failf(L, s, "%s must be an array of strings, e.g. [ \"critical,3\", \"default\" ]",
+		             name);
+	n = config_setting_length(s);
+	if (n == 0)
+		return failf(L, s, "%s must name at least one queue", name);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+			queue_set_free(&q);
+			return failf(L, e, "%s must be an array of strings", name);
+		}
+		if (queue_add(&q, config_setting_get_string(e), why, sizeof why) < 0) {
+			queue_set_free(&q);
+			return failf(L, e, "%s: %s", name, why);
+		}
+	}
+	conf_set_queues(base, &q);
+	return 0;
+}
+
+/* --- other top-level settings with a grammar of their own -------------------------------- */
+
+static int read_fetch(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	const char *v = config_setting_type(s) == CONFIG_TYPE_STRING
+	                ? config_setting_get_string(s) : NULL;
+
+	if (v && strcmp(v, "reliable") == 0)
+		((struct conf *)base)->fetch_basic = 0;
+	else if (v && strcmp(v, "basic") == 0)
+		((struct conf *)base)->fetch_basic = 1;
+	else
+		return failf(L, s, "%s must be one of: reliable, basic", name);
+	return 0;
+}
+
+static int read_log_level(struct loader *L, const config_setting_t *s, const char *name,
+                          void *base)
+{
+	const char *v = config_setting_type(s) == CONFIG_TYPE_STRING
+	                ? config_setting_get_string(s) : NULL;
+
+	if (!v || log_level_parse(v, &((struct conf *)base)->log_level) != 0)
+		return failf(L, s, "%s must be one of: debug, info, warn, error", name);
+	return 0;
+}
+
+static int read_metrics_listen(struct loader *L, const config_setting_t *s, const char *name,
+                               void *base)
+{
+	const char *v = NULL, *why;
+
+	if (read_string(L, s, name, &v) < 0)
+		return -1;
+	if ((why = check_listen(v)))
+		return failf(L, s, "%s: '%s' %s", name, v, why);
+	set_str(&((struct conf *)base)->metrics_listen, v);
+	return 0;
+}
+
+/*
+ * Global on_death: one command (an array of strings) or several (a list of arrays):
+ *   on_death = [ "/usr/local/bin/notify", "--dead" ];
+ *   on_death = ( [ "/usr/local/bin/notify" ], [ "/usr/bin/logger", "-t", "dead" ] );
+ */
+static int read_global_on_death(struct loader *L, const config_setting_t *s, const char *name,
+                                 void *base)
+{
+	struct conf *c = base;
+	int t = config_setting_type(s), n, all_strings = 1;
+
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+		return failf(L, s, "%s must be a command [ \"prog\", \"arg\" ] or a list of commands "
+		             "( [ ... ], [ ... ] )", name);
+	n = config_setting_length(s);
+	for (int i = 0; i < n; i++)
+		if (config_setting_type(config_setting_get_elem(s, (unsigned)i)) != CONFIG_TYPE_STRING)
+			all_strings = 0;
+	for (int i = 0; i < c->non_death; i++)
+		argv_free(&c->on_death[i]);
+	free(c->on_death);
+	c->on_death = NULL;
+	c->non_death = 0;
+	if (n == 0)
+		return 0;
+	if (all_strings) {
+		c->on_death = xcalloc(1, sizeof *c->on_death);
+		c->non_death = 1;
+		return read_strings(L, s, name, NULL, &c->on_death[0]);
+	}
+	c->on_death = xcalloc((size_t)n, sizeof *c->on_death);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		c->non_death = i + 1;
+		if (read_strings(L, e, name, NULL, &c->on_death[i]) < 0)
+			return -1;
+		if (c->on_death[i].n == 0)
+			return failf(L, e, "%s: a command must not be empty", name);
+	}
+	return 0;
+}
+
+/* --- redis ------------------------------------------------------------------------------- */
+
+static const struct spec redis_specs[] = {
+	{ .name = "url", .kind = K_STRING, .off = offsetof(struct redis_conf, url),
+	  .flags = F_NONEMPTY },
+	{ .name = "password_file", .kind = K_OPTSTR,
+	  .off = offsetof(struct redis_conf, password_file) },
+	{ .name = "connect_timeout", .kind = K_SECONDS,
+	  .off = offsetof(struct redis_conf, connect_timeout), .max = MAX_SECONDS,
+	  .flags = F_EXCL_MIN },
+	{ .name = "command_timeout", .kind = K_SECONDS,
+	  .off = offsetof(struct redis_conf, command_timeout), .max = MAX_SECONDS,
+	  .flags = F_EXCL_MIN },
+};
+
+static int read_redis(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	if (config_setting_type(s) != CONFIG_TYPE_GROUP)
+		return failf(L, s, "%s must be a group: redis = { url = \"...\"; };", name);
+	return apply_group(L, s, redis_specs, sizeof redis_specs / sizeof *redis_specs, "redis.",
+	                   &((struct conf *)base)->redis);
+}
+
+/* --- handlers ---------------------------------------------------------------------------- */
+
+#define H(f) offsetof(struct handler, f)
+static const struct spec handler_specs[] = {
+	{ .name = "class", .kind = K_STRING, .off = H(class_name), .flags = F_NONEMPTY },
+	{ .name = "command", .kind = K_ARGV, .off = H(command), .flags = F_NONEMPTY },
+	{ .name = "args_as_argv", .kind = K_BOOL, .off = H(args_as_argv) },
+	{ .name = "timeout", .kind = K_SECONDS, .off = H(timeout), .max = MAX_SECONDS },
+	{ .name = "kill_grace", .kind = K_SECONDS, .off = H(kill_grace), .max = MAX_SECONDS },
+	{ .name = "env", .kind = K_ARGV, .off = H(env), .check = check_env },
+	{ .name = "env_passthrough", .kind = K_ARGV, .off = H(env_passthrough),
+	  .check = check_env_name },
+	{ .name = "cwd", .kind = K_OPTSTR, .off = H(cwd), .check = check_abs_path },
+	{ .name = "user", .kind = K_OPTSTR, .off = H(user) },
+	{ .name = "group", .kind = K_OPTSTR, .off = H(group) },
+	{ .name = "dead_exit_codes", .kind = K_CODES, .off = H(dead_codes), .off2 = H(ndead) },
+	{ .name = "discard_exit_codes", .kind = K_CODES, .off = H(discard_codes),
+	  .off2 = H(ndiscard) },
+	{ .name = "output_tail", .kind = K_SIZE, .off = H(output_tail), .max = MAX_OUTPUT_TAIL },
+	{ .name = "rlimit_cpu", .kind = K_LLONG, .off = H(rlimit_cpu) },
+	{ .name = "rlimit_as", .kind = K_LLONG, .off = H(rlimit_as) },
+	{ .name = "rlimit_nofile", .kind = K_LLONG, .off = H(rlimit_nofile) },
+	{ .name = "rlimit_nproc", .kind = K_LLONG, .off = H(rlimit_nproc) },
+	{ .name = "on_death", .kind = K_ARGV, .off = H(on_death) },
+	{ .name = "on_death_timeout", .kind = K_SECONDS, .off = H(on_death_timeout),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+};
+#undef H
+
+void conf_handler_free(struct handler *h)
+{
+	free(h->class_name);
+	argv_free(&h->command);
+	argv_free(&h->env);
+	argv_free(&h->env_passthrough);
+	free(h->cwd);
+	free(h->user);
+	free(h->group);
+	free(h->dead_codes);
+	free(h->discard_codes);
+	argv_free(&h->on_death);
+	memset(h, 0, sizeof *h);
+}
+
+static void handler_defaults(struct handler *h, int line)
+{
+	memset(h, 0, sizeof *h);
+	h->kill_grace = 10;
+	h->output_tail = 4096;
+	h->rlimit_cpu = h->rlimit_as = h->rlimit_nofile = h->rlimit_nproc = -1;
+	h->on_death_timeout = -1;       /* unset: the global on_death_timeout, see finish() */
+	h->line = line;
+}
+
+static int read_handler(struct loader *L, const config_setting_t *g, struct conf *c,
+                        struct handler *h)
+{
+	const config_setting_t *cls;
+
+	if (apply_group(L, g, handler_specs, sizeof handler_specs / sizeof *handler_specs,
+	                "handler.", h) < 0)
+		return -1;
+	if (!h->class_name)
+		return failf(L, g, "handler without class (use class = \"*\" for a fallback)");
+	cls = config_setting_get_member(g, "class");
+	if (h->command.n == 0)
+		return failf(L, g, "handler '%s' has no command", h->class_name);
+	if (!h->command.v[0][0])
+		return failf(L, config_setting_get_member(g, "command"),
+		             "handler '%s': the command's program must not be empty", h->class_name);
+	for (struct handler *o = c->handlers; o < h; o++)
+		if (strcmp(o->class_name, h->class_name) == 0)
+			return failf(L, cls, "duplicate handler for class '%s' (first at line %d)",
+			             h->class_name, o->line);
+	for (int i = 0; i < h->ndead; i++)
+		for (int j = 0; j < h->ndiscard; j++)
+			if (h->dead_codes[i] == h->discard_codes[j])
+				return failf(L, config_setting_get_member(g, "discard_exit_codes"),
+				             "handler '%s': exit code %d is in both dead_exit_codes and "
+				             "discard_exit_codes", h->class_name, h->dead_codes[i]);
+	return 0;
+}
+
+static int read_handlers(struct loader *L, const config_setting_t *s, const char *name,
+                         void *base)
+{
+	struct conf *c = base;
+	int t = config_setting_type(s), n = config_setting_length(s);
+
+	if (t != CONFIG_TYPE_LIST && !(t == CONFIG_TYPE_ARRAY && n == 0))
+		return failf(L, s, "%s must be a list of groups: ( { class = \"X\"; command = "
+		             "[ \"/path\" ]; }, ... )", name);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *g = config_setting_get_elem(s, (unsigned)i);
+		struct handler *h;
+		if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+			return failf(L, g, "each handler must be a group { class = ...; command = [...]; }");
+		c->handlers = xrealloc(c->handlers, (size_t)(c->nhandlers + 1) * sizeof *c->handlers);
+		h = &c->handlers[c->nhandlers++];
+		handler_defaults(h, (int)config_setting_source_line(g));
+		if (read_handler(L, g, c, h) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- periodic ---------------------------------------------------------------------------- */
+
+static int read_args(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	struct periodic_entry *p = base;
+	const char *v;
+	cJSON *j;
+	int is_array;
+
+	if (config_setting_type(s) != CONFIG_TYPE_STRING)
+		return failf(L, s, "%s must be a string holding a JSON array, e.g. \"[1, \\\"two\\\"]\"",
+		             name);
+	v = config_setting_get_string(s);
+	/* Only to validate: the text is kept as written (numbers must keep their spelling). */
+	j = cJSON_ParseWithLengthOpts(v, strlen(v) + 1, NULL, 1);
+	is_array = j && cJSON_IsArray(j);
+	cJSON_Delete(j);
+	if (!j)
+		return failf(L, s, "%s is not valid JSON: %s", name, v);
+	if (!is_array)
+		return failf(L, s, "%s must be a JSON array, e.g. \"[1, \\\"two\\\"]\"", name);
+	set_str(&p->args_json, v);
+	return 0;
+}
+
+static int read_retry(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	struct periodic_entry *p = base;
+	long long v = 0;
+
+	if (config_setting_type(s) == CONFIG_TYPE_BOOL) {
+		set_str(&p->retry_json, config_setting_get_bool(s) ? "true" : "false");
+		return 0;
+	}
+	if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64)
+		return failf(L, s, "%s must be an integer >= 0, true or false", name);
+	if (read_integer(L, s, name, &v) < 0)
+		return -1;
+	if (v < 0 || v > INT_MAX)
+		return failf(L, s, "%s must be an integer >= 0, true or false", name);
+	free(p->retry_json);
+	p->retry_json = xasprintf("%lld", v);
+	return 0;
+}
+
+static int read_unique(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	const char *v = config_setting_type(s) == CONFIG_TYPE_STRING
+	                ? config_setting_get_string(s) : NULL;
+
+	if (v && strcmp(v, "until_executed") == 0)
+		((struct periodic_entry *)base)->until_executed = 1;
+	else if (v && !*v)
+		((struct periodic_entry *)base)->until_executed = 0;
+	else
+		return failf(L, s, "%s must be \"until_executed\" or \"\"", name);
+	return 0;
+}
+
+#define P(f) offsetof(struct periodic_entry, f)
+static const struct spec periodic_specs[] = {
+	{ .name = "cron", .kind = K_STRING, .off = P(cron), .flags = F_NONEMPTY },
+	{ .name = "class", .kind = K_STRING, .off = P(class_name), .flags = F_NONEMPTY },
+	{ .name = "args", .kind = K_CUSTOM, .read = read_args },
+	{ .name = "retry", .kind = K_CUSTOM, .read = read_retry },
+	{ .name = "unique", .kind = K_CUSTOM, .read = read_unique },
+};
+#undef P
+
+void conf_periodic_free(struct periodic_entry *p)
+{
+	free(p->cron);
+	free(p->class_name);
+	free(p->args_json);
+	free(p->retry_json);
+	memset(p, 0, sizeof *p);
+}
+
+static int read_periodic_entry(struct loader *L, const config_setting_t *g,
+                               struct periodic_entry *p)
+{
+	char why[256] = "";
+	struct cron *cr;
+
+	if (apply_group(L, g, periodic_specs, sizeof periodic_specs / sizeof *periodic_specs,
+	                "periodic.", p) < 0)
+		return -1;
+	if (!p->cron)
+		return failf(L, g, "periodic entry without cron");
+	if (!p->class_name)
+		return failf(L, g, "periodic entry without class");
+	if (!(cr = cron_parse(p->cron, why, sizeof why)))
+		return failf(L, config_setting_get_member(g, "cron"), "invalid cron '%s': %s",
+		             p->cron, why[0] ? why : "not understood");
+	cron_free(cr);
+	return 0;
+}
+
+static int read_periodic(struct loader *L, const config_setting_t *s, const char *name,
+                         void *base)
+{
+	struct conf *c = base;
+	int t = config_setting_type(s), n = config_setting_length(s);
+
+	if (t != CONFIG_TYPE_LIST && !(t == CONFIG_TYPE_ARRAY && n == 0))
+		return failf(L, s, "%s must be a list of groups: ( { cron = \"* * * * *\"; class = "
+		             "\"X\"; }, ... )", name);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *g = config_setting_get_elem(s, (unsigned)i);
+		struct periodic_entry *p;
+		if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+			return failf(L, g, "each periodic entry must be a group { cron = ...; class = ...; }");
+		c->periodic = xrealloc(c->periodic, (size_t)(c->nperiodic + 1) * sizeof *c->periodic);
+		p = &c->periodic[c->nperiodic++];
+		memset(p, 0, sizeof *p);
+		p->args_json = xstrdup("[]");
+		p->retry_json = xstrdup("0");
+		p->line = (int)config_setting_source_line(g);
+		if (read_periodic_entry(L, g, p) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- the top level ----------------------------------------------------------------------- */
+
+#define C(f) offsetof(struct conf, f)
+static const struct spec top_specs[] = {
+	{ .name = "redis", .kind = K_CUSTOM, .read = read_redis },
+	{ .name = "concurrency", .kind = K_INT, .off = C(concurrency), .min = 1,
+	  .max = MAX_CONCURRENCY },
+	{ .name = "queues", .kind = K_CUSTOM, .read = read_queues },
+	{ .name = "fetch", .kind = K_CUSTOM, .read = read_fetch },
+	{ .name = "shutdown_timeout", .kind = K_SECONDS, .off = C(shutdown_timeout),
+	  .max = MAX_SECONDS },
+	{ .name = "poll_interval", .kind = K_SECONDS, .off = C(poll_interval),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "heartbeat_interval", .kind = K_SECONDS, .off = C(heartbeat_interval),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "process_ttl", .kind = K_SECONDS, .off = C(process_ttl),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "orphan_threshold", .kind = K_SECONDS, .off = C(orphan_threshold),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "orphan_check_interval", .kind = K_SECONDS, .off = C(orphan_check_interval),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "max_orphanings", .kind = K_INT, .off = C(max_orphanings), .min = 1,
+	  .max = INT_MAX },
+	{ .name = "fetch_idle_max_interval", .kind = K_SECONDS, .off = C(fetch_idle_max_interval),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "unique_lock_ttl", .kind = K_SECONDS, .off = C(unique_lock_ttl),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "periodic_catch_up", .kind = K_BOOL, .off = C(periodic_catch_up) },
+	{ .name = "periodic_replace", .kind = K_BOOL, .off = C(periodic_replace) },
+	{ .name = "tick_interval", .kind = K_SECONDS, .off = C(tick_interval),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "log_level", .kind = K_CUSTOM, .read = read_log_level },
+	{ .name = "metrics_listen", .kind = K_CUSTOM, .read = read_metrics_listen },
+	{ .name = "status_expiration", .kind = K_SECONDS, .off = C(status_expiration),
+	  .max = MAX_SECONDS },
+	{ .name = "history_retention_days", .kind = K_INT, .off = C(history_retention_days),
+	  .max = MAX_DAYS },
+	{ .name = "history_max_entries", .kind = K_INT, .off = C(history_max_entries), .min = 1,
+	  .max = INT_MAX },
+	{ .name = "history_daily_retention_days", .kind = K_INT,
+	  .off = C(history_daily_retention_days), .min = 1, .max = MAX_DAYS },
+	{ .name = "on_death", .kind = K_CUSTOM, .read = read_global_on_death },
+	{ .name = "on_death_timeout", .kind = K_SECONDS, .off = C(on_death_timeout),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "handlers", .kind = K_CUSTOM, .read = read_handlers },
+	{ .name = "periodic", .kind = K_CUSTOM, .read = read_periodic },
+};
+#undef C
+
+void conf_defaults(struct conf *c)
+{
+	struct queue_set q = { 0 };
+	char why[64];
+
+	memset(c, 0, sizeof *c);
+	c->redis.url = xstrdup(DEFAULT_REDIS_URL);
+	c->redis.connect_timeout = 2.0;
+	c->redis.command_timeout = 5.0;
+	c->concurrency = 10;
+	queue_add(&q, "default", why, sizeof why);
+	conf_set_queues(c, &q);
+	c->fetch_basic = 0;
+	c->shutdown_timeout = 25;
+	c->poll_interval = 5;
+	c->heartbeat_interval = 5;
+	c->process_ttl = 60;
+	c->orphan_threshold = 300;
+	c->orphan_check_interval = 60;
+	c->max_orphanings = 3;
+	c->fetch_idle_max_interval = 1.0;
+	c->unique_lock_ttl = 86400;
+	c->periodic_catch_up = 1;
+	c->periodic_replace = 0;
+	c->tick_interval = 5;
+	c->log_level = LOG_INFO;
+	c->metrics_listen = xstrdup("");
+	c->status_expiration = 0;
+	c->history_retention_days = 0;
+	c->history_max_entries = 50000;
+	c->history_daily_retention_days = 400;
+	c->on_death_timeout = 30;
+}
+
+int conf_apply_top(struct loader *L, const config_setting_t *root, struct conf *c)
+{
+	return apply_group(L, root, top_specs, sizeof top_specs / sizeof *top_specs, "", c);
+}

@@ -1,0 +1,50 @@
+/*
+ * handler_int.h: what the parts of handler_run share (handler.c, handler_env.c,
+ * handler_user.c, spawn.c, pump.c); nothing else includes it. handler.h stays the public
+ * header.
+ */
+#ifndef COGWORKERD_HANDLER_INT_H
+#define COGWORKERD_HANDLER_INT_H
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "handler.h"
+
+#define HANDLER_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* run_request.groups (unsigned, so handler.h needs no system header) goes to setgroups. */
+_Static_assert(sizeof(gid_t) == sizeof(unsigned), "gid_t must be an unsigned int");
+
+static inline void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+struct child_io {
+	int in, out, err;               /* parent ends, non-blocking, CLOEXEC; -1 = closed */
+};
+
+/* --- spawn.c ----------------------------------------------------------------------------- */
+
+/* The program to exec for file, searched in env's PATH (not the daemon's): 0 or an errno. */
+int resolve_exec_path(const char *file, const char *const *env, const char *cwd, char **out);
+
+/* Start the child with its pipes: 0 (it exec'd; *pid and io set), or an errno. */
+int spawn_handler(const struct run_request *req, const char *path, char **argv,
+                  char *const *envp, pid_t *pid, struct child_io *io);
+
+/* --- pump.c ------------------------------------------------------------------------------ */
+
+/*
+ * Serve the started child pid through io (the pump takes its descriptors over) until it is
+ * reaped and its process group killed, then fill res's status, code and tail. Returns 1
+ * when a write to its stdin raised a SIGPIPE, now pending on the calling thread, else 0.
+ */
+int pump_run(const struct run_request *req, const struct child_io *io, pid_t pid,
+             struct run_result *res);
+
+#endif

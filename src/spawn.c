@@ -1,0 +1,365 @@
+/*
+ * spawn.c: starting a handler child: the executable found in the child's PATH, the pipes,
+ * and what runs in the child between vfork and execve.
+ *
+ * The daemon is multi-threaded and may have a large heap, so the child is created the way
+ * posix_spawn does it: vfork() (the parent thread is suspended, no page tables are copied)
+ * and, until execve, the child only makes raw, async-signal-safe system calls on data that
+ * the parent prepared beforehand (struct child_spec): no malloc, no locks, no stdio. All
+ * allocation happens in the parent before the fork: argv, the environment, and the path of
+ * the executable, which is searched in the child's PATH (not the daemon's) by the parent.
+ *
+ * The child, in order: setsid() (its own session and process group, so the whole job tree
+ * can be signalled as -pgid); PR_SET_PDEATHSIG=SIGKILL then a getppid() check (the daemon
+ * may have died before the prctl); every signal disposition back to SIG_DFL (SIGPIPE is
+ * ignored by the daemon and SIG_IGN survives execve), then an empty signal mask (the daemon
+ * blocks every signal in every thread); the pipes onto 0/1/2; every other fd closed
+ * (close_range, with a loop as fallback); chdir; rlimits; setgroups/setresgid/setresuid
+ * (as raw syscalls: glibc's set*id wrappers broadcast to the parent's threads, which a
+ * vfork child must never do); execve. A failing step writes its errno into a CLOEXEC
+ * "report" pipe and _exits: the parent reads that pipe until EOF, so it learns both "exec
+ * succeeded" (EOF) and "step X failed with errno E" (RUN_SPAWN_FAILED, code = E). The same
+ * pipe works with fork(), which is used instead of vfork under ThreadSanitizer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "handler.h"
+#include "handler_int.h"
+#include "util.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define HANDLER_USE_FORK 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HANDLER_USE_FORK 1
+#endif
+#endif
+#ifndef HANDLER_USE_FORK
+#define HANDLER_USE_FORK 0
+#endif
+
+/* ----------------------------------------------------------------------------------------
+ * Finding the executable (in the parent, with the child's PATH)
+ * ------------------------------------------------------------------------------------- */
+
+static const char *env_get(const char *const *env, const char *name)
+{
+	size_t nlen = strlen(name);
+
+	for (; env && *env; env++)
+		if (!strncmp(*env, name, nlen) && (*env)[nlen] == '=')
+			return *env + nlen + 1;
+	return NULL;
+}
+
+/*
+ * argv[0] with a '/' is used as is (relative to the child's cwd); otherwise the first
+ * regular, executable file in PATH. Relative PATH entries ("" = ".") are taken relative to
+ * req->cwd when one is set, like the child would see them. 0, or an errno.
+ */
+int resolve_exec_path(const char *file, const char *const *env, const char *cwd, char **out)
+{
+	const char *path, *p;
+	int err = ENOENT;
+
+	*out = NULL;
+	if (!*file)
+		return ENOENT;
+	if (strchr(file, '/')) {
+		*out = xstrdup(file);
+		return 0;
+	}
+	path = env_get(env, "PATH");
+	if (!path)
+		path = HANDLER_DEFAULT_PATH;
+	for (p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		int dlen = (int)(end - p);
+		const char *dir = dlen ? p : ".";
+		char *cand;
+		struct stat st;
+
+		if (!dlen)
+			dlen = 1;
+		if (dir[0] != '/' && cwd)
+			cand = xasprintf("%s/%.*s/%s", cwd, dlen, dir, file);
+		else
+			cand = xasprintf("%.*s/%s", dlen, dir, file);
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (faccessat(AT_FDCWD, cand, X_OK, AT_EACCESS) == 0) {
+				*out = cand;
+				return 0;
+			}
+			err = EACCES;
+		}
+		free(cand);
+		if (!*end)
+			break;
+		p = end;
+	}
+	return err;
+}
+
+/* ----------------------------------------------------------------------------------------
+ * The child side: between vfork and execve. Raw syscalls on prepared data only.
+ * ------------------------------------------------------------------------------------- */
+
+#define HANDLER_NRLIMITS 4
+
+struct child_spec {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int fd_in, fd_out, fd_err;      /* child ends of the pipes, all >= 3 */
+	int fd_report;                  /* CLOEXEC pipe for the failing errno, >= 3 */
+	pid_t parent;
+	const char *cwd;
+	int set_ids;
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;
+	size_t ngroups;
+	int nrlimits;
+	int rl_resource[HANDLER_NRLIMITS];
+	struct rlimit rl[HANDLER_NRLIMITS];
+	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa_default;
+	sigset_t empty_mask;
+};
+
+__attribute__((noreturn))
+static void child_fail(int report_fd, int err)
+{
+	ssize_t w;
+
+	do
+		w = write(report_fd, &err, sizeof err);
+	while (w < 0 && errno == EINTR);
+	_exit(127);
+}
+
+static void child_close_from(int lowfd)
+{
+	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+		return;
+	struct rlimit rl;
+	long max = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < (rlim_t)(1 << 20))
+		max = (long)rl.rlim_cur;
+	for (long fd = lowfd; fd < max; fd++)
+		close((int)fd);
+}
+
+__attribute__((noinline, noreturn))
+static void child_exec(const struct child_spec *c)
+{
+	int rep = c->fd_report;
+
+	if (setsid() < 0)
+		child_fail(rep, errno);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		child_fail(rep, errno);
+	if (getppid() != c->parent)         /* the daemon died before the prctl */
+		child_fail(rep, ESRCH);
+
+	/*
+	 * The raw system call, not sigaction(3): glibc refuses to touch the two real-time
+	 * signals it reserves (32, 33), and an ignored disposition there would be inherited
+	 * across exec from whoever started the daemon.
+	 */
+	for (int sig = 1; sig < _NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, &c->ksa_default, NULL, _NSIG / 8);
+	if (sigprocmask(SIG_SETMASK, &c->empty_mask, NULL) < 0)
+		child_fail(rep, errno);
+
+	if (dup2(c->fd_in, 0) < 0 || dup2(c->fd_out, 1) < 0 || dup2(c->fd_err, 2) < 0)
+		child_fail(rep, errno);
+	if (rep != 3) {
+		if (dup3(rep, 3, O_CLOEXEC) < 0)
+			child_fail(rep, errno);
+		rep = 3;
+	}
+	child_close_from(4);
+
+	if (c->cwd && chdir(c->cwd) < 0)
+		child_fail(rep, errno);
+	for (int i = 0; i < c->nrlimits; i++)
+		if (setrlimit(c->rl_resource[i], &c->rl[i]) < 0)
+			child_fail(rep, errno);
+	if (c->set_ids) {
+		if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
+			child_fail(rep, errno);
+		if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0)
+			child_fail(rep, errno);
+		if (syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0)
+			child_fail(rep, errno);
+	}
+	execve(c->path, c->argv, c->envp);
+	child_fail(rep, errno);
+}
+
+/* The only function that forks: kept tiny so nothing lives across vfork's second return. */
+__attribute__((noinline))
+static pid_t spawn_child(const struct child_spec *c)
+{
+#if HANDLER_USE_FORK
+	pid_t pid = fork();
+#else
+	pid_t pid = vfork();
+#endif
+	if (pid == 0)
+		child_exec(c);
+	return pid;
+}
+
+/* ----------------------------------------------------------------------------------------
+ * The parent side of spawning
+ * ------------------------------------------------------------------------------------- */
+
+/* Move fd above 2, keeping O_CLOEXEC, so the child's dup2 onto 0/1/2 cannot clobber it. */
+static int fd_above_stdio(int fd)
+{
+	int nfd;
+
+	if (fd > 2)
+		return fd;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	close(fd);
+	return nfd;
+}
+
+static int make_pipe(int p[2])
+{
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	p[0] = fd_above_stdio(p[0]);
+	p[1] = fd_above_stdio(p[1]);
+	if (p[0] < 0 || p[1] < 0) {
+		int e = errno;
+		if (p[0] >= 0)
+			close(p[0]);
+		if (p[1] >= 0)
+			close(p[1]);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static void set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void spec_add_rlimit(struct child_spec *c, int resource, long long v)
+{
+	if (v < 0)
+		return;
+	c->rl_resource[c->nrlimits] = resource;
+	c->rl[c->nrlimits].rlim_cur = (rlim_t)v;
+	c->rl[c->nrlimits].rlim_max = (rlim_t)v;
+	c->nrlimits++;
+}
+
+/*
+ * Create the pipes and start the child. Returns 0 (the child exec'd: *pid, io filled) or
+ * an errno (io closed; *pid set when a child was forked, already reaped).
+ */
+int spawn_handler(const struct run_request *req, const char *path, char **argv,
+                  char *const *envp, pid_t *pid, struct child_io *io)
+{
+	static char *const empty_env[] = { NULL };
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 },
+	    prep[2] = { -1, -1 };
+	struct child_spec c;
+	sigset_t all, old;
+	int err = 0, child_err = 0;
+	ssize_t r;
+
+	memset(&c, 0, sizeof c);
+	*pid = 0;
+	io->in = io->out = io->err = -1;
+	if (make_pipe(pin) < 0 || make_pipe(pout) < 0 || make_pipe(perr) < 0 ||
+	    make_pipe(prep) < 0) {
+		err = errno;
+		goto out;
+	}
+
+	c.path = path;
+	c.argv = argv;
+	c.envp = envp ? envp : empty_env;
+	c.fd_in = pin[0];
+	c.fd_out = pout[1];
+	c.fd_err = perr[1];
+	c.fd_report = prep[1];
+	c.parent = getpid();
+	c.cwd = req->cwd;
+	c.set_ids = req->set_ids;
+	c.uid = (uid_t)req->uid;
+	c.gid = (gid_t)req->gid;
+	c.groups = (const gid_t *)req->groups;
+	c.ngroups = req->ngroups > 0 ? (size_t)req->ngroups : 0;
+	spec_add_rlimit(&c, RLIMIT_CPU, req->rlimit_cpu);
+	spec_add_rlimit(&c, RLIMIT_AS, req->rlimit_as);
+	spec_add_rlimit(&c, RLIMIT_NOFILE, req->rlimit_nofile);
+	spec_add_rlimit(&c, RLIMIT_NPROC, req->rlimit_nproc);
+	c.ksa_default.handler = (void *)SIG_DFL;
+	sigemptyset(&c.empty_mask);
+
+	/* No handler of ours may run in the vfork child: everything blocked around it. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	*pid = spawn_child(&c);
+	if (*pid < 0)
+		err = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (*pid < 0) {
+		*pid = 0;
+		goto out;
+	}
+
+	close_fd(&prep[1]);
+	do
+		r = read(prep[0], &child_err, sizeof child_err);
+	while (r < 0 && errno == EINTR);
+	if (r == (ssize_t)sizeof child_err) {
+		err = child_err ? child_err : EIO;
+		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		goto out;
+	}
+
+	io->in = pin[1];
+	io->out = pout[0];
+	io->err = perr[0];
+	pin[1] = pout[0] = perr[0] = -1;
+	set_nonblock(io->in);
+	set_nonblock(io->out);
+	set_nonblock(io->err);
+out:
+	close_fd(&pin[0]);
+	close_fd(&pin[1]);
+	close_fd(&pout[0]);
+	close_fd(&pout[1]);
+	close_fd(&perr[0]);
+	close_fd(&perr[1]);
+	close_fd(&prep[0]);
+	close_fd(&prep[1]);
+	return err;
+}
