@@ -1,6 +1,7 @@
 # cogworkerd: a plain Makefile.
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)
+#   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
@@ -42,7 +43,7 @@ CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check unit integration run bench clean install
+.PHONY: all deps check lint unit integration run bench clean install
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -85,6 +86,13 @@ integration: all
 check: deps
 	$(MAKE) all unit
 	$(MAKE) integration
+
+# The link-cycle check reads the objects, so lint builds first; its own tests run before it,
+# since a check that cannot fail would pass anything.
+lint: deps
+	$(MAKE) all
+	python3 tests/lint/test_lint.py
+	sh tools/lint.sh -s src -b $(BUILD)
 
 run: deps all
 	sh tools/run.sh $(BUILD)
