@@ -60,10 +60,13 @@ $(BUILD)/%.o: %.c
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Every lua/*.lua becomes a C string in the binary; "--@include NAME" lines pull in
-# lua/lib/NAME.lua, so shared fragments are written once.
+# lua/lib/NAME.lua, so shared fragments are written once. The expanded scripts are also
+# left in $(BUILD)/lua/, where the integration tests read the text the binary embeds.
 $(BUILD)/lua_scripts.c: $(LUA) tools/embed-lua.sh
 	@mkdir -p $(dir $@)
-	sh tools/embed-lua.sh lua > $@
+	rm -rf $(BUILD)/lua
+	sh tools/embed-lua.sh lua $(BUILD)/lua > $@.tmp
+	mv $@.tmp $@
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
 
