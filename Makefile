@@ -2,6 +2,7 @@
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)
 #   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names)
+#   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
@@ -43,7 +44,7 @@ CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check lint unit integration run bench clean install
+.PHONY: all deps check lint unit integration run bench clean install compile_commands.json
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -79,6 +80,14 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit_redis.h $(LIB_OBJ) $(filter-out
 
 deps:
 	@sh tools/deps.sh
+
+# bear records the compiler calls of a build, so the build is a full one, in a scratch
+# directory: every file (unit tests too) gets its entry and build/ is left as it was.
+COMPDB := build/compdb
+compile_commands.json:
+	rm -rf $(COMPDB)
+	bear --output $@ -- $(MAKE) BUILD=$(COMPDB) all $(UNIT_SRC:tests/unit/%.c=$(COMPDB)/tests/%)
+	rm -rf $(COMPDB)
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
