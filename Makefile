@@ -1,6 +1,8 @@
 # cogworkerd: a plain Makefile.
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)
+#   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names)
+#   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
@@ -42,7 +44,7 @@ CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check unit integration run bench clean install
+.PHONY: all deps check lint unit integration run bench clean install compile_commands.json
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -59,10 +61,13 @@ $(BUILD)/%.o: %.c
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Every lua/*.lua becomes a C string in the binary; "--@include NAME" lines pull in
-# lua/lib/NAME.lua, so shared fragments are written once.
+# lua/lib/NAME.lua, so shared fragments are written once. The expanded scripts are also
+# left in $(BUILD)/lua/, where the integration tests read the text the binary embeds.
 $(BUILD)/lua_scripts.c: $(LUA) tools/embed-lua.sh
 	@mkdir -p $(dir $@)
-	sh tools/embed-lua.sh lua > $@
+	rm -rf $(BUILD)/lua
+	sh tools/embed-lua.sh lua $(BUILD)/lua > $@.tmp
+	mv $@.tmp $@
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
 
@@ -76,6 +81,14 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit_redis.h $(LIB_OBJ) $(filter-out
 deps:
 	@sh tools/deps.sh
 
+# bear records the compiler calls of a build, so the build is a full one, in a scratch
+# directory: every file (unit tests too) gets its entry and build/ is left as it was.
+COMPDB := build/compdb
+compile_commands.json:
+	rm -rf $(COMPDB)
+	bear --output $@ -- $(MAKE) BUILD=$(COMPDB) all $(UNIT_SRC:tests/unit/%.c=$(COMPDB)/tests/%)
+	rm -rf $(COMPDB)
+
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
@@ -85,6 +98,13 @@ integration: all
 check: deps
 	$(MAKE) all unit
 	$(MAKE) integration
+
+# The link-cycle check reads the objects, so lint builds first; its own tests run before it,
+# since a check that cannot fail would pass anything.
+lint: deps
+	$(MAKE) all
+	python3 tests/lint/test_lint.py
+	sh tools/lint.sh -s src -b $(BUILD)
 
 run: deps all
 	sh tools/run.sh $(BUILD)

@@ -86,14 +86,11 @@ static const char *string_field(const cJSON *obj, const char *name)
 
 static char *parse_error_text(const char *raw, size_t len, size_t at)
 {
-	if (len == 0)
+	if (at >= len)
 		return xstrdup("unexpected end of input");
-	if (at > len)
-		at = len;
 	size_t n = len - at > 200 ? 200 : len - at;
 	char *frag = utf8_scrub(raw + at, n, 0);
-	char *msg = n ? xasprintf("unexpected token at '%s'", frag)
-	              : xstrdup("unexpected end of input");
+	char *msg = xasprintf("unexpected token at '%s'", frag);
 	free(frag);
 	return msg;
 }

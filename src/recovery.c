@@ -473,8 +473,10 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 	/* Each step below is isolated: a command error in one never skips the next. */
 	if (!rep->conn_lost)
 		bury_repeat_orphans(&p);
+	/* cppcheck-suppress duplicateCondition ; each step may set it, through p.rep == rep */
 	if (!rep->conn_lost)
 		complete_raw_burials(&p);
+	/* cppcheck-suppress duplicateCondition ; as above */
 	if (!rep->conn_lost)
 		file_unsettled(&p);
 	if (rep->conn_lost)

@@ -57,18 +57,18 @@ static void parse_entry(struct pentry *e)
 {
 	cJSON *o = job_json_parse(e->raw, strlen(e->raw));
 	const cJSON *v;
-	if (o && cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "cron")))
+	if (!o)
+		return;
+	if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "cron")))
 		e->cron = xstrdup(v->valuestring);
-	if (o && cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "class")))
+	if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "class")))
 		e->cls = xstrdup(v->valuestring);
-	if (o && cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "unique")))
+	if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "unique")))
 		e->unique = xstrdup(v->valuestring);
-	if (o && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "args")))
+	if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "args")))
 		e->args = member_text(e->raw, "args");
-	if (o)
-		e->retry = member_text(e->raw, "retry");
-	if (o)
-		cJSON_Delete(o);
+	e->retry = member_text(e->raw, "retry");
+	cJSON_Delete(o);
 }
 
 static int by_class(const void *a, const void *b)

@@ -1,5 +1,5 @@
 """Integration-test harness for cogworkerd: private redis-servers, the Lua scripts as the
-build embeds them, and small waiting helpers.
+build embeds them (<build>/lua/), and small waiting helpers.
 
 Python 3 stdlib + python3-redis (4.x) only. Every test file starts its own redis-server(s)
 on a free TCP port and a unix socket in a private temp dir, so files can run in parallel
@@ -60,41 +60,23 @@ def wait_for(pred, timeout=5, interval=0.05, message=None):
 
 
 # --------------------------------------------------------------------------------------
-# Lua scripts, expanded exactly as tools/embed-lua.sh does
+# Lua scripts, as the build embeds them
 
 
-def _awk_lines(text):
-    """Split like awk's default record separator: on "\\n" only; a final newline does not
-    start another record."""
-    if text == "":
-        return []
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    return lines
-
-
-def expand_includes(text, lib_dir=os.path.join(LUA_DIR, "lib")):
-    """Replace every line starting with "--@include " by the lines of lib/<NAME>.lua,
-    where NAME is the second whitespace-separated field (awk's $2). Every line comes out
-    terminated by "\\n", as in the generated C strings. Unlike the awk script, a missing
-    fragment is an error here (the build would silently embed nothing)."""
-    out = []
-    for line in _awk_lines(text):
-        if line.startswith("--@include "):
-            fields = line.split()
-            path = os.path.join(lib_dir, (fields[1] if len(fields) > 1 else "") + ".lua")
-            with open(path, encoding="utf-8") as f:
-                out.extend(_awk_lines(f.read()))
-        else:
-            out.append(line)
-    return "".join(line + "\n" for line in out)
+def script_path(name):
+    """The expanded text of lua/<name>.lua that the build embeds: tools/embed-lua.sh
+    writes it to <build>/lua/<name>.lua beside the C strings, so the tests EVAL exactly
+    what the binary runs, and no second expander can drift from the first."""
+    return os.path.join(build_dir(), "lua", name + ".lua")
 
 
 def load_script(name):
-    """The text of lua/<name>.lua with its --@include lines expanded."""
-    with open(os.path.join(LUA_DIR, name + ".lua"), encoding="utf-8") as f:
-        return expand_includes(f.read())
+    """The text of lua/<name>.lua with its --@include lines expanded, from the build."""
+    path = script_path(name)
+    if not os.path.exists(path):
+        raise FileNotFoundError("%s: not built (make all writes it)" % path)
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def script_names():
@@ -307,7 +289,7 @@ class RedisTestCase(unittest.TestCase):
     _script_cache = {}
 
     def script(self, name):
-        """Expanded text of lua/<name>.lua (cached per process)."""
+        """Expanded text of lua/<name>.lua, as built (cached per process)."""
         if name not in self._script_cache:
             self._script_cache[name] = load_script(name)
         return self._script_cache[name]

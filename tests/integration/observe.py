@@ -323,6 +323,8 @@ class TcpProxy:
         p.blackhole()   # connections stay open, every byte either way is dropped, new
                         # connections are accepted and go nowhere: clients time out
         p.restore()     # connections touched by the blackhole are closed; forwarding again
+        p.rewrite_replies(b"redis_version:7.0.15", b"redis_version:6.0.15")
+                        # what the server sends is edited on the way (an older server)
         p.close()
     """
 
@@ -341,6 +343,7 @@ class TcpProxy:
         self.tainted = set()      # sockets that lost bytes to the blackhole
         self.holed = False
         self.trigger = None
+        self.rewrite = None
         self._lock = threading.Lock()
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -359,6 +362,15 @@ class TcpProxy:
         included: a cut that hits exactly one kind of command."""
         with self._lock:
             self.trigger = needle
+
+    def rewrite_replies(self, old, new):
+        """Replace the bytes `old` by `new` in everything the server sends. Same length
+        only, so that RESP bulk lengths stay right; a match split across two reads is not
+        seen, which is fine for what this is for (a field of an INFO reply)."""
+        if len(old) != len(new):
+            raise ValueError("rewrite_replies: %r and %r differ in length" % (old, new))
+        with self._lock:
+            self.rewrite = (old, new)
 
     def restore(self):
         with self._lock:
@@ -440,6 +452,8 @@ class TcpProxy:
                         if other is not None:
                             self.tainted.add(other)
                         continue
+                    if self.rewrite is not None and not self._is_client(s):
+                        data = data.replace(*self.rewrite)
                     try:
                         other.sendall(data)
                     except OSError:

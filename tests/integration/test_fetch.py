@@ -318,7 +318,8 @@ class FetchModeOnModernServer(DaemonTestCase):
 
 class FetchModeWithoutLmove(DaemonTestCase):
     """[NOLMOVE]: a 7.x server whose LMOVE and BLMOVE are renamed away (also for Lua);
-    INFO still reports >= 6.2, so only the runtime "unknown command" tells."""
+    INFO still reports >= 6.2, so only the runtime "unknown command" tells. Seen through
+    a proxy that makes INFO report 6.0, the same server is an [OLD] one (FM-2)."""
 
     redis_args = ("--rename-command", "LMOVE", "", "--rename-command", "BLMOVE", "")
 
@@ -368,9 +369,51 @@ class FetchModeWithoutLmove(DaemonTestCase):
                                 url="redis://noinfo:pw@127.0.0.1:%d/0" % self.server.port)
         self.assertNotIn("needs Redis >= 6.2", d.log())
 
-    @unittest.skip("[OLD] needs a Redis 6.0 server; only redis-server 7.0 is installed here")
     def test_fm2_old_server_falls_back_to_basic(self):
-        pass
+        # [OLD] without a 6.0 binary: this class's server already lacks LMOVE and BLMOVE,
+        # as 6.0 does, and a proxy makes its INFO say 6.0, so the version check at the first
+        # fetch decides, before any LMOVE is tried (FM-3 is the other way to find out).
+        version = self.r.info("server")["redis_version"]
+        old = re.sub(r"^\d+\.\d+", "6.0", version)
+        if len(old) != len(version):
+            self.skipTest("can't pass %s off as a 6.0 of the same length" % version)
+        proxy = TcpProxy(self.server.port)
+        self.addCleanup(proxy.close)
+        proxy.rewrite_replies(b"redis_version:" + version.encode(),
+                              b"redis_version:" + old.encode())
+        # "Never exists": a key cannot come into being without a keyspace event.
+        self.r.config_set("notify-keyspace-events", "KA")
+        self.addCleanup(self.r.config_set, "notify-keyspace-events", "")
+        events = self.server.client().pubsub()
+        self.addCleanup(events.close)
+        events.psubscribe(b"__keyspace@0__:cogworker:inprogress:*")
+        with Monitor(self.server) as mon:
+            d = self.daemon(handlers=gate_handlers(), queues=["default", "low"], fetch="reliable",
+                            url=proxy.url)
+            j = job("G")
+            jid = json.loads(j)["jid"]
+            self.push(j)
+            wait_for(lambda: d.runs_of(jid) == 1, message="the job to run")
+            self.assertEqual(self.r.llen(qkey("default")), 0)
+            d.open_gate(jid)
+            wait_for(lambda: self.r.get(PROCESSED) == b"1")
+            names = {e[2][0].upper() for e in mon.entries()}
+        self.assertEqual(d.log_lines("falling back to :basic"),
+                         d.log_lines("reliable fetch needs Redis >= 6.2 (LMOVE)"))
+        self.assertEqual(len(d.log_lines("falling back to :basic")), 1, d.log())
+        self.assertNotIn("isn't supported by this Redis", d.log())
+        self.assertIn(b"BRPOP", names)
+        self.assertFalse(names & {b"LMOVE", b"BLMOVE"}, "LMOVE tried on an old server")
+        self.assertEqual(self.r.exists(inprogress(d.identity)), 0)
+        touched = []
+        while True:
+            m = events.get_message(timeout=0.1)
+            if m is None:
+                break
+            if m["type"] == "pmessage":
+                touched.append((m["channel"], m["data"]))
+        self.assertEqual(touched, [], "an in-progress list was written")
+        self.assertEqual(d.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,17 @@ class Lifecycle(DaemonTestCase):
         wait_for(lambda: self.r.get(PROCESSED) == b"10", timeout=10)
         for j in jobs:
             self.assertEqual(ds[0].runs_of(jid_of(j)), 1)    # one runs file for all
+        # shared: each daemon's log names the jobs it ran, and no daemon ran them all
+        wait_for(lambda: sum(len(d.log_lines("done: K jid=")) for d in ds) == 10,
+                 message="a done: line per job")
+        ran_by = {}
+        for i, d in enumerate(ds):
+            for line in d.log_lines("done: K jid="):
+                ran_by.setdefault(line.split("jid=")[1].split()[0], []).append(i)
+        self.assertEqual(sorted(ran_by), sorted(jid_of(j) for j in jobs))
+        self.assertTrue(all(len(v) == 1 for v in ran_by.values()), ran_by)
+        daemons_used = {v[0] for v in ran_by.values()}
+        self.assertGreater(len(daemons_used), 1, "one daemon ran every job: %s" % ran_by)
         for d in ds:
             self.assertEqual(d.stop(), 0)
 

@@ -13,10 +13,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (REPO, RedisServer, RedisTestCase, expand_includes,  # noqa: E402
+from harness import (REPO, RedisServer, RedisTestCase, build_dir,  # noqa: E402
                      free_port, load_script, script_names)
 
 import redis  # noqa: E402
@@ -135,10 +136,9 @@ class TestScriptFiles(RedisTestCase):
                 self.assertNotIn("redis.call('TIME')", text, "TIME only through pcall")
 
     def test_expansion_matches_the_build(self):
-        """load_script() == the C strings tools/embed-lua.sh generates."""
-        out = subprocess.run(["sh", os.path.join(REPO, "tools", "embed-lua.sh"),
-                              os.path.join(REPO, "lua")],
-                             check=True, stdout=subprocess.PIPE).stdout.decode()
+        """load_script() == the C strings tools/embed-lua.sh generated for the binary."""
+        with open(os.path.join(build_dir(), "lua_scripts.c")) as f:
+            out = f.read()
         embedded = {}
         for m in re.finditer(r'static const char lua_(\w+)\[\] =\n((?:".*"\n)*);', out):
             parts = re.findall(r'^"(.*)"$', m.group(2), re.M)
@@ -150,14 +150,42 @@ class TestScriptFiles(RedisTestCase):
         for name, text in embedded.items():
             self.assertEqual(text, load_script(name), name)
 
+    def embed(self, script, fragments=None):
+        """Run tools/embed-lua.sh on a lua dir holding one script x.lua (and lib/ fragments);
+        (exit status, stderr, the expanded x.lua or None)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "lua", "lib"))
+            with open(os.path.join(tmp, "lua", "x.lua"), "w") as f:
+                f.write(script)
+            for name, text in (fragments or {}).items():
+                with open(os.path.join(tmp, "lua", "lib", name + ".lua"), "w") as f:
+                    f.write(text)
+            res = subprocess.run(["sh", os.path.join(REPO, "tools", "embed-lua.sh"),
+                                  os.path.join(tmp, "lua"), os.path.join(tmp, "out")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            path = os.path.join(tmp, "out", "x.lua")
+            text = None
+            if res.returncode == 0:
+                with open(path) as f:
+                    text = f.read()
+            return res.returncode, res.stderr.decode(), text
+
     def test_expand_includes_like_awk(self):
         lib = os.path.join(REPO, "lua", "lib")
         with open(os.path.join(lib, "retake_running_lock.lua")) as f:
             frag = f.read()
-        self.assertEqual(expand_includes("a\n--@include retake_running_lock\nb"),
+        frags = {"retake_running_lock": frag}
+        self.assertEqual(self.embed("a\n--@include retake_running_lock\nb", frags)[2],
                          "a\n" + frag + "b\n")
         # only an exact "--@include " prefix includes
-        self.assertEqual(expand_includes(" --@include x\n"), " --@include x\n")
+        self.assertEqual(self.embed(" --@include x\n")[2], " --@include x\n")
+
+    def test_missing_fragment_fails_the_build(self):
+        rc, err, _ = self.embed("a\n--@include nosuch\nb\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("embed-lua.sh", err)
+        self.assertIn("x.lua:2", err)
+        self.assertIn("--@include nosuch", err)
 
 
 # ======================================================================================

@@ -23,13 +23,6 @@ static char sock[256];
 static redisContext *cc;
 static struct rconn R;
 static struct conf C;
-static const char *fail_name;
-
-static int hook(const char *name)
-{
-	return fail_name && strcmp(name, fail_name) == 0;
-}
-
 static void start_server(void)
 {
 	cc = unit_redis_start("bk", sock, sizeof sock, &server_pid);
@@ -37,7 +30,7 @@ static void start_server(void)
 
 static void setup(void)
 {
-	fail_name = NULL;
+	unit_faults_reset();
 	freeReplyObject(redisCommand(cc, "FLUSHALL"));
 	C.status_expiration = 1800;
 	C.history_retention_days = 30;
@@ -112,9 +105,9 @@ START_TEST(test_progress_lines)
 	ck_assert_str_eq(p, "12.50");
 	free(p);
 	/* Redis unavailable: -1, so the caller stops writing progress for that run */
-	fail_name = "HSET";
+	unit_fail(0, "HSET", -1);
 	line("cogworker:progress 60 x", -1);
-	fail_name = NULL;
+	unit_fail(0, NULL, 0);
 	C.status_expiration = 0;        /* status off: nothing written, nothing to report */
 	line("cogworker:progress 70 y", 0);
 	p = hget("status:" JID, "pct");
@@ -164,9 +157,9 @@ START_TEST(test_history_entries)
 	ck_assert_ptr_nonnull(strstr(e, "\"backtrace\":[\"exec failed: Permission denied\"]}"));
 	free(e);
 	/* a failing history write is only logged */
-	fail_name = "ZADD";
+	unit_fail(0, "ZADD", -1);
 	history_record(&R, &C, &j, 1, now, now, NULL, NULL, NULL, 0);
-	fail_name = NULL;
+	unit_fail(0, NULL, 0);
 	job_free(&j);
 }
 END_TEST
@@ -183,7 +176,7 @@ int main(void)
 		return 1;
 	}
 	rconn_init(&R, &C.redis);
-	redis_fault_hook = hook;
+	unit_faults_install();
 	log_set_level(LOG_ERROR);
 
 	Suite *s = suite_create("bookkeeping");

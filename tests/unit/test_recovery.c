@@ -32,19 +32,6 @@ static redisContext *check_conn;
 static struct rconn R;
 static struct log_site site = LOG_SITE("Orphan check");
 
-static const char *fail_name;
-static int fail_left;
-
-static int hook(const char *name)
-{
-	if (fail_name && strcmp(fail_name, name) == 0 && fail_left != 0) {
-		if (fail_left > 0)
-			fail_left--;
-		return 1;
-	}
-	return 0;
-}
-
 static void start_server(void)
 {
 	check_conn = unit_redis_start("recovery", sock, sizeof sock, &server_pid);
@@ -92,8 +79,7 @@ static void dead_fake(const char *ident, const char *job)
 
 static void setup(void)
 {
-	fail_name = NULL;
-	fail_left = 0;
+	unit_faults_reset();
 	redisReply *rep = redisCommand(check_conn, "FLUSHALL");
 	freeReplyObject(rep);
 }
@@ -107,8 +93,7 @@ START_TEST(test_failed_swap_completed_next_pass)
 	cmd("SET %s %s", "cogworker:repeat_orphans", "not a list");      /* parking unusable */
 	cmd("SET %s %s", "cogworker:orphanings:cccccccccccccccccccccccc", "3");
 	dead_fake("dead-host:1:abc", JOB_J);
-	fail_name = "swap_dead_entry";
-	fail_left = 1;
+	unit_fail(0, "swap_dead_entry", 1);
 	struct orphan_report rep;
 	orphan_recovery(&R, 0, &rep, &site);
 	ck_assert_int_eq(rep.conn_lost, 1);
@@ -139,8 +124,7 @@ END_TEST
 START_TEST(test_connection_lost_inside_an_identity)
 {
 	dead_fake("h:1:a", JOB_J);
-	fail_name = "requeue";
-	fail_left = 1;
+	unit_fail(0, "requeue", 1);
 	struct orphan_report rep;
 	orphan_recovery(&R, 1, &rep, &site);
 	ck_assert_int_eq(rep.registry_read, 1);
@@ -178,7 +162,7 @@ int main(void)
 	struct conf *cur = conf_acquire();
 	rconn_init(&R, &cur->redis);
 	conf_release(cur);
-	redis_fault_hook = hook;
+	unit_faults_install();
 
 	Suite *s = suite_create("recovery");
 	TCase *tc = tcase_create("faults");

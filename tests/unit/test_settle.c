@@ -25,32 +25,6 @@ static char sock[256];
 static redisContext *check_conn;
 static struct rconn R;
 
-/* Which commands fail, and how many times (-1 = always). */
-static const char *fail_name[4];
-static int fail_left[4];
-static int calls_of_interest;
-static const char *count_name;
-
-static int hook(const char *name)
-{
-	if (count_name && strcmp(name, count_name) == 0)
-		calls_of_interest++;
-	for (int i = 0; i < 4; i++) {
-		if (fail_name[i] && strcmp(fail_name[i], name) == 0 && fail_left[i] != 0) {
-			if (fail_left[i] > 0)
-				fail_left[i]--;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static void fail_cmd(int slot, const char *name, int times)
-{
-	fail_name[slot] = name;
-	fail_left[slot] = times;
-}
-
 static void start_server(void)
 {
 	check_conn = unit_redis_start("settle", sock, sizeof sock, &server_pid);
@@ -63,10 +37,7 @@ static void stop_server(void)
 
 static void setup(void)
 {
-	for (int i = 0; i < 4; i++)
-		fail_name[i] = NULL;
-	count_name = NULL;
-	calls_of_interest = 0;
+	unit_faults_reset();
 	redisReply *rep = redisCommand(check_conn, "FLUSHALL");
 	freeReplyObject(rep);
 	struct log_site s = LOG_SITE("test");
@@ -133,11 +104,11 @@ static void do_ack(void *arg)
 START_TEST(test_ack_retried)
 {
 	put_in_progress(ACK_JOB);
-	fail_cmd(0, "ack", 2);
-	count_name = "ack";
+	unit_fail(0, "ack", 2);
+	unit_count(0, "ack");
 	char *log = capture_log(do_ack, NULL);
 	ck_assert_int_eq(ack_result, 0);
-	ck_assert_int_eq(calls_of_interest, 3);
+	ck_assert_int_eq(unit_calls[0], 3);
 	ck_assert(ack_elapsed >= 0.29 && ack_elapsed < 2.0);
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
 	ck_assert_ptr_null(strstr(log, "couldn't acknowledge"));
@@ -152,14 +123,14 @@ START_TEST(test_ack_pending)
 	put_in_progress(ACK_JOB);
 	redisReply *rep = redisCommand(check_conn, "SET cogworker:orphanings:aaaaaaaaaaaaaaaaaaaaaaaa 2");
 	freeReplyObject(rep);
-	fail_cmd(0, "ack", -1);
+	unit_fail(0, "ack", -1);
 	char *log = capture_log(do_ack, NULL);
 	ck_assert_int_eq(ack_result, -1);
 	ck_assert_ptr_nonnull(strstr(log, "couldn't acknowledge finished job "
 	                                  "jid=aaaaaaaaaaaaaaaaaaaaaaaa after 3 attempts"));
 	ck_assert(pending_has(ACK_JOB));
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
-	fail_cmd(0, NULL, 0);
+	unit_fail(0, NULL, 0);
 	struct log_site s = LOG_SITE("Reconcile");
 	settle_pending_all(&R, &s);
 	ck_assert(!pending_has(ACK_JOB));
@@ -189,7 +160,7 @@ START_TEST(test_interrupt_extends_lock)
 	freeReplyObject(rep);
 	struct job j;
 	job_parse(&j, UNIQUE_JOB, strlen(UNIQUE_JOB), "default");
-	fail_cmd(0, "ZADD", -1);
+	unit_fail(0, "ZADD", -1);
 	struct log_site s = LOG_SITE("Processor");
 	int died = 0;
 	char *dead = NULL;
@@ -223,8 +194,8 @@ START_TEST(test_interrupt_pending_then_filed)
 	put_in_progress(raw);
 	struct job j;
 	job_parse(&j, raw, strlen(raw), "default");
-	fail_cmd(0, "ZADD", -1);
-	fail_cmd(1, "interrupt", -1);
+	unit_fail(0, "ZADD", -1);
+	unit_fail(1, "interrupt", -1);
 	struct log_site s = LOG_SITE("Processor");
 	int died = 0;
 	char *dead = NULL;
@@ -235,8 +206,8 @@ START_TEST(test_interrupt_pending_then_filed)
 	ck_assert(pending_has(raw));
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
 	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 0);
-	fail_cmd(0, NULL, 0);
-	fail_cmd(1, NULL, 0);
+	unit_fail(0, NULL, 0);
+	unit_fail(1, NULL, 0);
 	settle_pending_all(&R, &s);
 	ck_assert(!pending_has(raw));
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
@@ -260,8 +231,8 @@ START_TEST(test_pending_retry_filing_extends_lock)
 	freeReplyObject(rep);
 	struct job j;
 	job_parse(&j, UNIQUE_JOB, strlen(UNIQUE_JOB), "default");
-	fail_cmd(0, "ZADD", -1);
-	fail_cmd(1, "interrupt", -1);
+	unit_fail(0, "ZADD", -1);
+	unit_fail(1, "interrupt", -1);
 	struct log_site s = LOG_SITE("Processor");
 	int died = 0;
 	char *dead = NULL;
@@ -270,8 +241,8 @@ START_TEST(test_pending_retry_filing_extends_lock)
 	ck_assert_int_eq(d, DISP_SETTLED);
 	ck_assert(pending_has(UNIQUE_JOB));
 	ck_assert(integer("TTL %s", key) <= 5);
-	fail_cmd(0, NULL, 0);
-	fail_cmd(1, NULL, 0);
+	unit_fail(0, NULL, 0);
+	unit_fail(1, NULL, 0);
 	settle_pending_all(&R, &s);
 	ck_assert(!pending_has(UNIQUE_JOB));
 	ck_assert_int_eq(integer("ZCARD %s", "cogworker:retry"), 1);
@@ -327,7 +298,7 @@ int main(void)
 	struct conf *cur = conf_acquire();
 	rconn_init(&R, &cur->redis);
 	conf_release(cur);
-	redis_fault_hook = hook;
+	unit_faults_install();
 
 	Suite *s = suite_create("settle");
 	TCase *tc = tcase_create("faults");

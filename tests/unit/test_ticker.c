@@ -33,40 +33,6 @@ static redisContext *check_conn;
 static char pjid[41];
 static long long slot;
 
-/* Which commands fail (-1 = always, n = n more times), and call counts per name. */
-#define NHOOK 4
-static const char *fail_name[NHOOK];
-static int fail_left[NHOOK];
-static const char *count_name[NHOOK];
-static int count[NHOOK];
-
-static int hook(const char *name)
-{
-	for (int i = 0; i < NHOOK; i++)
-		if (count_name[i] && strcmp(name, count_name[i]) == 0)
-			count[i]++;
-	for (int i = 0; i < NHOOK; i++) {
-		if (fail_name[i] && strcmp(fail_name[i], name) == 0 && fail_left[i] != 0) {
-			if (fail_left[i] > 0)
-				fail_left[i]--;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static void fail_cmd(int i, const char *name, int times)
-{
-	fail_name[i] = name;
-	fail_left[i] = times;
-}
-
-static void count_cmd(int i, const char *name)
-{
-	count_name[i] = name;
-	count[i] = 0;
-}
-
 static void start_server(void)
 {
 	check_conn = unit_redis_start("ticker", sock, sizeof sock, &server_pid);
@@ -79,10 +45,7 @@ static void stop_server(void)
 
 static void setup(void)
 {
-	for (int i = 0; i < NHOOK; i++) {
-		fail_name[i] = NULL;
-		count_name[i] = NULL;
-	}
+	unit_faults_reset();
 	redisReply *rep = redisCommand(check_conn, "FLUSHALL");
 	freeReplyObject(rep);
 }
@@ -147,7 +110,7 @@ START_TEST(test_deferred_release_before_claim)
 	struct conf *c = conf_acquire();
 	rconn_init(&r, &c->redis);
 	conf_release(c);
-	fail_cmd(0, "delete_if_owned", 1);
+	unit_fail(0, "delete_if_owned", 1);
 	release_owned(&r, running, "old-run");             /* fails: deferred */
 	assert_key_eq(running, "old-run");
 	rconn_free(&r);
@@ -172,27 +135,28 @@ START_TEST(test_pending_rollback_retried_then_slot_fires)
 	char *last = key("periodic:last_slot:");
 	char s[32];
 	snprintf(s, sizeof s, "%lld", slot);
-	fail_cmd(0, "LPUSH", -1);
-	fail_cmd(1, "rollback", -1);
-	count_cmd(0, "claim");
-	count_cmd(1, "rollback");
+	unit_fail(0, "LPUSH", -1);
+	unit_fail(1, "rollback", -1);
+	unit_count(0, "claim");
+	unit_count(1, "rollback");
 	struct ticker *t = ticker_new();
 	ticker_tick_once(t);
-	ck_assert_int_eq(count[0], 1);
-	ck_assert_int_eq(count[1], 1);
+	ck_assert_int_eq(unit_calls[0], 1);
+	ck_assert_int_eq(unit_calls[1], 1);
 	assert_key_eq(last, s);                 /* the claim stands: the rollback is owed */
 	char *owner = get(running);
 	ck_assert_ptr_nonnull(owner);
 	for (int i = 0; i < 3; i++)
 		ticker_tick_once(t);
-	ck_assert_int_eq(count[1], 4);          /* once per tick: no backoff while away */
-	ck_assert_int_eq(count[0], 1);          /* the entry waits for its rollback */
+	ck_assert_int_eq(unit_calls[1], 4);          /* once per tick: no backoff while away */
+	ck_assert_int_eq(unit_calls[0], 1);          /* the entry waits for its rollback */
 	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 0);
 
-	fail_name[0] = fail_name[1] = NULL;     /* Redis is back */
+	unit_fail(0, NULL, 0);                  /* Redis is back */
+	unit_fail(1, NULL, 0);
 	ticker_tick_once(t);
-	ck_assert_int_eq(count[1], 5);
-	ck_assert_int_eq(count[0], 2);
+	ck_assert_int_eq(unit_calls[1], 5);
+	ck_assert_int_eq(unit_calls[0], 2);
 	char *jid = queued_jid();
 	ck_assert_msg(jid != NULL, "the slot did not fire once Redis was back");
 	ck_assert_str_ne(jid, owner);
@@ -219,15 +183,15 @@ START_TEST(test_deferred_release_failure_does_not_fail_the_beat)
 	struct conf *c = conf_acquire();
 	rconn_init(&r, &c->redis);
 	conf_release(c);
-	fail_cmd(0, "delete_if_owned", -1);
-	count_cmd(0, "delete_if_owned");
+	unit_fail(0, "delete_if_owned", -1);
+	unit_count(0, "delete_if_owned");
 	release_owned(&r, running, "old-run");             /* deferred */
 	atomic_store(&D.prev_beat_failed, 0);
 	ck_assert_int_eq(heartbeat_beat(&r), 0);
-	ck_assert_int_eq(count[0], 2);                     /* the beat did retry it */
+	ck_assert_int_eq(unit_calls[0], 2);                     /* the beat did retry it */
 	ck_assert_int_eq(atomic_load(&D.prev_beat_failed), 0);
 	assert_key_eq(running, "old-run");
-	fail_name[0] = NULL;
+	unit_fail(0, NULL, 0);
 	ck_assert_int_eq(heartbeat_beat(&r), 0);           /* retried, now done */
 	assert_key_eq(running, NULL);
 	rconn_free(&r);
@@ -267,7 +231,7 @@ int main(void)
 	struct cron *cr = cron_parse(CRON, err, sizeof err);
 	slot = (long long)cron_prev(cr, (int64_t)time(NULL));
 	cron_free(cr);
-	redis_fault_hook = hook;
+	unit_faults_install();
 
 	Suite *s = suite_create("ticker");
 	TCase *tc = tcase_create("faults");

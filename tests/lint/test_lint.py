@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The checks of make lint catch what they claim to, and only that.
+
+A check that cannot fail is worse than none: it says "ok" about anything. So each check of
+tools/lint.sh is run on a small tree made here, once clean (it must pass) and once with one
+planted defect (it must fail, exit 1, and name the defect): an include cycle through .c
+files, one closed by headers alone, a link cycle no include shows, a key name spelled
+outside keys.h, a cppcheck warning. The trees are compiled for real (cc -c), since the link
+check reads the objects with nm, the way make lint reads build/.
+
+Run: python3 tests/lint/test_lint.py (make lint runs it first). Needs cc, nm, cppcheck.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LINT = os.path.join(ROOT, "tools", "lint.sh")
+
+# A tree without defects: b is below a, ctl/m is a component apart from m.
+CLEAN = {
+    "a.h": '#include "b.h"\nint a_f(void);\n',
+    "a.c": '#include "a.h"\nint a_f(void) { return b_f() + 1; }\n',
+    "b.h": "int b_f(void);\n",
+    "b.c": '#include "b.h"\n/* "cogworker:queue:" in a comment is no key */\n'
+           'int b_f(void) { return 2; }\n',
+    "keys.h": '#define K_QUEUE "cogworker:queue:"\n',
+    "m.h": "int m_f(void);\n",
+    "m.c": '#include "m.h"\n#include "keys.h"\n'
+           'const char *m_key(void) { return K_QUEUE "x"; }\n'
+           'const char *m_msg(void) { return "periodic: unknown subcommand"; }\n'
+           "int m_f(void) { return 3; }\n",
+    "ctl/m.h": "int ctl_m(void);\n",
+    "ctl/m.c": '#include "m.h"\nint ctl_m(void) { return 4; }\n',
+}
+
+
+class Tree:
+    """A src/ and build/src/ pair in a temporary directory."""
+
+    def __init__(self, files):
+        self.tmp = tempfile.TemporaryDirectory(prefix="lint-test-")
+        self.src = os.path.join(self.tmp.name, "src")
+        self.build = os.path.join(self.tmp.name, "build")
+        for rel, text in files.items():
+            path = os.path.join(self.src, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if rel.endswith(".h"):      # guarded, so that a planted cycle still compiles
+                guard = "G_" + rel.replace("/", "_").replace(".", "_").upper()
+                text = "#ifndef %s\n#define %s\n%s#endif\n" % (guard, guard, text)
+            with open(path, "w") as fh:
+                fh.write(text)
+        for rel in files:
+            if rel.endswith(".c"):
+                obj = os.path.join(self.build, "src", rel[:-2] + ".o")
+                os.makedirs(os.path.dirname(obj), exist_ok=True)
+                subprocess.run(["cc", "-std=gnu11", "-I" + self.src, "-c", "-o", obj,
+                                os.path.join(self.src, rel)], check=True)
+
+    def lint(self, *checks):
+        res = subprocess.run(["sh", LINT, "-s", self.src, "-b", self.build] + list(checks),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True)
+        return res.returncode, res.stdout
+
+    def close(self):
+        self.tmp.cleanup()
+
+
+def planted(**changes):
+    files = dict(CLEAN)
+    files.update({k.replace("__", "/").replace("_dot_", "."): v for k, v in changes.items()})
+    return files
+
+
+class LintChecks(unittest.TestCase):
+    def run_tree(self, files, *checks):
+        t = Tree(files)
+        self.addCleanup(t.close)
+        return t.lint(*checks)
+
+    def assert_fails(self, files, check, *needles):
+        rc, out = self.run_tree(files, check)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("lint: FAILED: " + check, out)
+        for n in needles:
+            self.assertIn(n, out)
+        return out
+
+    def test_clean_tree_passes_every_check(self):
+        rc, out = self.run_tree(CLEAN)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("include-graph: ok", out)
+        self.assertIn("cppcheck: ok", out)
+        self.assertIn("key-literals: ok", out)
+        self.assertTrue(out.rstrip().endswith("lint: ok"), out)
+
+    def test_include_cycle_through_c_files(self):
+        # b.c includes a.h while a.h includes b.h: a -> b -> a.
+        files = planted(b_dot_c='#include "b.h"\n#include "a.h"\nint b_f(void) { return 2; }\n')
+        out = self.assert_fails(files, "graph", "include graph: 1 cycle",
+                                "cycle of 2 components: a, b", "along: a -> b -> a",
+                                'b.c:2 includes "a.h"')
+        self.assertIn("link graph: no cycle", out)
+
+    def test_include_cycle_closed_by_headers_alone(self):
+        # b.h includes a.h: no .c takes part, the headers close the loop.
+        files = planted(b_dot_h='#include "a.h"\nint b_f(void);\n')
+        self.assert_fails(files, "graph", "include graph: 1 cycle", 'b.h:3 includes "a.h"')
+
+    def test_link_cycle_no_include_shows(self):
+        # b.c calls a_f declared by hand: the includes stay acyclic, the objects do not.
+        files = planted(b_dot_c='int a_f(void);\nint b_f(void) { return a_f(); }\n')
+        out = self.assert_fails(files, "graph", "link graph: 1 cycle",
+                                "cycle of 2 components: a, b", "b -> a: a_f", "a -> b: b_f")
+        self.assertIn("include graph: no cycle", out)
+
+    def test_graph_wants_objects(self):
+        t = Tree(CLEAN)
+        self.addCleanup(t.close)
+        os.remove(os.path.join(t.build, "src", "a.o"))
+        rc, out = t.lint("graph")
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("run make first", out)
+
+    def test_key_literal_outside_keys_h(self):
+        files = planted(m_dot_c=CLEAN["m.c"] +
+                        'const char *m_bad(void) { return "SMEMBERS cogworker:queues"; }\n'
+                        'const char *m_bad2(void) { return "periodic:schedule"; }\n')
+        self.assert_fails(files, "keys", "m.c:6: key name spelled outside keys.h",
+                          "m.c:7: key name spelled outside keys.h",
+                          "key-literals: FAILED: 2 string literal(s) in 1 file(s)")
+
+    def test_cppcheck_warning(self):
+        bad = "int m_g(const int *p)\n{\n\tint n = *p;\n\tif (p == 0)\n\t\treturn 1;\n\treturn n;\n}\n"
+        out = self.assert_fails(planted(m_dot_c=CLEAN["m.c"] + bad), "cppcheck",
+                                "nullPointerRedundantCheck", "cppcheck: FAILED: 1 finding(s)")
+        self.assertIn("m.c:8: warning:", out)
+
+    def test_cppcheck_inline_suppression_with_reason(self):
+        bad = ("int m_g(const int *p)\n{\n"
+               "\t/* cppcheck-suppress nullPointerRedundantCheck ; planted, on purpose */\n"
+               "\tint n = *p;\n\tif (p == 0)\n\t\treturn 1;\n\treturn n;\n}\n")
+        rc, out = self.run_tree(planted(m_dot_c=CLEAN["m.c"] + bad), "cppcheck")
+        self.assertEqual(rc, 0, out)
+
+    def test_every_check_runs_and_all_failures_are_named(self):
+        files = planted(b_dot_h='#include "a.h"\nint b_f(void);\n',
+                        m_dot_c=CLEAN["m.c"] + 'const char *k(void) { return "cogworker:dead"; }\n')
+        rc, out = self.run_tree(files)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("cppcheck: ok", out)
+        self.assertIn("lint: FAILED: graph keys", out)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + sys.argv[1:], verbosity=1)
