@@ -125,6 +125,7 @@ static int apply_one(struct loader *L, const struct spec *sp, const config_setti
 	case K_SECONDS:
 		if (read_number(L, s, name, &d) < 0 || range_error(L, s, name, sp, d, 0) < 0)
 			return -1;
+		/* cppcheck-suppress invalidPointerCast ; sp->off is the offsetof of a double */
 		*FIELD(base, sp, double) = d;
 		return 0;
 	case K_INT:

@@ -1,10 +1,11 @@
 /*
  * config_int.h: what the three parts of the conf code share, and nothing else includes.
  *
- * config.c is the loader (reading the file, file:line errors, typed scalars, the command
- * line and REDIS_URL, checks between settings), conf_settings.c holds the settings (defaults,
- * tables, the readers with a grammar of their own), redis_url.c the Redis url. config.h stays
- * the public header; the names below are internal to those three files.
+ * conf_read.c reports errors at a file and line and reads typed scalars; config.c is the
+ * loader (reading the file, the command line and REDIS_URL, checks between settings);
+ * conf_settings.c holds the settings (defaults, tables, the readers with a grammar of their
+ * own); redis_url.c the Redis url. config.h stays the public header; the names below are
+ * internal to those four files.
  */
 #ifndef COGWORKERD_CONFIG_INT_H
 #define COGWORKERD_CONFIG_INT_H
@@ -64,7 +65,7 @@ static inline void strv_free(char ***v, int *n)
 	*n = 0;
 }
 
-/* --- the loader (config.c): where we are, and how errors are reported ------------------- */
+/* --- where we are, and how errors are reported (conf_read.c) ----------------------------- */
 
 struct loader {
 	const char *path;               /* the conf file as given, NULL for defaults only */
@@ -77,6 +78,14 @@ struct loader {
 /* "<file>:<line>: <msg>" for setting s (or "<file>: <msg>" without one). Returns -1. */
 __attribute__((format(printf, 3, 4)))
 int failf(struct loader *L, const config_setting_t *s, const char *fmt, ...);
+
+/* "<loc>:<line>: <msg>" (or "<loc>: <msg>", or "<msg>") into the loader's error buffer. */
+void put_err(struct loader *L, const char *loc, unsigned line, const char *msg);
+/* An error with no place in the file (command line, environment). Returns -1. */
+__attribute__((format(printf, 2, 3)))
+int fail_plain(struct loader *L, const char *fmt, ...);
+/* The first of the named top-level settings present in the file, for cross-check blame. */
+config_setting_t *blame(const struct loader *L, const char *a, const char *b);
 
 /* Typed reads of one setting; a wrong type is reported at its line. 0 or -1. */
 int read_number(struct loader *L, const config_setting_t *s, const char *name, double *out);

@@ -303,7 +303,7 @@ static int is_dow_field(const char *tok) {
 
 static int parse_fields(struct cron *c, char **tok, int ntok, char *err, size_t errlen) {
 	static const struct field *const F[6] = {&F_SEC, &F_MIN, &F_HOUR, &F_DOM, &F_MON, &F_DOW};
-	struct fparse fp[6];
+	struct fparse fp[6] = { 0 };
 	int first = ntok == 6 ? 0 : 1;
 	if (ntok == 5) c->sec = 1;    /* second 0 */
 	for (int i = first; i < 6; i++) {
@@ -343,6 +343,7 @@ static int expand_macro(char **tok, int *n, char *mbuf, size_t mlen, char **zone
 	return 0;
 }
 
+/* cppcheck-suppress variableScope ; after a macro expands, tok[] points into mbuf */
 struct cron *cron_parse(const char *expr, char *err, size_t errlen) {
 	char buf[512], mbuf[32], *tok[MAXTOK + 1], *zone = NULL;
 	struct cron *c;

@@ -116,11 +116,11 @@ static char **active_queues(struct rconn *r, const struct conf *c, int *n, int *
 	char **out = xcalloc((size_t)c->nqueues, sizeof *out);
 	*n = 0;
 	for (int i = 0; i < c->nqueues; i++) {
-		int paused = 0;
+		int is_paused = 0;
 		for (size_t k = 0; rep && rep->type == REDIS_REPLY_ARRAY && k < rep->elements; k++)
 			if (strcmp(rep->element[k]->str, c->queues[i]) == 0)
-				paused = 1;
-		if (!paused)
+				is_paused = 1;
+		if (!is_paused)
 			out[(*n)++] = xstrdup(c->queues[i]);
 	}
 	if (rep)

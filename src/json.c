@@ -231,6 +231,62 @@ int json_valid(const char *raw, size_t len)
 }
 
 /* ------------------------------------------------------------------------------------------
+ * String literals, escaped the way Ruby's generator escapes them (splicing writes them, and
+ * the canonical printer too).
+ * ---------------------------------------------------------------------------------------- */
+
+/* Append one ASCII byte or code point, escaped the way Ruby's generator escapes it. */
+void put_escaped(struct sbuf *b, uint32_t c)
+{
+	static const char hex[] = "0123456789abcdef";
+	switch (c) {
+	case '"': sb_add(b, "\\\"", 2); return;
+	case '\\': sb_add(b, "\\\\", 2); return;
+	case '\b': sb_add(b, "\\b", 2); return;
+	case '\f': sb_add(b, "\\f", 2); return;
+	case '\n': sb_add(b, "\\n", 2); return;
+	case '\r': sb_add(b, "\\r", 2); return;
+	case '\t': sb_add(b, "\\t", 2); return;
+	}
+	if (c < 0x20) {
+		char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+		sb_add(b, u, 6);
+	} else {
+		utf8_put(b, c);
+	}
+}
+
+/* Append the valid UTF-8 text s as the inside of a canonical string literal. */
+void put_escaped_utf8(struct sbuf *b, const char *s, size_t len)
+{
+	size_t run = 0;         /* bytes copied as they are, flushed in one go */
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\') {
+			run++;
+			continue;
+		}
+		sb_add(b, s + i - run, run);
+		run = 0;
+		put_escaped(b, c);
+	}
+	sb_add(b, s + len - run, run);
+}
+
+char *json_quote(const char *s, size_t len)
+{
+	struct sbuf clean, b;
+	sb_init(&clean);
+	utf8_scrub_into(&clean, s ? s : "", s ? len : 0, 0);
+	sb_init(&b);
+	sb_addc(&b, '"');
+	put_escaped_utf8(&b, clean.s, clean.len);
+	sb_addc(&b, '"');
+	sb_free(&clean);
+	return sb_steal(&b);
+}
+
+/* ------------------------------------------------------------------------------------------
  * Keys: decoding escapes, comparing a raw key with a plain one.
  * ---------------------------------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
- * json_canon.c: canonical JSON (json_canonical), and the two pieces of Ruby's generator it
- * is made of: string literals (json_quote) and Float#to_s (json_ruby_float).
+ * json_canon.c: canonical JSON (json_canonical), and Ruby's Float#to_s (json_ruby_float) it
+ * prints floats with; string literals are escaped by json.c's json_quote rules.
  *
  * The digests of unique jobs and periodic entries hash args as Ruby's
  * JSON.generate(JSON.parse(text)) prints them, so we print the same way while scanning
@@ -119,57 +119,6 @@ void json_ruby_float(double d, char out[40])
 /* ------------------------------------------------------------------------------------------
  * Canonical JSON: printing while scanning.
  * ---------------------------------------------------------------------------------------- */
-
-/* Append one ASCII byte or code point, escaped the way Ruby's generator escapes it. */
-static void put_escaped(struct sbuf *b, uint32_t c)
-{
-	static const char hex[] = "0123456789abcdef";
-	switch (c) {
-	case '"': sb_add(b, "\\\"", 2); return;
-	case '\\': sb_add(b, "\\\\", 2); return;
-	case '\b': sb_add(b, "\\b", 2); return;
-	case '\f': sb_add(b, "\\f", 2); return;
-	case '\n': sb_add(b, "\\n", 2); return;
-	case '\r': sb_add(b, "\\r", 2); return;
-	case '\t': sb_add(b, "\\t", 2); return;
-	}
-	if (c < 0x20) {
-		char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-		sb_add(b, u, 6);
-	} else {
-		utf8_put(b, c);
-	}
-}
-
-/* Append the valid UTF-8 text s as the inside of a canonical string literal. */
-static void put_escaped_utf8(struct sbuf *b, const char *s, size_t len)
-{
-	size_t run = 0;         /* bytes copied as they are, flushed in one go */
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\') {
-			run++;
-			continue;
-		}
-		sb_add(b, s + i - run, run);
-		run = 0;
-		put_escaped(b, c);
-	}
-	sb_add(b, s + len - run, run);
-}
-
-char *json_quote(const char *s, size_t len)
-{
-	struct sbuf clean, b;
-	sb_init(&clean);
-	utf8_scrub_into(&clean, s ? s : "", s ? len : 0, 0);
-	sb_init(&b);
-	sb_addc(&b, '"');
-	put_escaped_utf8(&b, clean.s, clean.len);
-	sb_addc(&b, '"');
-	sb_free(&clean);
-	return sb_steal(&b);
-}
 
 struct canon {
 	struct scan s;          /* strict: canonical form needs valid UTF-8 */

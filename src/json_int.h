@@ -46,4 +46,11 @@ int scan_word(struct scan *s, const char *word);
  * *cp (\uD8xx\uDCxx pairs combined; a lone surrogate comes back as itself). */
 size_t decode_escape(const char *p, const char *end, uint32_t *cp);
 
+/* --- string literals (json.c) ----------------------------------------------------------- */
+
+/* Append one ASCII byte or code point, escaped the way Ruby's generator escapes it. */
+void put_escaped(struct sbuf *b, uint32_t c);
+/* Append the valid UTF-8 text s as the inside of a string literal, escaped Ruby's way. */
+void put_escaped_utf8(struct sbuf *b, const char *s, size_t len);
+
 #endif

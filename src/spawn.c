@@ -134,6 +134,9 @@ struct child_spec {
 	int nrlimits;
 	int rl_resource[HANDLER_NRLIMITS];
 	struct rlimit rl[HANDLER_NRLIMITS];
+	/* The kernel's struct sigaction, for the raw rt_sigaction in the child: only the
+	 * handler is set, the rest must be there and zero. */
+	/* cppcheck-suppress unusedStructMember ; read by the kernel */
 	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa_default;
 	sigset_t empty_mask;
 };

@@ -210,9 +210,9 @@ static int rule_cands(const struct tzone *z, int64_t u, int64_t at[6], int32_t o
 		return 0;
 	civil_from_days(floordiv(u + r->std_off, DAY_S), &y, &m, &d);
 	for (int64_t yy = y - 1; yy <= y + 1; yy++) {
-		int64_t t[2] = { rule_instant(&r->start, yy, r->std_off),
-		                 rule_instant(&r->end, yy, r->dst_off) };
-		int32_t o[2] = { r->dst_off, r->std_off };
+		const int64_t t[2] = { rule_instant(&r->start, yy, r->std_off),
+		                       rule_instant(&r->end, yy, r->dst_off) };
+		const int32_t o[2] = { r->dst_off, r->std_off };
 		for (int i = 0; i < 2; i++) {
 			if (z->n && t[i] <= z->at[z->n - 1])
 				continue;

@@ -13,7 +13,10 @@ Two graphs, two kinds of dependency, and either one may close a cycle:
   src/, as the compiler does with -Isrc. Angle-bracket includes and quoted names that do
   not resolve inside src/ are not ours and are ignored. A file including its own
   component's header is no edge. A header including a header counts like a .c does, so
-  a cycle closed by headers alone fails the same way.
+  a cycle closed by headers alone fails the same way. An internal header (foo_int.h: what
+  the files of one split-up concept share, included by nothing outside them) is no
+  component: including it is including what it includes, and the calls between the files
+  that share it are the link graph's to judge.
 
 - The link graph. A -> B when the object of A has an undefined external symbol (nm: U)
   that the object of B defines (any defined external symbol: functions, T, and globals,
@@ -58,29 +61,56 @@ def source_files(src):
     return sorted(out)
 
 
+def is_internal(rel):
+    return rel.endswith("_int.h")
+
+
+def includes_of(src, rel):
+    """[(line number, name as written, src-relative target)] of one file's quoted includes
+    that resolve inside src/."""
+    out = []
+    with open(os.path.join(src, rel), encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            name = m.group(1)
+            beside = os.path.normpath(os.path.join(os.path.dirname(rel), name))
+            if os.path.isfile(os.path.join(src, beside)):
+                out.append((n, name, beside))
+            elif os.path.isfile(os.path.join(src, name)):
+                out.append((n, name, os.path.normpath(name)))
+    return out
+
+
+def through_internal(src, rel, seen=None):
+    """The non-internal headers an internal header brings in, following internal ones."""
+    seen = set() if seen is None else seen
+    out = []
+    for _, _, target in includes_of(src, rel):
+        if target in seen:
+            continue
+        seen.add(target)
+        out.extend(through_internal(src, target, seen) if is_internal(target) else [target])
+    return out
+
+
 def include_graph(src):
     """{comp: {comp: [evidence]}} from quoted includes."""
     g = defaultdict(lambda: defaultdict(list))
     for rel in source_files(src):
+        if is_internal(rel):
+            continue
         a = component(rel)
         g[a]
-        path = os.path.join(src, rel)
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, 1):
-                m = INCLUDE.match(line)
-                if not m:
-                    continue
-                name = m.group(1)
-                beside = os.path.normpath(os.path.join(os.path.dirname(rel), name))
-                if os.path.isfile(os.path.join(src, beside)):
-                    target = beside
-                elif os.path.isfile(os.path.join(src, name)):
-                    target = os.path.normpath(name)
-                else:
-                    continue
-                b = component(target)
+        for n, name, target in includes_of(src, rel):
+            targets = through_internal(src, target) if is_internal(target) else [target]
+            for t in targets:
+                b = component(t)
                 if b != a:
-                    g[a][b].append('%s:%d includes "%s"' % (os.path.join(src, rel), n, name))
+                    via = "" if t == target else " (through %s)" % name
+                    g[a][b].append('%s:%d includes "%s"%s' % (os.path.join(src, rel), n,
+                                                             name, via))
     return g
 
 

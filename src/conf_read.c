@@ -1,0 +1,259 @@
+/*
+ * conf_read.c: the bottom of the conf code: errors at a file and line, and typed reads of
+ * one libconfig setting. The loader (config.c) and the settings (conf_settings.c) both
+ * stand on it, so neither needs the other's internals to report an error.
+ *
+ * libconfig pitfalls handled here (doc/design.md "Pitfalls of our dependencies"):
+ * - an integer above 2^31-1 written without the L suffix is stored wrapped, without a word
+ *   (5000000000 reads as 705032704): integer settings are compared with their source text;
+ * - settings read from an @included file report that file's name as written in the
+ *   @include line, so messages join it with the include directory.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <libconfig.h>
+
+#include "config_int.h"
+#include "util.h"
+
+/* ---------------------------------------------------------------------------------------
+ * The loader: where we are, and how errors are reported
+ * ------------------------------------------------------------------------------------- */
+
+/* The file a setting came from: an @included file is reported as written, so join it. */
+static const char *setting_file(const struct loader *L, const config_setting_t *s,
+                                char *buf, size_t n)
+{
+	const char *f = config_setting_source_file(s);
+
+	if (!f)
+		return L->path ? L->path : "(conf)";
+	if (f[0] != '/' && L->dir && strcmp(L->dir, ".") != 0 && (!L->path || strcmp(f, L->path))) {
+		snprintf(buf, n, "%s/%s", L->dir, f);
+		return buf;
+	}
+	return f;
+}
+
+void put_err(struct loader *L, const char *loc, unsigned line, const char *msg)
+{
+	if (!L->err || !L->errlen)
+		return;
+	if (loc && line)
+		snprintf(L->err, L->errlen, "%s:%u: %s", loc, line, msg);
+	else if (loc)
+		snprintf(L->err, L->errlen, "%s: %s", loc, msg);
+	else
+		snprintf(L->err, L->errlen, "%s", msg);
+}
+
+/* "<file>:<line>: <msg>" for setting s (or "<file>: <msg>" without one). Returns -1. */
+__attribute__((format(printf, 3, 4)))
+int failf(struct loader *L, const config_setting_t *s, const char *fmt, ...)
+{
+	char msg[1024], fbuf[PATH_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (s)
+		put_err(L, setting_file(L, s, fbuf, sizeof fbuf), config_setting_source_line(s), msg);
+	else
+		put_err(L, L->path, 0, msg);
+	return -1;
+}
+
+/* An error with no place in the file (command line, environment). Returns -1. */
+int fail_plain(struct loader *L, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	put_err(L, NULL, 0, msg);
+	return -1;
+}
+
+/* The first of the named top-level settings present in the file, for cross-check blame. */
+config_setting_t *blame(const struct loader *L, const char *a, const char *b)
+{
+	config_setting_t *s = NULL;
+
+	if (L->root && !(s = config_setting_get_member(L->root, a)))
+		s = config_setting_get_member(L->root, b);
+	return s;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Scalars: numbers, integers (with the wrap check), strings, string arrays
+ * ------------------------------------------------------------------------------------- */
+
+/* Line n (1-based) of file into buf; -1 if unreadable. */
+static int read_source_line(const char *file, unsigned n, char *buf, size_t len)
+{
+	FILE *f = fopen(file, "r");
+	unsigned i = 0;
+	int rc = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(buf, (int)len, f)) {
+		size_t l = strlen(buf);
+		if (l && buf[l - 1] == '\n')
+			i++;
+		else if (feof(f))
+			i++;
+		else
+			continue;           /* the rest of an over-long line */
+		if (i == n) {
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+static int name_char(int c)
+{
+	return isalnum(c) || c == '_' || c == '-' || c == '*';
+}
+
+/* In a source line, the text right after "name =" or "name :" (outside strings and
+ * comments), or NULL. */
+static const char *value_text(const char *line, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = line; *p; p++) {
+		if (*p == '"') {
+			for (p++; *p && *p != '"'; p++)
+				if (*p == '\\' && p[1])
+					p++;
+			if (!*p)
+				return NULL;
+			continue;
+		}
+		if (*p == '#' || (p[0] == '/' && (p[1] == '/' || p[1] == '*')))
+			return NULL;
+		if (strncmp(p, name, nl) != 0 || (p > line && name_char((unsigned char)p[-1])))
+			continue;
+		const char *q = p + nl;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (*q != '=' && *q != ':')
+			continue;
+		q++;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		return q;
+	}
+	return NULL;
+}
+
+/*
+ * libconfig 1.5 keeps an integer written without the L suffix in an int, wrapping what
+ * does not fit (3000000000 reads as -1294967296, 8589934592 as 0). The text is still in
+ * the file: read the setting's line back and compare.
+ */
+static int check_int_wrap(struct loader *L, const config_setting_t *s, const char *name)
+{
+	char fbuf[PATH_MAX], line[4096];
+	const char *v, *file;
+	char *end;
+	long long x;
+
+	if (config_setting_type(s) != CONFIG_TYPE_INT || !config_setting_name(s))
+		return 0;
+	file = setting_file(L, s, fbuf, sizeof fbuf);
+	if (read_source_line(file, config_setting_source_line(s), line, sizeof line) < 0)
+		return 0;
+	if (!(v = value_text(line, config_setting_name(s))))
+		return 0;
+	/* libconfig reads decimal and 0x hex; a leading 0 is not octal to it. */
+	errno = 0;
+	x = strtoll(v, &end, (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) ? 16 : 10);
+	if (end == v || (errno == 0 && x == (long long)config_setting_get_int(s)))
+		return 0;
+	return failf(L, s, "%s = %.*s does not fit in 32 bits: libconfig needs the L suffix "
+	             "(%.*sL) for integers above 2147483647", name, (int)(end - v), v,
+	             (int)(end - v), v);
+}
+
+/* Any number (int, int64 or float) as a double; a string or a bool is an error. */
+int read_number(struct loader *L, const config_setting_t *s, const char *name, double *out)
+{
+	switch (config_setting_type(s)) {
+	case CONFIG_TYPE_INT:
+	case CONFIG_TYPE_INT64:
+		if (check_int_wrap(L, s, name) < 0)
+			return -1;
+		*out = (double)config_setting_get_int64(s);
+		return 0;
+	case CONFIG_TYPE_FLOAT:
+		*out = config_setting_get_float(s);
+		if (!isfinite(*out))
+			return failf(L, s, "%s must be a finite number", name);
+		return 0;
+	default:
+		return failf(L, s, "%s must be a number", name);
+	}
+}
+
+/* An integer (int or int64); a float, even 3.0, is an error. */
+int read_integer(struct loader *L, const config_setting_t *s, const char *name,
+                 long long *out)
+{
+	switch (config_setting_type(s)) {
+	case CONFIG_TYPE_INT:
+	case CONFIG_TYPE_INT64:
+		if (check_int_wrap(L, s, name) < 0)
+			return -1;
+		*out = config_setting_get_int64(s);
+		return 0;
+	default:
+		return failf(L, s, "%s must be an integer", name);
+	}
+}
+
+int read_string(struct loader *L, const config_setting_t *s, const char *name,
+                const char **out)
+{
+	if (config_setting_type(s) != CONFIG_TYPE_STRING)
+		return failf(L, s, "%s must be a string", name);
+	*out = config_setting_get_string(s);
+	return 0;
+}
+
+/* An array or list of strings ([ "a", "b" ] or ( "a", "b" )), each passing check. */
+int read_strings(struct loader *L, const config_setting_t *s, const char *name,
+                 str_check check, struct argv_list *out)
+{
+	int t = config_setting_type(s), n;
+
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+		return failf(L, s, "%s must be an array of strings, e.g. [ \"a\", \"b\" ]", name);
+	argv_free(out);
+	argv_ensure(out);
+	n = config_setting_length(s);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		const char *why, *v;
+		if (config_setting_type(e) != CONFIG_TYPE_STRING)
+			return failf(L, e, "%s must be an array of strings", name);
+		v = config_setting_get_string(e);
+		if (check && (why = check(v)))
+			return failf(L, e, "%s: '%s' %s", name, v, why);
+		argv_push(out, v);
+	}
+	return 0;
+}
