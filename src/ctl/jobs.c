@@ -37,7 +37,7 @@ static const char *const set_names[S_COUNT] = {
 	"queued", "scheduled", "retry", "dead", "running", "inprogress",
 };
 static const char *const zset_keys[S_COUNT] = {
-	NULL, "cogworker:schedule", "cogworker:retry", "cogworker:dead", NULL, NULL,
+	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL,
 };
 #define BIT(s) (1u << (s))
 #define ZSETS (BIT(S_SCHEDULED) | BIT(S_RETRY) | BIT(S_DEAD))
@@ -195,7 +195,7 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 		ctl_free_queues(qi, nqi);
 		int rc = 0;
 		for (size_t i = 0; i < nq && !stop && rc == 0; i++) {
-			char *key = xasprintf("cogworker:queue:%s", qs[i]);
+			char *key = xasprintf(K_QUEUE "%s", qs[i]);
 			for (long start = 0; !stop; start += PAGE) {
 				redisReply *rep = rcmd(&c->r, "LRANGE %s %ld %ld", key, start, start + PAGE - 1);
 				if (!rep) {
@@ -226,7 +226,7 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 		return rc ? rc : stop;
 	}
 	/* running (workers hashes) and inprogress (in-progress lists) */
-	const char *reg = set == S_RUNNING ? "cogworker:processes" : "cogworker:inprogress_identities";
+	const char *reg = set == S_RUNNING ? K_PROCESSES : K_IDENTITIES;
 	redisReply *ids = rcmd(&c->r, "SMEMBERS %s", reg);
 	if (!ids) {
 		if (tolerant && !c->r.unavailable) {
@@ -239,8 +239,7 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 	int rc = 0;
 	for (size_t i = 0; i < ids->elements && !stop && rc == 0; i++) {
 		char *id = xstrndup(ids->element[i]->str, ids->element[i]->len);
-		char *key = xasprintf(set == S_RUNNING ? "cogworker:workers:%s" : "cogworker:inprogress:%s",
-		                      id);
+		char *key = xasprintf(set == S_RUNNING ? K_WORKERS "%s" : K_INPROGRESS "%s", id);
 		redisReply *rep = rcmd(&c->r, set == S_RUNNING ? "HVALS %s" : "LRANGE %s 0 -1", key);
 		if (!rep) {
 			if (tolerant && !c->r.unavailable) {
@@ -620,12 +619,12 @@ static int show_job(struct ctl *c, const char *arg)
 	/* status:<jid> (status bookkeeping): also outlives the job, e.g. a completed one. */
 	redisReply *st = NULL;
 	if (jid || arg[0] != '{') {
-		st = rcmd(&c->r, "HGETALL status:%s", jid ? jid : arg);
+		st = rcmd(&c->r, "HGETALL " K_STATUS "%s", jid ? jid : arg);
 		if (st && (st->type != REDIS_REPLY_ARRAY || st->elements == 0)) {
 			freeReplyObject(st);
 			st = NULL;
 		} else if (!st && !c->r.unavailable) {
-			ctl_error("warning: status:%s unreadable: %s", jid ? jid : arg, c->r.err);
+			ctl_error("warning: " K_STATUS "%s unreadable: %s", jid ? jid : arg, c->r.err);
 		}
 	}
 	if (fd.n == 0 && !st) {
@@ -638,15 +637,15 @@ static int show_job(struct ctl *c, const char *arg)
 		jid = arg;
 	redisReply *att = NULL;
 	if (jid) {
-		att = rcmd(&c->r, "LRANGE cogworker:job_attempts:%s 0 -1", jid);
+		att = rcmd(&c->r, "LRANGE " K_ATTEMPTS "%s 0 -1", jid);
 		if (!att) {
 			if (c->r.unavailable) {
 				found_free(&fd);
 				if (st)
 					freeReplyObject(st);
-				return ctl_redis_error(c, "cogworker:job_attempts");
+				return ctl_redis_error_family(c, K_ATTEMPTS);
 			}
-			ctl_error("warning: cogworker:job_attempts:%s unreadable: %s", jid, c->r.err);
+			ctl_error("warning: " K_ATTEMPTS "%s unreadable: %s", jid, c->r.err);
 		}
 	}
 	double now = now_float();
@@ -801,8 +800,8 @@ static int do_retry(struct act *x, const struct entry *e)
 		result(x, e, NULL, "refused", "unreadable payload", NULL, 0);
 		return CTL_NOTHING;
 	}
-	char *qkey = xasprintf("cogworker:queue:%s", q);
-	const char *keys[] = { e->key, "cogworker:queues", qkey };
+	char *qkey = xasprintf(K_QUEUE "%s", q);
+	const char *keys[] = { e->key, K_QUEUES, qkey };
 	const char *args[] = { e->raw, payload, q };
 	size_t lens[] = { e->raw_len, strlen(payload), strlen(q) };
 	redisReply *rep = rscript(&c->r, "claim_and_requeue", 3, keys, 3, args, lens);
@@ -853,11 +852,11 @@ static int do_delete(struct act *x, const struct entry *e)
 		return CTL_NOTHING;
 	}
 	if ((e->set == S_RETRY || e->set == S_DEAD) && e->j.obj && e->j.jid) {
-		rep = rcmd(&c->r, "DEL cogworker:job_attempts:%s", e->j.jid);
+		rep = rcmd(&c->r, "DEL " K_ATTEMPTS "%s", e->j.jid);
 		if (rep)
 			freeReplyObject(rep);
 		else
-			ctl_error("warning: cogworker:job_attempts:%s not deleted: %s", e->j.jid, c->r.err);
+			ctl_error("warning: " K_ATTEMPTS "%s not deleted: %s", e->j.jid, c->r.err);
 	}
 	x->done++;
 	if (!c->json)
@@ -874,7 +873,7 @@ static int do_kill(struct act *x, const struct entry *e)
 		return ctl_redis_error(c, "TIME");
 	char score[32];
 	job_format_time(now, score);
-	const char *keys[] = { e->key, "cogworker:dead" };
+	const char *keys[] = { e->key, K_DEAD };
 	const char *args[] = { e->raw, score, e->raw };
 	size_t lens[] = { e->raw_len, strlen(score), e->raw_len };
 	redisReply *rep = rscript(&c->r, "kill", 2, keys, 3, args, lens);
@@ -1037,14 +1036,14 @@ static int delete_whole(struct ctl *c, int set, const char *queue)
 			struct rpipe p;
 			rpipe_begin(&c->r, &p);
 			rpipe_add(&c->r, &p, "MULTI");
-			rpipe_add(&c->r, &p, "LLEN cogworker:queue:%s", qs[i]);
-			rpipe_add(&c->r, &p, "DEL cogworker:queue:%s", qs[i]);
+			rpipe_add(&c->r, &p, "LLEN " K_QUEUE "%s", qs[i]);
+			rpipe_add(&c->r, &p, "DEL " K_QUEUE "%s", qs[i]);
 			rpipe_add(&c->r, &p, "EXEC");
 			redisReply *reps[4];
 			rpipe_exec(&c->r, &p, reps);
 			redisReply *ex = reps[3];
 			if (!ex || ex->type != REDIS_REPLY_ARRAY || ex->elements != 2) {
-				char *what = xasprintf("cogworker:queue:%s", qs[i]);
+				char *what = xasprintf(K_QUEUE "%s", qs[i]);
 				status = ctl_redis_error(c, what);
 				free(what);
 			} else if (ex->element[0]->type == REDIS_REPLY_INTEGER) {
@@ -1102,7 +1101,7 @@ static int delete_whole(struct ctl *c, int set, const char *queue)
 					struct job j;
 					job_parse(&j, m->element[i]->str, m->element[i]->len, NULL);
 					if (j.obj && j.jid) {
-						rpipe_add(&c->r, &d, "DEL cogworker:job_attempts:%s", j.jid);
+						rpipe_add(&c->r, &d, "DEL " K_ATTEMPTS "%s", j.jid);
 						nd++;
 					}
 					job_free(&j);
