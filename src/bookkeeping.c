@@ -15,6 +15,7 @@
 #include <time.h>
 #include "bookkeeping.h"
 #include "json.h"
+#include "keys.h"
 #include "util.h"
 
 #define MAX_BACKTRACE_LINES 200
@@ -61,7 +62,7 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 {
 	if (c->status_expiration <= 0 || !j->jid)
 		return;
-	char *key = xasprintf("status:%s", j->jid);
+	char *key = xasprintf(K_STATUS "%s", j->jid);
 	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
 	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
@@ -89,7 +90,7 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 int status_progress(struct rconn *r, const struct conf *c, const char *jid,
                     const char *line, size_t len)
 {
-	static const char prefix[] = "cogworker:progress ";
+	static const char prefix[] = PROGRESS_LINE;
 	size_t plen = sizeof prefix - 1;
 	if (c->status_expiration <= 0 || !jid || len <= plen || memcmp(line, prefix, plen) != 0)
 		return 0;
@@ -109,7 +110,7 @@ int status_progress(struct rconn *r, const struct conf *c, const char *jid,
 	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
 	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
-	char *key = xasprintf("status:%s", jid);
+	char *key = xasprintf(K_STATUS "%s", jid);
 	/* Without a message, the one written before stays. */
 	const char *argv[] = { "HSET", key, "pct", text, "update_time", now, "message", message };
 	struct rpipe p;
@@ -195,20 +196,20 @@ void history_record(struct rconn *r, const struct conf *c, const struct job *j, 
 	                        "\"error_message\":%s,\"backtrace\":%s}",
 	                        jid, cls, queue, j->args_json, success ? "success" : "failed",
 	                        s, f, ec, em, bt);
-	const char *which = success ? "cogworker:history:success" : "cogworker:history:failed";
+	const char *which = success ? K_HISTORY_SUCCESS : K_HISTORY_FAILED;
 	char day[64], ttl[32];
 	time_t t = (time_t)finished;
 	struct tm tm;
 	gmtime_r(&t, &tm);
-	strftime(day, sizeof day, "cogworker:history:daily:%Y-%m-%d", &tm);
+	strftime(day, sizeof day, K_HISTORY_DAILY "%Y-%m-%d", &tm);
 	snprintf(ttl, sizeof ttl, "%ld", (long)c->history_daily_retention_days * 86400L);
 	struct rpipe p;
 	rpipe_begin(r, &p);
-	const char *all[] = { "ZADD", "cogworker:history:all", f, entry };
+	const char *all[] = { "ZADD", K_HISTORY_ALL, f, entry };
 	rpipe_add_argv(r, &p, 4, all, NULL);
 	const char *one[] = { "ZADD", which, f, entry };
 	rpipe_add_argv(r, &p, 4, one, NULL);
-	trim(r, &p, "cogworker:history:all", c, finished);
+	trim(r, &p, K_HISTORY_ALL, c, finished);
 	trim(r, &p, which, c, finished);
 	rpipe_add(r, &p, "HINCRBY %s %s 1", day, success ? "success" : "failed");
 	rpipe_add(r, &p, "EXPIRE %s %s", day, ttl);

@@ -14,7 +14,7 @@
 /* status:<jid> = status (queued|working|complete|retrying|failed) and the error fields. */
 void status_write(struct rconn *r, const struct conf *c, const struct job *j,
                   const char *status, const char *error_class, const char *error_message);
-/* A handler's stdout line "cogworker:progress PCT MESSAGE": pct and message. -1 when
+/* A handler's stdout line PROGRESS_LINE "PCT MESSAGE": pct and message. -1 when
  * Redis is unavailable (the caller stops reporting progress for that run). */
 int status_progress(struct rconn *r, const struct conf *c, const char *jid,
                     const char *line, size_t len);

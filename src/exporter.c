@@ -18,6 +18,7 @@
 #include <string.h>
 #include "exporter.h"
 #include "job.h"
+#include "keys.h"
 
 void exporter_label_value(struct sbuf *out, const char *s, size_t len)
 {
@@ -67,22 +68,20 @@ static void free_replies(redisReply **rep, int n)
 
 int exporter_render(struct rconn *r, struct sbuf *out, const char **what)
 {
-	static const char *names[] = { "GET " "cogworker:stats:processed",
-	                               "GET " "cogworker:stats:failed",
-	                               "ZCARD " "cogworker:retry", "ZCARD " "cogworker:schedule",
-	                               "ZCARD " "cogworker:dead", "SMEMBERS " "cogworker:queues",
-	                               "SMEMBERS " "cogworker:processes" };
+	static const char *names[] = { "GET " K_PROCESSED, "GET " K_FAILED, "ZCARD " K_RETRY,
+	                               "ZCARD " K_SCHEDULE, "ZCARD " K_DEAD,
+	                               "SMEMBERS " K_QUEUES, "SMEMBERS " K_PROCESSES };
 	redisReply *first[7];
 	struct rpipe p;
 	*what = "";
 	rpipe_begin(r, &p);
-	rpipe_add(r, &p, "GET cogworker:stats:processed");
-	rpipe_add(r, &p, "GET cogworker:stats:failed");
-	rpipe_add(r, &p, "ZCARD cogworker:retry");
-	rpipe_add(r, &p, "ZCARD cogworker:schedule");
-	rpipe_add(r, &p, "ZCARD cogworker:dead");
-	rpipe_add(r, &p, "SMEMBERS cogworker:queues");
-	rpipe_add(r, &p, "SMEMBERS cogworker:processes");
+	rpipe_add(r, &p, "GET " K_PROCESSED);
+	rpipe_add(r, &p, "GET " K_FAILED);
+	rpipe_add(r, &p, "ZCARD " K_RETRY);
+	rpipe_add(r, &p, "ZCARD " K_SCHEDULE);
+	rpipe_add(r, &p, "ZCARD " K_DEAD);
+	rpipe_add(r, &p, "SMEMBERS " K_QUEUES);
+	rpipe_add(r, &p, "SMEMBERS " K_PROCESSES);
 	if (rpipe_exec(r, &p, first) != 0) {
 		for (int i = 0; i < 7; i++)
 			if (!first[i]) {
@@ -111,10 +110,10 @@ int exporter_render(struct rconn *r, struct sbuf *out, const char **what)
 	redisReply **second = xcalloc((size_t)nsecond + 1, sizeof *second);
 	rpipe_begin(r, &p);
 	for (size_t i = 0; i < nq; i++) {
-		char *key = xasprintf("cogworker:queue:%.*s", (int)qs[i]->len, qs[i]->str);
+		char *key = xasprintf(K_QUEUE "%.*s", (int)qs[i]->len, qs[i]->str);
 		const char *llen[] = { "LLEN", key };
 		const char *lindex[] = { "LINDEX", key, "-1" };
-		size_t keylen = strlen("cogworker:queue:") + qs[i]->len;
+		size_t keylen = strlen(K_QUEUE) + qs[i]->len;
 		size_t l1[] = { 4, keylen }, l2[] = { 6, keylen, 2 };
 		rpipe_add_argv(r, &p, 2, llen, l1);
 		rpipe_add_argv(r, &p, 3, lindex, l2);
@@ -122,9 +121,9 @@ int exporter_render(struct rconn *r, struct sbuf *out, const char **what)
 	}
 	for (size_t i = 0; i < np; i++) {
 		const redisReply *id = procs->element[i];
-		char *key = xasprintf("cogworker:process:%.*s", (int)id->len, id->str);
+		char *key = xasprintf(K_PROCESS "%.*s", (int)id->len, id->str);
 		const char *hget[] = { "HGET", key, "busy" };
-		size_t l[] = { 4, strlen("cogworker:process:") + id->len, 4 };
+		size_t l[] = { 4, strlen(K_PROCESS) + id->len, 4 };
 		rpipe_add_argv(r, &p, 3, hget, l);
 		free(key);
 	}
@@ -132,9 +131,9 @@ int exporter_render(struct rconn *r, struct sbuf *out, const char **what)
 	if (failed) {
 		for (int i = 0; i < nsecond; i++)
 			if (!second[i]) {
-				*what = i < (int)(2 * nq) ? (i % 2 ? "LINDEX cogworker:queue:<q> -1"
-				                                   : "LLEN cogworker:queue:<q>")
-				                          : "HGET cogworker:process:<id> busy";
+				*what = i < (int)(2 * nq) ? (i % 2 ? "LINDEX " K_QUEUE "<q> -1"
+				                                   : "LLEN " K_QUEUE "<q>")
+				                          : "HGET " K_PROCESS "<id> busy";
 				break;
 			}
 		free_replies(second, nsecond);

@@ -33,7 +33,6 @@
 #include "state.h"
 #include "util.h"
 
-#define QUARANTINE_PREFIX "cogworker:quarantine:"
 #define QUARANTINE_TTL "2592000"
 #define MAX_COPIES 5
 
@@ -53,8 +52,8 @@ static const struct {
 	{ K_SCHEDULE, "zset" }, { K_RETRY, "zset" }, { K_DEAD, "zset" },
 	{ K_LIVE_QUEUES, "zset" },
 	{ K_QUEUES, "set" }, { K_PROCESSES, "set" }, { K_PAUSED, "set" },
-	{ K_IDENTITIES, "set" }, { "periodic:disabled", "set" },
-	{ K_LAST_BEAT, "hash" }, { "periodic:schedule", "hash" },
+	{ K_IDENTITIES, "set" }, { K_DISABLED, "set" },
+	{ K_LAST_BEAT, "hash" }, { K_PERIODIC_SCHEDULE, "hash" },
 	{ K_REPEAT_ORPHANS, "list" }, { K_UNSETTLED, "list" },
 	{ K_PROCESSED, "string" }, { K_FAILED, "string" },
 };
@@ -113,14 +112,14 @@ static int build_watchlist(struct rconn *r, struct watchlist *w)
 	rpipe_add(r, &p, "SMEMBERS %s", K_QUEUES);
 	rpipe_add(r, &p, "SMEMBERS %s", K_IDENTITIES);
 	rpipe_add(r, &p, "SMEMBERS %s", K_PROCESSES);
-	rpipe_add(r, &p, "HKEYS %s", "periodic:schedule");
+	rpipe_add(r, &p, "HKEYS %s", K_PERIODIC_SCHEDULE);
 	rpipe_exec(r, &p, rep);
 	watch_members(w, rep[0], K_QUEUE, "list", c->queue_names, c->nqueue_names);
 	watch_members(w, rep[1], K_INPROGRESS, "list", NULL, 0);
 	watch_members(w, rep[2], K_PROCESS, "hash", NULL, 0);
 	watch_members(w, rep[2], K_WORKERS, "hash", NULL, 0);
 	watch_members(w, rep[3], K_RUNNING, "string", NULL, 0);
-	watch_members(w, rep[3], "periodic:last_slot:", "string", NULL, 0);
+	watch_members(w, rep[3], K_LAST_SLOT, "string", NULL, 0);
 	conf_release(c);
 	for (int i = 0; i < 4; i++)
 		if (rep[i])
@@ -174,7 +173,7 @@ static int newest_first(const void *a, const void *b)
 /* Keep the MAX_COPIES newest quarantined copies of key, delete the others. */
 static void prune_copies(struct rconn *r, const char *key)
 {
-	char *prefix = xasprintf(QUARANTINE_PREFIX "%s:", key);
+	char *prefix = xasprintf(K_QUARANTINE "%s:", key);
 	char *esc = glob_escape(prefix);
 	char *match = xasprintf("%s*", esc);
 	struct copy *v = NULL;
@@ -225,7 +224,7 @@ static int quarantine(struct rconn *r, const struct watched *w, const char *actu
 {
 	char hex[9];
 	random_hex(hex, 4);
-	char *target = xasprintf(QUARANTINE_PREFIX "%s:%lld:%s", w->key,
+	char *target = xasprintf(K_QUARANTINE "%s:%lld:%s", w->key,
 	                         (long long)(now_float() * 1000.0), hex);
 	const char *keys[] = { w->key, target };
 	const char *args[] = { w->type, QUARANTINE_TTL };

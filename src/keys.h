@@ -1,35 +1,80 @@
 /*
- * keys.h: the name of every Redis key and key prefix cogworkerd reads or writes, for the
- * daemon and cogworkerctl alike. A key is spelled here once; doc/protocol.md §2 says what
- * each one holds and who writes it. The names are cogworker's wire contract: a Ruby client,
- * the Web UI and Ruby workers in the same fleet use the same names.
+ * keys.h: the name of every Redis key, key prefix and pub/sub channel cogworkerd reads or
+ * writes, for the daemon and cogworkerctl alike. The names are cogworker's wire contract:
+ * a Ruby client, the Web UI and Ruby workers in the same fleet use the same names, so none
+ * may drift, and a name spelled in two places is a name that can drift.
+ *
+ * Rules of this file:
+ * - A name ending in ':' is a prefix: the full key is the prefix followed by what the
+ *   comment says (a queue name, an identity, a jid...). Build it with string-literal
+ *   concatenation (K_QUEUE "default", "LLEN " K_QUEUE "%s") or xasprintf("%s%s", ...).
+ * - Every name is spelled out in full, never pasted together from other macros, so that a
+ *   grep for a key name seen in redis-cli lands here.
+ * - No other file spells a "cogworker:" or "periodic:" name; the Lua scripts are the
+ *   exception, they get their keys through KEYS.
+ * <id> is a process identity, <q> a queue name, <jid> a job id, <pjid> a periodic entry id.
  */
 #ifndef COGWORKERD_KEYS_H
 #define COGWORKERD_KEYS_H
 
-#define K_QUEUE "cogworker:queue:"
-#define K_QUEUES "cogworker:queues"
-#define K_LIVE_QUEUES "cogworker:live_queues"
-#define K_PAUSED "cogworker:paused_queues"
-#define K_SCHEDULE "cogworker:schedule"
-#define K_RETRY "cogworker:retry"
-#define K_DEAD "cogworker:dead"
-#define K_PROCESSES "cogworker:processes"
-#define K_PROCESS "cogworker:process:"
-#define K_WORKERS "cogworker:workers:"
-#define K_INPROGRESS "cogworker:inprogress:"
+/* ---- queues ---- */
+#define K_QUEUE "cogworker:queue:"              /* + <q>: list of raw jobs */
+#define K_QUEUES "cogworker:queues"             /* set of every queue name ever seen */
+#define K_LIVE_QUEUES "cogworker:live_queues"   /* zset: queue -> last read by a live process */
+#define K_PAUSED "cogworker:paused_queues"      /* set of paused queue names */
+
+/* ---- job sets (zsets scored by time; members are job JSON) ---- */
+#define K_SCHEDULE "cogworker:schedule"         /* due time; not periodic:schedule */
+#define K_RETRY "cogworker:retry"               /* next attempt time */
+#define K_DEAD "cogworker:dead"                 /* time of death; never trimmed */
+
+/* ---- processes and their work ---- */
+#define K_PROCESSES "cogworker:processes"       /* set of identities */
+#define K_PROCESS "cogworker:process:"          /* + <id>: presence hash (info, busy, quiet) */
+#define K_WORKERS "cogworker:workers:"          /* + <id>: hash thread id -> job it runs */
+#define K_SIGNAL "cogworker:signal:"            /* + <id>: pub/sub channel quiet|resume|stop */
+#define K_INPROGRESS "cogworker:inprogress:"    /* + <id>: list of fetched, unacked jobs */
+/* set of the identities that may own a K_INPROGRESS list */
 #define K_IDENTITIES "cogworker:inprogress_identities"
-#define K_LAST_BEAT "cogworker:last_beat"
-#define K_REPEAT_ORPHANS "cogworker:repeat_orphans"
-#define K_ORPHANINGS "cogworker:orphanings:"
-#define K_UNSETTLED "cogworker:unsettled"
-#define K_SIGNAL "cogworker:signal:"
-#define K_PROCESSED "cogworker:stats:processed"
-#define K_FAILED "cogworker:stats:failed"
-#define K_THROUGHPUT "cogworker:throughput:"
-#define K_ATTEMPTS "cogworker:job_attempts:"
-#define K_UNIQUE "cogworker:unique:"
-#define K_RUNNING "periodic:running:"
-#define ORPHAN_COUNTER_TTL "604800"
+#define K_LAST_BEAT "cogworker:last_beat"       /* hash id -> last beat, Redis clock */
+
+/* ---- orphans and failed filings ---- */
+#define K_REPEAT_ORPHANS "cogworker:repeat_orphans"     /* list of jobs orphaned too often */
+#define K_ORPHANINGS "cogworker:orphanings:"    /* + <jid>: times recovered from the dead */
+#define K_UNSETTLED "cogworker:unsettled"       /* list of filings handed over at shutdown */
+/* + <key>:<epoch ms>:<8 hex>: a wrong-typed key renamed out of the way by the KeyGuard */
+#define K_QUARANTINE "cogworker:quarantine:"
+/* list of unusable K_UNSETTLED records */
+#define K_RECORDS_QUARANTINE "cogworker:quarantine:cogworker:unsettled:records"
+
+/* ---- counters and per-job records ---- */
+#define K_PROCESSED "cogworker:stats:processed" /* running total of successes */
+#define K_FAILED "cogworker:stats:failed"       /* running total of failed attempts */
+#define K_THROUGHPUT "cogworker:throughput:"    /* + epoch hour: hash processed, failed */
+#define K_ATTEMPTS "cogworker:job_attempts:"    /* + <jid>: list of the last failures */
+#define K_UNIQUE "cogworker:unique:"            /* + digest: owner jid of a unique lock */
+#define K_STATUS "status:"                      /* + <jid>: status bookkeeping hash */
+
+/* ---- run history (zsets scored by finished_at; members are run entries) ---- */
+#define K_HISTORY "cogworker:history:"          /* + all | success | failed */
+#define K_HISTORY_ALL "cogworker:history:all"
+#define K_HISTORY_SUCCESS "cogworker:history:success"
+#define K_HISTORY_FAILED "cogworker:history:failed"
+#define K_HISTORY_DAILY "cogworker:history:daily:"      /* + YYYY-MM-DD: hash success, failed */
+
+/* ---- periodic jobs ---- */
+#define K_PERIODIC_SCHEDULE "periodic:schedule" /* hash pjid -> entry, as the ticker runs it */
+#define K_DISABLED "periodic:disabled"          /* set of disabled pjids */
+#define K_RUNNING "periodic:running:"           /* + <pjid>: owner jid of the run in flight */
+#define K_LAST_SLOT "periodic:last_slot:"       /* + <pjid>: epoch of the last claimed slot */
+#define K_SLOT_LOCK "periodic:lock:"            /* + <pjid>:<slot>: one claim per slot */
+
+/*
+ * Not a key: the prefix of the handler's stdout line that reports progress into K_STATUS.
+ * It lives here because it is a cogworker-namespaced name of the same contract.
+ */
+#define PROGRESS_LINE "cogworker:progress "
+
+#define ORPHAN_COUNTER_TTL "604800"             /* K_ORPHANINGS: 7 days */
 
 #endif

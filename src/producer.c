@@ -13,6 +13,7 @@
 #include <string.h>
 #include "job.h"
 #include "json.h"
+#include "keys.h"
 #include "log.h"
 #include "producer.h"
 #include "util.h"
@@ -58,7 +59,7 @@ static int take_unique_lock(struct rconn *r, const struct push *p, const char *j
 	}
 	double wait = at > now ? at - now : 0;
 	long ttl = (long)ceil(p->unique_lock_ttl + wait);
-	redisReply *rep = rcmd(r, "SET cogworker:unique:%s %s NX EX %ld", digest, jid,
+	redisReply *rep = rcmd(r, "SET " K_UNIQUE "%s %s NX EX %ld", digest, jid,
 	                       ttl < 1 ? 1 : ttl);
 	if (!rep) {
 		snprintf(err, errlen, "%s", r->err);
@@ -77,7 +78,7 @@ static void release_unpushed_lock(struct rconn *r, const struct push *p, const c
 	const char *queue = p->queue ? p->queue : "default";
 	if (job_unique_digest(p->cls, queue, p->args_json ? p->args_json : "[]", digest) != 0)
 		return;
-	char *key = xasprintf("cogworker:unique:%s", digest);
+	char *key = xasprintf(K_UNIQUE "%s", digest);
 	char saved[sizeof r->err];
 	memcpy(saved, r->err, sizeof saved);    /* the push's error is the one reported */
 	const char *keys[] = { key };
@@ -94,7 +95,7 @@ static void release_unpushed_lock(struct rconn *r, const struct push *p, const c
 /* Best effort: a push that happened is reported as pushed whatever this does. */
 static void status_queued(struct rconn *r, const struct push *p, const char *jid)
 {
-	char *key = xasprintf("status:%s", jid);
+	char *key = xasprintf(K_STATUS "%s", jid);
 	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
 	snprintf(ttl, sizeof ttl, "%ld", (long)ceil(p->status_expiration));
@@ -134,10 +135,10 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 	if (at > 0) {
 		char score[32];
 		job_format_time(at, score);
-		const char *argv[] = { "ZADD", "cogworker:schedule", score, json };
+		const char *argv[] = { "ZADD", K_SCHEDULE, score, json };
 		rep = rcmd_argv(r, 4, argv, NULL);
 	} else {
-		char *key = xasprintf("cogworker:queue:%s", queue);
+		char *key = xasprintf(K_QUEUE "%s", queue);
 		const char *argv[] = { "LPUSH", key, json };
 		rep = rcmd_argv(r, 3, argv, NULL);
 		free(key);
@@ -151,11 +152,11 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 	}
 	freeReplyObject(rep);
 	if (at <= 0) {
-		rep = rcmd(r, "SADD cogworker:queues %s", queue);
+		rep = rcmd(r, "SADD " K_QUEUES " %s", queue);
 		if (rep)
 			freeReplyObject(rep);
 		else
-			log_warn("pushed jid=%s, but cogworker:queues not updated (ignored): %s", jid,
+			log_warn("pushed jid=%s, but " K_QUEUES " not updated (ignored): %s", jid,
 			         r->err);
 	}
 	if (p->status_expiration > 0)

@@ -51,7 +51,6 @@
 #include "util.h"
 
 #define BATCH 100               /* repeat orphans / unsettled records read per pass */
-#define RECORDS_QUARANTINE "cogworker:quarantine:cogworker:unsettled:records"
 #define RECORDS_QUARANTINE_TTL "2592000"
 
 /* ---- a small list of strings (raw jobs, identities) ---- */
@@ -387,17 +386,17 @@ static void quarantine_record(struct pass *p, const char *rec, size_t len)
 {
 	struct rpipe pp;
 	redisReply *r3[3];
-	const char *push[] = { "RPUSH", RECORDS_QUARANTINE, rec };
-	size_t push_lens[] = { 5, strlen(RECORDS_QUARANTINE), len };
+	const char *push[] = { "RPUSH", K_RECORDS_QUARANTINE, rec };
+	size_t push_lens[] = { 5, strlen(K_RECORDS_QUARANTINE), len };
 	const char *rem[] = { "LREM", K_UNSETTLED, "1", rec };
 	size_t rem_lens[] = { 4, strlen(K_UNSETTLED), 1, len };
 	rpipe_begin(p->r, &pp);
 	rpipe_add_argv(p->r, &pp, 3, push, push_lens);
-	rpipe_add(p->r, &pp, "EXPIRE %s %s", RECORDS_QUARANTINE, RECORDS_QUARANTINE_TTL);
+	rpipe_add(p->r, &pp, "EXPIRE %s %s", K_RECORDS_QUARANTINE, RECORDS_QUARANTINE_TTL);
 	rpipe_add_argv(p->r, &pp, 4, rem, rem_lens);
 	if (rpipe_exec(p->r, &pp, r3) == 0)
-		log_error("unusable record in %s moved to %s: %.200s", K_UNSETTLED, RECORDS_QUARANTINE,
-		          rec);
+		log_error("unusable record in %s moved to %s: %.200s", K_UNSETTLED,
+		          K_RECORDS_QUARANTINE, rec);
 	else
 		pass_error(p, r3[0] ? "unusable unsettled record not removed"
 		                    : "unusable unsettled record not moved");

@@ -42,10 +42,6 @@
 #include "ticker.h"
 #include "util.h"
 
-#define K_SCHEDULE_HASH "periodic:schedule"
-#define K_DISABLED "periodic:disabled"
-#define K_LAST_SLOT "periodic:last_slot:"
-#define K_SLOT_LOCK "periodic:lock:"
 #define SLOT_LOCK_TTL "20"
 #define BLOCKED_GRACE 15.0
 #define BACKOFF_FIRST 5.0
@@ -246,7 +242,7 @@ static int publish_once(struct ticker *t)
 	if (t->n > 0) {
 		const char **argv = xcalloc((size_t)t->n * 2 + 2, sizeof *argv);
 		argv[0] = "HSET";
-		argv[1] = K_SCHEDULE_HASH;
+		argv[1] = K_PERIODIC_SCHEDULE;
 		for (int i = 0; i < t->n; i++) {
 			argv[2 + 2 * i] = t->e[i].pjid;
 			argv[3 + 2 * i] = t->e[i].schedule_json;
@@ -260,7 +256,7 @@ static int publish_once(struct ticker *t)
 	if (!t->conf->periodic_replace)
 		return 0;
 	/* Replace: remove every field that is not one of our entries. */
-	redisReply *keys = rcmd(r, "HKEYS %s", K_SCHEDULE_HASH);
+	redisReply *keys = rcmd(r, "HKEYS %s", K_PERIODIC_SCHEDULE);
 	if (!keys)
 		return -1;
 	int rc = 0;
@@ -273,8 +269,8 @@ static int publish_once(struct ticker *t)
 			ours = strlen(t->e[j].pjid) == k->len && memcmp(t->e[j].pjid, k->str, k->len) == 0;
 		if (ours)
 			continue;
-		const char *argv[] = { "HDEL", K_SCHEDULE_HASH, k->str };
-		size_t lens[] = { 4, strlen(K_SCHEDULE_HASH), k->len };
+		const char *argv[] = { "HDEL", K_PERIODIC_SCHEDULE, k->str };
+		size_t lens[] = { 4, strlen(K_PERIODIC_SCHEDULE), k->len };
 		redisReply *rep = rcmd_argv(r, 3, argv, lens);
 		if (rep)
 			freeReplyObject(rep);
@@ -438,7 +434,7 @@ static enum outcome tick_entry(struct ticker *t, struct entry *e, int64_t now)
 	if (!rep) {
 		if (r->unavailable)
 			return entry_failed(t, e, "");
-		log_error("periodic:disabled unreadable (%s); treating %s as enabled", r->err, e->pjid);
+		log_error(K_DISABLED " unreadable (%s); treating %s as enabled", r->err, e->pjid);
 	} else {
 		site_result(&t->site, r, 1, "tick");
 		int disabled = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;

@@ -16,6 +16,14 @@ int ctl_redis_error(struct ctl *c, const char *what)
 	return CTL_USAGE;
 }
 
+int ctl_redis_error_family(struct ctl *c, const char *prefix)
+{
+	char *what = xstrndup(prefix, strlen(prefix) - 1);
+	int rc = ctl_redis_error(c, what);
+	free(what);
+	return rc;
+}
+
 int ctl_common_opt(struct ctl *c, int ch, char **argv)
 {
 	if (ch == CTL_OPT_JSON) {

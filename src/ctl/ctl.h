@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include "config.h"
+#include "keys.h"
 #include "redis.h"
 #include "util.h"
 
@@ -26,6 +27,8 @@ void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ctl_connect(struct ctl *c);
 /* A failed Redis call: one line "cogworkerctl: <what>: <error>"; returns CTL_USAGE. */
 int ctl_redis_error(struct ctl *c, const char *what);
+/* The same for a family of keys, named by its prefix (K_ATTEMPTS) less the final ':'. */
+int ctl_redis_error_family(struct ctl *c, const char *prefix);
 /* The worse of two exit statuses (2 > 1 > 0). */
 static inline int ctl_worse(int a, int b) { return a > b ? a : b; }
 

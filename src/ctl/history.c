@@ -163,7 +163,7 @@ static int read_daily(struct ctl *c, double from, double to, struct day *out, in
 	rpipe_begin(&c->r, &p);
 	for (long d = last; d >= first; d--) {
 		day_of((double)d * 86400.0, out[n].day);
-		rpipe_add(&c->r, &p, "HMGET cogworker:history:daily:%s success failed", out[n].day);
+		rpipe_add(&c->r, &p, "HMGET " K_HISTORY_DAILY "%s success failed", out[n].day);
 		n++;
 	}
 	redisReply *reps[MAX_DAYS];
@@ -173,7 +173,7 @@ static int read_daily(struct ctl *c, double from, double to, struct day *out, in
 		const redisReply *r = reps[i];
 		if (!r) {
 			if (!status)
-				status = ctl_redis_error(c, "cogworker:history:daily");
+				status = ctl_redis_error_family(c, K_HISTORY_DAILY);
 			continue;
 		}
 		out[i].success = r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING
@@ -326,7 +326,7 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 	if (ago)
 		since = now - since;            /* a duration counts back from Redis time */
 	char key[64];
-	snprintf(key, sizeof key, "cogworker:history:%s", status ? status : "all");
+	snprintf(key, sizeof key, K_HISTORY "%s", status ? status : "all");
 	struct run *v = NULL;
 	int n = 0;
 	int st = read_runs(c, key, cls, since, limit, &v, &n);
@@ -348,7 +348,7 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 	if (c->json) {
 		print_json(v, n, days, ndays);
 	} else if (n == 0) {
-		redisReply *rep = rcmd(&c->r, "EXISTS cogworker:history:all");
+		redisReply *rep = rcmd(&c->r, "EXISTS " K_HISTORY_ALL);
 		int any = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
 		if (rep)
 			freeReplyObject(rep);

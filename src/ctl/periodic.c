@@ -83,9 +83,9 @@ static int read_entries(struct ctl *c, double now, struct pentry **out, int *n)
 {
 	*out = NULL;
 	*n = 0;
-	redisReply *h = rcmd(&c->r, "HGETALL periodic:schedule");
+	redisReply *h = rcmd(&c->r, "HGETALL " K_PERIODIC_SCHEDULE);
 	if (!h)
-		return ctl_redis_error(c, "periodic:schedule");
+		return ctl_redis_error(c, K_PERIODIC_SCHEDULE);
 	int count = (int)(h->elements / 2);
 	struct pentry *e = xcalloc((size_t)count + 1, sizeof *e);
 	for (int i = 0; i < count; i++) {
@@ -98,15 +98,15 @@ static int read_entries(struct ctl *c, double now, struct pentry **out, int *n)
 	struct rpipe p;
 	rpipe_begin(&c->r, &p);
 	for (int i = 0; i < count; i++) {
-		rpipe_add(&c->r, &p, "SISMEMBER periodic:disabled %s", e[i].pjid);
-		rpipe_add(&c->r, &p, "GET periodic:last_slot:%s", e[i].pjid);
+		rpipe_add(&c->r, &p, "SISMEMBER " K_DISABLED " %s", e[i].pjid);
+		rpipe_add(&c->r, &p, "GET " K_LAST_SLOT "%s", e[i].pjid);
 	}
 	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
 	rpipe_exec(&c->r, &p, reps);
 	int status = 0;
 	for (int i = 0; i < count && !status; i++) {
 		if (!reps[2 * i]) {
-			status = ctl_redis_error(c, "periodic:disabled");
+			status = ctl_redis_error(c, K_DISABLED);
 			break;
 		}
 		e[i].enabled = reply_integer(reps[2 * i], 0) == 0;
@@ -169,7 +169,7 @@ static int list_periodic(struct ctl *c)
 		sb_addc(&b, ']');
 		jprint(&b);
 	} else if (n == 0) {
-		printf("no periodic entries (periodic:schedule is empty)\n");
+		printf("no periodic entries (" K_PERIODIC_SCHEDULE " is empty)\n");
 	} else {
 		static const char *heads[] = { "PJID", "CRON", "CLASS", "ARGS", "LAST RUN", "NEXT RUN",
 		                               "UNIQUE", "STATE" };
@@ -210,9 +210,9 @@ static int list_periodic(struct ctl *c)
 static int resolve(struct ctl *c, const char *arg, char **pjid, char **entry)
 {
 	*pjid = *entry = NULL;
-	redisReply *rep = rcmd(&c->r, "HGET periodic:schedule %s", arg);
+	redisReply *rep = rcmd(&c->r, "HGET " K_PERIODIC_SCHEDULE " %s", arg);
 	if (!rep)
-		return ctl_redis_error(c, "periodic:schedule");
+		return ctl_redis_error(c, K_PERIODIC_SCHEDULE);
 	if (rep->type == REDIS_REPLY_STRING) {
 		*pjid = xstrdup(arg);
 		*entry = xstrndup(rep->str, rep->len);
@@ -222,9 +222,9 @@ static int resolve(struct ctl *c, const char *arg, char **pjid, char **entry)
 	freeReplyObject(rep);
 	size_t alen = strlen(arg);
 	if (alen >= 4) {
-		rep = rcmd(&c->r, "HGETALL periodic:schedule");
+		rep = rcmd(&c->r, "HGETALL " K_PERIODIC_SCHEDULE);
 		if (!rep)
-			return ctl_redis_error(c, "periodic:schedule");
+			return ctl_redis_error(c, K_PERIODIC_SCHEDULE);
 		int matches = 0;
 		for (size_t i = 0; i + 1 < rep->elements; i += 2) {
 			const redisReply *k = rep->element[i];
@@ -246,7 +246,7 @@ static int resolve(struct ctl *c, const char *arg, char **pjid, char **entry)
 			return CTL_USAGE;
 		}
 	}
-	ctl_error("no periodic entry %s in periodic:schedule", arg);
+	ctl_error("no periodic entry %s in " K_PERIODIC_SCHEDULE, arg);
 	return CTL_NOTHING;
 }
 
@@ -299,7 +299,7 @@ static int enable_disable(struct ctl *c, const char *pjid, int enable)
 	snprintf(unchanged, sizeof unchanged, "periodic entry %s is already %s", pjid,
 	         enable ? "enabled" : "disabled");
 	snprintf(done, sizeof done, "%s %s", enable ? "enabled" : "disabled", pjid);
-	return ctl_toggle_member(c, "periodic:disabled", pjid, !enable, "pjid", "enabled", enable,
+	return ctl_toggle_member(c, K_DISABLED, pjid, !enable, "pjid", "enabled", enable,
 	                         unchanged, done);
 }
 
@@ -311,7 +311,7 @@ int cmd_periodic(struct ctl *c, int argc, char **argv)
 	char **args = argv + optind;
 	if (nargs == 0 || strcmp(args[0], "list") == 0) {
 		if (nargs > 1) {
-			ctl_error("periodic: unexpected \"%s\"", args[1]);
+			ctl_error("%s: unexpected \"%s\"", argv[0], args[1]);
 			return CTL_USAGE;
 		}
 		if (ctl_connect(c) != 0)
@@ -322,7 +322,7 @@ int cmd_periodic(struct ctl *c, int argc, char **argv)
 	int which = strcmp(sub, "run") == 0 ? 1 : strcmp(sub, "enable") == 0 ? 2
 	          : strcmp(sub, "disable") == 0 ? 3 : 0;
 	if (!which) {
-		ctl_error("periodic: unknown subcommand \"%s\" (list, run, enable, disable)", sub);
+		ctl_error("%s: unknown subcommand \"%s\" (list, run, enable, disable)", argv[0], sub);
 		return CTL_USAGE;
 	}
 	if (nargs != 2 || !args[1][0]) {

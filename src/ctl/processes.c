@@ -66,18 +66,18 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 {
 	*out = NULL;
 	*n = 0;
-	redisReply *ids = rcmd(&c->r, "SMEMBERS cogworker:processes");
+	redisReply *ids = rcmd(&c->r, "SMEMBERS " K_PROCESSES);
 	if (!ids)
-		return ctl_redis_error(c, "cogworker:processes");
+		return ctl_redis_error(c, K_PROCESSES);
 	size_t m = ids->elements;
 	struct rpipe p;
 	rpipe_begin(&c->r, &p);
 	for (size_t i = 0; i < m; i++) {
 		const redisReply *e = ids->element[i];
-		rpipe_add(&c->r, &p, "EXISTS cogworker:process:%b", e->str, e->len);
-		rpipe_add(&c->r, &p, "HMGET cogworker:process:%b info busy quiet", e->str, e->len);
-		rpipe_add(&c->r, &p, "TTL cogworker:process:%b", e->str, e->len);
-		rpipe_add(&c->r, &p, "HLEN cogworker:workers:%b", e->str, e->len);
+		rpipe_add(&c->r, &p, "EXISTS " K_PROCESS "%b", e->str, e->len);
+		rpipe_add(&c->r, &p, "HMGET " K_PROCESS "%b info busy quiet", e->str, e->len);
+		rpipe_add(&c->r, &p, "TTL " K_PROCESS "%b", e->str, e->len);
+		rpipe_add(&c->r, &p, "HLEN " K_WORKERS "%b", e->str, e->len);
 	}
 	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
 	rpipe_exec(&c->r, &p, reps);
@@ -92,8 +92,7 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 		char *name = xstrndup(id->str, id->len);
 		for (int k = 0; k < 4; k++)
 			if (!r[k]) {
-				char *what = xasprintf(k == 3 ? "cogworker:workers:%s" : "cogworker:process:%s",
-				                       name);
+				char *what = xasprintf(k == 3 ? K_WORKERS "%s" : K_PROCESS "%s", name);
 				status = ctl_redis_error(c, what);
 				free(what);
 				break;
@@ -130,7 +129,7 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 	freeReplyObject(ids);
 	if (!status && prune)
 		for (int i = 0; i < ngone; i++) {
-			redisReply *rep = rcmd(&c->r, "SREM cogworker:processes %b", gone[i], gone_len[i]);
+			redisReply *rep = rcmd(&c->r, "SREM " K_PROCESSES " %b", gone[i], gone_len[i]);
 			if (rep)
 				freeReplyObject(rep);
 		}
@@ -237,7 +236,7 @@ static int list_processes(struct ctl *c)
 /* PUBLISH one signal; 0 sent (and received), CTL_NOTHING when nobody listened. */
 static int send_signal(struct ctl *c, const char *id, const char *msg, struct sbuf *json, int *first)
 {
-	redisReply *rep = rcmd(&c->r, "PUBLISH cogworker:signal:%s %s", id, msg);
+	redisReply *rep = rcmd(&c->r, "PUBLISH " K_SIGNAL "%s %s", id, msg);
 	if (!rep)
 		return ctl_redis_error(c, "PUBLISH");
 	long long receivers = reply_integer(rep, 0);

@@ -45,13 +45,13 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 {
 	*out = NULL;
 	*n = 0;
-	redisReply *names = rcmd(&c->r, "SMEMBERS cogworker:queues");
+	redisReply *names = rcmd(&c->r, "SMEMBERS " K_QUEUES);
 	if (!names)
-		return ctl_redis_error(c, "cogworker:queues");
-	redisReply *paused = rcmd(&c->r, "SMEMBERS cogworker:paused_queues");
+		return ctl_redis_error(c, K_QUEUES);
+	redisReply *paused = rcmd(&c->r, "SMEMBERS " K_PAUSED);
 	if (!paused) {
 		freeReplyObject(names);
-		return ctl_redis_error(c, "cogworker:paused_queues");
+		return ctl_redis_error(c, K_PAUSED);
 	}
 	struct queue_info *q = NULL;
 	int count = 0, cap = 0;
@@ -72,9 +72,9 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 	freeReplyObject(paused);
 	/* Queue keys nobody listed (a plain LPUSH from some producer): found by SCAN, best
 	 * effort (an ACL without SCAN, or a server without SCAN TYPE, just finds none). */
-	static const char prefix[] = "cogworker:queue:";
+	static const char prefix[] = K_QUEUE;
 	for (char cursor[32] = "0"; discover;) {
-		redisReply *rep = rcmd(&c->r, "SCAN %s MATCH cogworker:queue:* COUNT 1000 TYPE list",
+		redisReply *rep = rcmd(&c->r, "SCAN %s MATCH " K_QUEUE "* COUNT 1000 TYPE list",
 		                       cursor);
 		if (!rep) {
 			if (c->r.unavailable) {
@@ -120,8 +120,8 @@ int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
 	struct rpipe p;
 	rpipe_begin(&c->r, &p);
 	for (int i = 0; i < count; i++) {
-		rpipe_add(&c->r, &p, "LLEN cogworker:queue:%s", q[i].name);
-		rpipe_add(&c->r, &p, "LINDEX cogworker:queue:%s -1", q[i].name);
+		rpipe_add(&c->r, &p, "LLEN " K_QUEUE "%s", q[i].name);
+		rpipe_add(&c->r, &p, "LINDEX " K_QUEUE "%s -1", q[i].name);
 	}
 	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
 	rpipe_exec(&c->r, &p, reps);
@@ -129,7 +129,7 @@ int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
 	for (int i = 0; i < count && !status; i++) {
 		redisReply *len = reps[2 * i], *old = reps[2 * i + 1];
 		if (!len || !old) {
-			char *what = xasprintf("cogworker:queue:%s", q[i].name);
+			char *what = xasprintf(K_QUEUE "%s", q[i].name);
 			status = ctl_redis_error(c, what);
 			free(what);
 			break;
@@ -204,7 +204,7 @@ static int pause_resume(struct ctl *c, const char *q, int pause)
 	snprintf(unchanged, sizeof unchanged, "queue %s %s", q,
 	         pause ? "is already paused" : "is not paused");
 	snprintf(done, sizeof done, "%s queue %s", pause ? "paused" : "resumed", q);
-	return ctl_toggle_member(c, "cogworker:paused_queues", q, pause, "queue", "paused", pause,
+	return ctl_toggle_member(c, K_PAUSED, q, pause, "queue", "paused", pause,
 	                         unchanged, done);
 }
 
@@ -218,8 +218,8 @@ static int clear_queue(struct ctl *c, const char *q)
 	struct rpipe p;
 	rpipe_begin(&c->r, &p);
 	rpipe_add(&c->r, &p, "MULTI");
-	rpipe_add(&c->r, &p, "LLEN cogworker:queue:%s", q);
-	rpipe_add(&c->r, &p, "DEL cogworker:queue:%s", q);
+	rpipe_add(&c->r, &p, "LLEN " K_QUEUE "%s", q);
+	rpipe_add(&c->r, &p, "DEL " K_QUEUE "%s", q);
 	rpipe_add(&c->r, &p, "EXEC");
 	redisReply *reps[4];
 	rpipe_exec(&c->r, &p, reps);
@@ -227,7 +227,7 @@ static int clear_queue(struct ctl *c, const char *q)
 	long long n = 0;
 	redisReply *ex = reps[3];
 	if (!ex || ex->type != REDIS_REPLY_ARRAY || ex->elements != 2) {
-		char *what = xasprintf("cogworker:queue:%s", q);
+		char *what = xasprintf(K_QUEUE "%s", q);
 		status = ctl_redis_error(c, what);
 		free(what);
 	} else if (ex->element[0]->type == REDIS_REPLY_ERROR) {

@@ -29,8 +29,7 @@ int cmd_stats(struct ctl *c, int argc, char **argv)
 		return ctl_redis_error(c, "TIME");
 
 	static const char *const keys[] = {
-		"cogworker:stats:processed", "cogworker:stats:failed", "cogworker:schedule",
-		"cogworker:retry", "cogworker:dead",
+		K_PROCESSED, K_FAILED, K_SCHEDULE, K_RETRY, K_DEAD,
 	};
 	struct rpipe p;
 	rpipe_begin(&c->r, &p);
@@ -41,7 +40,7 @@ int cmd_stats(struct ctl *c, int argc, char **argv)
 	rpipe_add(&c->r, &p, "ZCARD %s", keys[4]);
 	long long hour = (long long)floor(now / 3600.0);
 	for (int i = 0; i < HOURS; i++)
-		rpipe_add(&c->r, &p, "HMGET cogworker:throughput:%lld processed failed",
+		rpipe_add(&c->r, &p, "HMGET " K_THROUGHPUT "%lld processed failed",
 		          hour - (HOURS - 1) + i);
 	redisReply *reps[5 + HOURS];
 	rpipe_exec(&c->r, &p, reps);
@@ -49,7 +48,7 @@ int cmd_stats(struct ctl *c, int argc, char **argv)
 	for (int i = 0; i < 5 + HOURS && !status; i++)
 		if (!reps[i]) {
 			char *what = i < 5 ? xstrdup(keys[i])
-			                   : xasprintf("cogworker:throughput:%lld", hour - (HOURS - 1) + i - 5);
+			                   : xasprintf(K_THROUGHPUT "%lld", hour - (HOURS - 1) + i - 5);
 			status = ctl_redis_error(c, what);
 			free(what);
 		}

@@ -1,0 +1,464 @@
+/*
+ * jobs_act.c: the Web UI's job buttons, one JID at a time or --all of a set. Every action
+ * works on the exact member string as read (never a re-encoded copy), so an entry changed
+ * or taken meanwhile is left alone and reported as gone:
+ *
+ *   retry       CLAIM_AND_REQUEUE (lua/claim_and_requeue.lua) with enqueued_at re-stamped
+ *               by byte-preserving surgery; the claim gate makes a second retry do nothing.
+ *               An entry with no usable queue, or an (unparseable) wrapper, stays put.
+ *   delete      LREM queue 0 raw | ZREM set raw, then DEL cogworker:job_attempts:<jid>
+ *               for retry and dead entries; --all without filters DELs the whole key (and,
+ *               for retry/dead, every attempts log of the entries it held).
+ *   kill        KILL (lua/kill.lua): ZSCORE check → ZADD dead now → ZREM.
+ *   reschedule  ZADD set XX now+minutes·60 raw (jobs.c clamps minutes to 1…10080).
+ *
+ * None of them runs on_death.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "jobs.h"
+
+const unsigned jobs_action_sets[] = {
+	[A_RETRY] = ZSETS,
+	[A_DELETE] = BIT(S_QUEUED) | ZSETS,
+	[A_KILL] = BIT(S_SCHEDULED) | BIT(S_RETRY),
+	[A_RESCHEDULE] = BIT(S_SCHEDULED) | BIT(S_RETRY),
+};
+static const char *const action_names[] = { "retry", "delete", "kill", "reschedule" };
+
+struct act {
+	struct ctl *c;
+	enum action a;
+	double minutes;
+	struct sbuf json;           /* results, when --json */
+	int nresults;
+	int done;
+	int quiet_gone;             /* --all: a vanished entry is not worth a line */
+};
+
+static void result(struct act *x, const struct entry *e, const char *arg, const char *what,
+                   const char *reason, const char *queue, double at)
+{
+	if (!x->c->json)
+		return;
+	struct sbuf *b = &x->json;
+	if (x->nresults++)
+		sb_addc(b, ',');
+	sb_adds(b, "{\"jid\":");
+	jstr(b, e && e->j.obj ? e->j.jid : (e ? NULL : arg));
+	sb_adds(b, ",\"set\":");
+	jstr(b, e ? jobs_set_names[e->set] : NULL);
+	sb_printf(b, ",\"result\":\"%s\"", what);
+	if (reason) {
+		sb_adds(b, ",\"reason\":");
+		jstr(b, reason);
+	}
+	if (queue) {
+		sb_adds(b, ",\"queue\":");
+		jstr(b, queue);
+	}
+	if (at > 0) {
+		sb_adds(b, ",\"at\":");
+		jnum(b, at);
+	}
+	sb_addc(b, '}');
+}
+
+static const char *label(const struct entry *e)
+{
+	return e->j.obj && e->j.jid ? e->j.jid : "(entry without jid)";
+}
+
+static int do_retry(struct act *x, const struct entry *e)
+{
+	struct ctl *c = x->c;
+	const char *q = e->j.obj ? jobs_string_member(e, "queue") : NULL;
+	const char *why = NULL;
+	if (!e->j.obj)
+		why = "not a JSON object";
+	else if (e->j.cls && strcmp(e->j.cls, "(unparseable)") == 0)
+		why = "an (unparseable) wrapper";
+	else if (!q || !q[0])
+		why = "no queue";
+	if (why) {
+		ctl_error("%s in %s can't be put back on a queue (%s)", label(e),
+		          jobs_set_names[e->set], why);
+		result(x, e, NULL, "refused", why, NULL, 0);
+		return CTL_NOTHING;
+	}
+	char *payload = job_restamp_enqueued(e->raw, e->raw_len, now_float());
+	if (!payload) {
+		ctl_error("%s in %s can't be put back on a queue (unreadable payload)", label(e),
+		          jobs_set_names[e->set]);
+		result(x, e, NULL, "refused", "unreadable payload", NULL, 0);
+		return CTL_NOTHING;
+	}
+	char *qkey = xasprintf(K_QUEUE "%s", q);
+	const char *keys[] = { e->key, K_QUEUES, qkey };
+	const char *args[] = { e->raw, payload, q };
+	size_t lens[] = { e->raw_len, strlen(payload), strlen(q) };
+	redisReply *rep = rscript(&c->r, "claim_and_requeue", 3, keys, 3, args, lens);
+	free(payload);
+	free(qkey);
+	if (!rep) {
+		char *what = xasprintf("retry of %s", label(e));
+		int s = ctl_redis_error(c, what);
+		free(what);
+		return s;
+	}
+	long long r = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (r != 1) {
+		if (!x->quiet_gone)
+			ctl_error("%s: gone from %s (someone else took it)", label(e),
+			          jobs_set_names[e->set]);
+		result(x, e, NULL, "gone", NULL, NULL, 0);
+		return CTL_NOTHING;
+	}
+	x->done++;
+	if (!c->json)
+		printf("retried %s: %s -> queue %s\n", label(e), jobs_set_names[e->set], q);
+	result(x, e, NULL, "retried", NULL, q, 0);
+	return CTL_OK;
+}
+
+static int do_delete(struct act *x, const struct entry *e)
+{
+	struct ctl *c = x->c;
+	redisReply *rep;
+	if (e->set == S_QUEUED) {
+		const char *argv[] = { "LREM", e->key, "0", e->raw };
+		size_t lens[] = { 4, strlen(e->key), 1, e->raw_len };
+		rep = rcmd_argv(&c->r, 4, argv, lens);
+	} else {
+		const char *argv[] = { "ZREM", e->key, e->raw };
+		size_t lens[] = { 4, strlen(e->key), e->raw_len };
+		rep = rcmd_argv(&c->r, 3, argv, lens);
+	}
+	if (!rep)
+		return ctl_redis_error(c, e->key);
+	long long n = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (n == 0) {
+		if (!x->quiet_gone)
+			ctl_error("%s: gone from %s", label(e), jobs_set_names[e->set]);
+		result(x, e, NULL, "gone", NULL, NULL, 0);
+		return CTL_NOTHING;
+	}
+	if ((e->set == S_RETRY || e->set == S_DEAD) && e->j.obj && e->j.jid) {
+		rep = rcmd(&c->r, "DEL " K_ATTEMPTS "%s", e->j.jid);
+		if (rep)
+			freeReplyObject(rep);
+		else
+			ctl_error("warning: " K_ATTEMPTS "%s not deleted: %s", e->j.jid, c->r.err);
+	}
+	x->done++;
+	if (!c->json)
+		printf("deleted %s from %s\n", label(e),
+		       e->set == S_QUEUED ? e->key : jobs_set_names[e->set]);
+	result(x, e, NULL, "deleted", NULL, NULL, 0);
+	return CTL_OK;
+}
+
+static int do_kill(struct act *x, const struct entry *e)
+{
+	struct ctl *c = x->c;
+	double now = ctl_now(c);
+	if (now < 0)
+		return ctl_redis_error(c, "TIME");
+	char score[32];
+	job_format_time(now, score);
+	const char *keys[] = { e->key, K_DEAD };
+	const char *args[] = { e->raw, score, e->raw };
+	size_t lens[] = { e->raw_len, strlen(score), e->raw_len };
+	redisReply *rep = rscript(&c->r, "kill", 2, keys, 3, args, lens);
+	if (!rep) {
+		char *what = xasprintf("kill of %s", label(e));
+		int s = ctl_redis_error(c, what);
+		free(what);
+		return s;
+	}
+	long long r = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (r != 1) {
+		if (!x->quiet_gone)
+			ctl_error("%s: gone from %s", label(e), jobs_set_names[e->set]);
+		result(x, e, NULL, "gone", NULL, NULL, 0);
+		return CTL_NOTHING;
+	}
+	x->done++;
+	if (!c->json)
+		printf("killed %s: %s -> dead\n", label(e), jobs_set_names[e->set]);
+	result(x, e, NULL, "killed", NULL, NULL, 0);
+	return CTL_OK;
+}
+
+static int do_reschedule(struct act *x, const struct entry *e)
+{
+	struct ctl *c = x->c;
+	double now = ctl_now(c);
+	if (now < 0)
+		return ctl_redis_error(c, "TIME");
+	double at = now + x->minutes * 60.0;
+	char score[32];
+	job_format_time(at, score);
+	/* XX: an entry someone took meanwhile is not re-added; same member, no duplicate. */
+	const char *argv[] = { "ZADD", e->key, "XX", "CH", score, e->raw };
+	size_t lens[] = { 4, strlen(e->key), 2, 2, strlen(score), e->raw_len };
+	redisReply *rep = rcmd_argv(&c->r, 6, argv, lens);
+	if (!rep)
+		return ctl_redis_error(c, e->key);
+	long long changed = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (!changed) {         /* taken meanwhile: nothing re-added, and that is fine */
+		result(x, e, NULL, "gone", NULL, NULL, 0);
+		return CTL_OK;
+	}
+	x->done++;
+	if (!c->json) {
+		char iso[32], rel[48];
+		ctl_iso_time(at, iso);
+		ctl_relative(at, now, rel, sizeof rel);
+		printf("rescheduled %s (%s) to %s (%s)\n", label(e), jobs_set_names[e->set], iso, rel);
+	}
+	result(x, e, NULL, "rescheduled", NULL, NULL, at);
+	return CTL_OK;
+}
+
+static int apply(struct act *x, const struct entry *e)
+{
+	if (!(jobs_action_sets[x->a] & BIT(e->set))) {
+		const char *why = e->set == S_DEAD && x->a == A_KILL ? "already dead"
+		                : e->set == S_RUNNING ? "it is running (stop its process to interrupt it)"
+		                : e->set == S_QUEUED && x->a == A_KILL ? "it is queued (delete it instead)"
+		                : e->set == S_QUEUED && x->a == A_RETRY
+		                  ? "gone from retry and dead: it is queued already"
+		                : e->set == S_QUEUED ? "it is queued already"
+		                : "not possible in this set";
+		ctl_error("can't %s %s in %s: %s", action_names[x->a], label(e),
+		          jobs_set_names[e->set], why);
+		result(x, e, NULL, "refused", why, NULL, 0);
+		return CTL_NOTHING;
+	}
+	switch (x->a) {
+	case A_RETRY: return do_retry(x, e);
+	case A_DELETE: return do_delete(x, e);
+	case A_KILL: return do_kill(x, e);
+	case A_RESCHEDULE: return do_reschedule(x, e);
+	}
+	return CTL_USAGE;
+}
+
+static void act_finish(struct act *x)
+{
+	if (x->c->json) {
+		sb_addc(&x->json, ']');
+		sb_printf(&x->json, ",\"done\":%d}", x->done);
+		jprint(&x->json);
+	} else {
+		sb_free(&x->json);
+	}
+}
+
+static void act_init(struct act *x, struct ctl *c, enum action a)
+{
+	memset(x, 0, sizeof *x);
+	x->c = c;
+	x->a = a;
+	sb_init(&x->json);
+	sb_printf(&x->json, "{\"action\":\"%s\",\"results\":[", action_names[a]);
+}
+
+int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct filter *base,
+                       int nargs, char **args, double minutes)
+{
+	struct act x;
+	act_init(&x, c, a);
+	x.minutes = minutes;
+	int status = CTL_OK;
+	/* Look in every set where the entry could be, so a refusal can say where it is. */
+	unsigned look = sets;
+	if (sets == jobs_action_sets[a])
+		look |= BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING);
+	for (int i = 0; i < nargs && status != CTL_USAGE; i++) {
+		struct filter f = *base;
+		f.arg = args[i];
+		struct found fd = { 0 };
+		if (jobs_find(c, look, &f, 1, &fd) < 0) {
+			jobs_found_free(&fd);
+			status = CTL_USAGE;
+			break;
+		}
+		if (fd.n == 0) {
+			char sl[128];
+			jobs_set_list(sets, sl, sizeof sl);
+			ctl_error("no job %s in %s (gone?)", args[i], sl);
+			result(&x, NULL, args[i], "not_found", NULL, NULL, 0);
+			status = ctl_worse(status, CTL_NOTHING);
+		}
+		for (int k = 0; k < fd.n && status != CTL_USAGE; k++)
+			status = ctl_worse(status, apply(&x, &fd.v[k]));
+		jobs_found_free(&fd);
+	}
+	act_finish(&x);
+	return status;
+}
+
+/* DEL a whole set (delete --all without filters). */
+static int delete_whole(struct ctl *c, int set, const char *queue)
+{
+	struct act x;
+	act_init(&x, c, A_DELETE);
+	int status = CTL_OK;
+	long long deleted = 0;
+	if (set == S_QUEUED) {
+		char **qs = NULL;
+		size_t nq = 0;
+		if (queue) {
+			qs = xcalloc(2, sizeof *qs);
+			qs[nq++] = xstrdup(queue);
+		} else {
+			struct queue_info *qi;
+			int nqi;
+			if (ctl_queue_names(c, 1, 1, &qi, &nqi) != 0) {
+				sb_free(&x.json);
+				return CTL_USAGE;
+			}
+			qs = xcalloc((size_t)nqi + 1, sizeof *qs);
+			for (int i = 0; i < nqi; i++)
+				qs[nq++] = xstrdup(qi[i].name);
+			ctl_free_queues(qi, nqi);
+		}
+		for (size_t i = 0; i < nq && status == CTL_OK; i++) {
+			struct rpipe p;
+			rpipe_begin(&c->r, &p);
+			rpipe_add(&c->r, &p, "MULTI");
+			rpipe_add(&c->r, &p, "LLEN " K_QUEUE "%s", qs[i]);
+			rpipe_add(&c->r, &p, "DEL " K_QUEUE "%s", qs[i]);
+			rpipe_add(&c->r, &p, "EXEC");
+			redisReply *reps[4];
+			rpipe_exec(&c->r, &p, reps);
+			redisReply *ex = reps[3];
+			if (!ex || ex->type != REDIS_REPLY_ARRAY || ex->elements != 2) {
+				char *what = xasprintf(K_QUEUE "%s", qs[i]);
+				status = ctl_redis_error(c, what);
+				free(what);
+			} else if (ex->element[0]->type == REDIS_REPLY_INTEGER) {
+				deleted += ex->element[0]->integer;
+				if (!c->json && ex->element[0]->integer > 0)
+					printf("deleted %lld job(s) from queue %s\n", ex->element[0]->integer, qs[i]);
+			}
+			for (int k = 0; k < 4; k++)
+				if (reps[k])
+					freeReplyObject(reps[k]);
+		}
+		for (size_t i = 0; i < nq; i++)
+			free(qs[i]);
+		free(qs);
+	} else {
+		/* Read every member and DEL the key in one transaction, so no entry slips by
+		 * without its attempts log being found. */
+		const char *key = jobs_zset_keys[set];
+		redisReply *type = rcmd(&c->r, "TYPE %s", key);
+		if (!type) {
+			sb_free(&x.json);
+			return ctl_redis_error(c, key);
+		}
+		int wrong = strcmp(type->str, "zset") != 0 && strcmp(type->str, "none") != 0;
+		if (wrong)
+			snprintf(c->r.err, sizeof c->r.err, "holds a %s, not a zset: left alone", type->str);
+		freeReplyObject(type);
+		if (wrong) {
+			sb_free(&x.json);
+			return ctl_redis_error(c, key);
+		}
+		struct rpipe p;
+		rpipe_begin(&c->r, &p);
+		rpipe_add(&c->r, &p, "MULTI");
+		rpipe_add(&c->r, &p, "ZRANGE %s 0 -1", key);
+		rpipe_add(&c->r, &p, "DEL %s", key);
+		rpipe_add(&c->r, &p, "EXEC");
+		redisReply *reps[4];
+		rpipe_exec(&c->r, &p, reps);
+		redisReply *ex = reps[3];
+		if (!ex || ex->type != REDIS_REPLY_ARRAY || ex->elements != 2 ||
+		    ex->element[0]->type != REDIS_REPLY_ARRAY) {
+			if (ex && ex->type == REDIS_REPLY_ARRAY && ex->elements == 2 &&
+			    ex->element[0]->type == REDIS_REPLY_ERROR)
+				snprintf(c->r.err, sizeof c->r.err, "%s", ex->element[0]->str);
+			status = ctl_redis_error(c, key);
+		} else {
+			const redisReply *m = ex->element[0];
+			deleted = (long long)m->elements;
+			if (set == S_RETRY || set == S_DEAD) {
+				struct rpipe d;
+				rpipe_begin(&c->r, &d);
+				int nd = 0;
+				for (size_t i = 0; i < m->elements; i++) {
+					struct job j;
+					job_parse(&j, m->element[i]->str, m->element[i]->len, NULL);
+					if (j.obj && j.jid) {
+						rpipe_add(&c->r, &d, "DEL " K_ATTEMPTS "%s", j.jid);
+						nd++;
+					}
+					job_free(&j);
+				}
+				redisReply **dr = xcalloc((size_t)nd + 1, sizeof *dr);
+				if (rpipe_exec(&c->r, &d, dr) > 0)
+					ctl_error("warning: some attempts logs not deleted: %s", c->r.err);
+				for (int i = 0; i < nd; i++)
+					if (dr[i])
+						freeReplyObject(dr[i]);
+				free(dr);
+			}
+			if (!c->json && deleted > 0)
+				printf("deleted %lld job(s) from %s\n", deleted, jobs_set_names[set]);
+		}
+		for (int k = 0; k < 4; k++)
+			if (reps[k])
+				freeReplyObject(reps[k]);
+	}
+	if (status != CTL_OK) {
+		sb_free(&x.json);
+		return status;
+	}
+	sb_free(&x.json);
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_printf(&b, "{\"action\":\"delete\",\"set\":\"%s\",\"results\":[],\"done\":%lld}",
+		          jobs_set_names[set], deleted);
+		jprint(&b);
+	}
+	if (deleted == 0) {
+		ctl_error("nothing to delete in %s", jobs_set_names[set]);
+		return CTL_NOTHING;
+	}
+	return CTL_OK;
+}
+
+int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f)
+{
+	if (a == A_DELETE && !f->cls && (set == S_QUEUED || !f->queue))
+		return delete_whole(c, set, f->queue);
+	struct found fd = { 0 };
+	if (jobs_find(c, BIT(set), f, 0, &fd) < 0) {
+		jobs_found_free(&fd);
+		return CTL_USAGE;
+	}
+	struct act x;
+	act_init(&x, c, a);
+	x.quiet_gone = 1;
+	int status = CTL_OK;
+	for (int i = 0; i < fd.n && status != CTL_USAGE; i++)
+		status = ctl_worse(status, apply(&x, &fd.v[i]));
+	if (fd.n == 0)
+		ctl_error("no matching jobs in %s", jobs_set_names[set]);
+	if (!c->json && fd.n > 0)
+		printf("%s: %d of %d job(s) done\n", action_names[a], x.done, fd.n);
+	if (x.done == 0)
+		status = ctl_worse(status, CTL_NOTHING);
+	act_finish(&x);
+	jobs_found_free(&fd);
+	return status;
+}

@@ -1,0 +1,268 @@
+/*
+ * jobs_find.c: where a job is, for every `cogworkerctl jobs` subcommand.
+ *
+ * Sets: queued (cogworker:queue:<q>), scheduled (cogworker:schedule), retry, dead,
+ * running (cogworker:workers:<id> of every process) and in progress (the in-progress lists
+ * of reliable fetch, searched by `show` only). They are walked in the Web UI's order, a
+ * page at a time, so a long set never has to fit in one reply. A JID argument is matched
+ * against each entry's jid, or else against the raw member itself, so corrupt entries can
+ * be addressed by their exact text. What is found is kept as read, byte for byte: the
+ * actions hand that exact member back to Redis (LREM, ZREM, the scripts' checks).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "jobs.h"
+#include "json.h"
+
+const char *const jobs_set_names[S_COUNT] = {
+	"queued", "scheduled", "retry", "dead", "running", "inprogress",
+};
+const char *const jobs_zset_keys[S_COUNT] = {
+	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL,
+};
+#define PAGE 100
+
+/* Called for each matching entry (parsed); 0 = go on, 1 = stop. */
+typedef int (*entry_cb)(struct entry *e, void *ctx);
+
+static void entry_free(struct entry *e)
+{
+	free(e->key);
+	free(e->qname);
+	free(e->raw);
+	free(e->process);
+	job_free(&e->j);
+}
+
+void jobs_found_free(struct found *f)
+{
+	for (int i = 0; i < f->n; i++)
+		entry_free(&f->v[i]);
+	free(f->v);
+	memset(f, 0, sizeof *f);
+}
+
+static int collect(struct entry *e, void *ctx)
+{
+	struct found *f = ctx;
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 16;
+		f->v = xrealloc(f->v, sizeof *f->v * (size_t)f->cap);
+	}
+	struct entry *c = &f->v[f->n++];
+	*c = (struct entry){
+		.set = e->set, .key = xstrdup(e->key), .qname = e->qname ? xstrdup(e->qname) : NULL,
+		.raw = xstrndup(e->raw, e->raw_len), .raw_len = e->raw_len, .score = e->score,
+		.has_score = e->has_score, .process = e->process ? xstrdup(e->process) : NULL,
+		.run_at = e->run_at,
+	};
+	job_parse(&c->j, c->raw, c->raw_len, c->qname);
+	return f->limit > 0 && f->n >= f->limit;
+}
+
+const char *jobs_payload_queue(const struct entry *e)
+{
+	if (e->qname)
+		return e->qname;
+	const cJSON *q = e->j.obj ? cJSON_GetObjectItemCaseSensitive(e->j.obj, "queue") : NULL;
+	return cJSON_IsString(q) ? q->valuestring : NULL;
+}
+
+const char *jobs_entry_class(const struct entry *e)
+{
+	return e->j.obj ? e->j.cls : "(unparseable)";
+}
+
+/* Filter, parse and hand one element to cb. */
+static int consider(struct entry *e, const struct filter *f, entry_cb cb, void *ctx)
+{
+	int raw_eq = 0;
+	if (f->arg) {
+		size_t alen = strlen(f->arg);
+		raw_eq = e->raw_len == alen && memcmp(e->raw, f->arg, alen) == 0;
+		if (!raw_eq && (alen == 0 || !memmem(e->raw, e->raw_len, f->arg, alen)))
+			return 0;
+	}
+	job_parse(&e->j, e->raw, e->raw_len, e->qname);
+	int ok = 1;
+	if (f->arg && !raw_eq && !(e->j.obj && e->j.jid && strcmp(e->j.jid, f->arg) == 0))
+		ok = 0;
+	if (ok && f->cls) {
+		const char *cls = jobs_entry_class(e);
+		ok = cls && strcmp(cls, f->cls) == 0;
+	}
+	if (ok && f->queue && e->set != S_QUEUED) {
+		const char *q = jobs_payload_queue(e);
+		ok = q && strcmp(q, f->queue) == 0;
+	}
+	int r = ok ? cb(e, ctx) : 0;
+	job_free(&e->j);
+	return r;
+}
+
+/*
+ * Visit the entries of one set, in the Web UI's order (queues by name, each from index 0;
+ * schedule and retry soonest first; dead newest first), PAGE at a time. Returns 0 when
+ * done, 1 when cb stopped it, -1 after an error message. With tolerant, a key that can't
+ * be read for a reason other than availability is skipped with a warning.
+ */
+static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, entry_cb cb, void *ctx)
+{
+	int stop = 0;
+	if (jobs_zset_keys[set]) {
+		const char *key = jobs_zset_keys[set];
+		for (long start = 0; !stop; start += PAGE) {
+			redisReply *rep = rcmd(&c->r, "%s %s %ld %ld WITHSCORES",
+			                       set == S_DEAD ? "ZREVRANGE" : "ZRANGE", key, start,
+			                       start + PAGE - 1);
+			if (!rep) {
+				if (tolerant && !c->r.unavailable) {
+					ctl_error("warning: %s skipped: %s", key, c->r.err);
+					return 0;
+				}
+				ctl_redis_error(c, key);
+				return -1;
+			}
+			size_t n = rep->elements / 2;
+			for (size_t i = 0; i < n && !stop; i++) {
+				const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
+				struct entry e = { .set = set, .key = (char *)key, .raw = m->str,
+				                   .raw_len = m->len, .score = strtod(s->str, NULL),
+				                   .has_score = 1 };
+				stop = consider(&e, f, cb, ctx);
+			}
+			freeReplyObject(rep);
+			if (n < PAGE)
+				break;
+		}
+		return stop;
+	}
+	if (set == S_QUEUED) {
+		struct queue_info *qi = NULL;
+		int nqi = 0;
+		if (!f->queue && ctl_queue_names(c, 1, 1, &qi, &nqi) != 0)
+			return -1;
+		size_t nq = f->queue ? 1 : (size_t)nqi;
+		char **qs = xcalloc(nq + 1, sizeof *qs);
+		for (size_t i = 0; i < nq; i++)
+			qs[i] = xstrdup(f->queue ? f->queue : qi[i].name);
+		ctl_free_queues(qi, nqi);
+		int rc = 0;
+		for (size_t i = 0; i < nq && !stop && rc == 0; i++) {
+			char *key = xasprintf(K_QUEUE "%s", qs[i]);
+			for (long start = 0; !stop; start += PAGE) {
+				redisReply *rep = rcmd(&c->r, "LRANGE %s %ld %ld", key, start, start + PAGE - 1);
+				if (!rep) {
+					if (tolerant && !c->r.unavailable) {
+						ctl_error("warning: %s skipped: %s", key, c->r.err);
+						break;
+					}
+					ctl_redis_error(c, key);
+					rc = -1;
+					break;
+				}
+				for (size_t k = 0; k < rep->elements && !stop; k++) {
+					struct entry e = { .set = set, .key = key, .qname = qs[i],
+					                   .raw = rep->element[k]->str,
+					                   .raw_len = rep->element[k]->len };
+					stop = consider(&e, f, cb, ctx);
+				}
+				size_t got = rep->elements;
+				freeReplyObject(rep);
+				if (got < PAGE)
+					break;
+			}
+			free(key);
+		}
+		for (size_t i = 0; i < nq; i++)
+			free(qs[i]);
+		free(qs);
+		return rc ? rc : stop;
+	}
+	/* running (workers hashes) and inprogress (in-progress lists) */
+	const char *reg = set == S_RUNNING ? K_PROCESSES : K_IDENTITIES;
+	redisReply *ids = rcmd(&c->r, "SMEMBERS %s", reg);
+	if (!ids) {
+		if (tolerant && !c->r.unavailable) {
+			ctl_error("warning: %s skipped: %s", reg, c->r.err);
+			return 0;
+		}
+		ctl_redis_error(c, reg);
+		return -1;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < ids->elements && !stop && rc == 0; i++) {
+		char *id = xstrndup(ids->element[i]->str, ids->element[i]->len);
+		char *key = xasprintf(set == S_RUNNING ? K_WORKERS "%s" : K_INPROGRESS "%s", id);
+		redisReply *rep = rcmd(&c->r, set == S_RUNNING ? "HVALS %s" : "LRANGE %s 0 -1", key);
+		if (!rep) {
+			if (tolerant && !c->r.unavailable) {
+				ctl_error("warning: %s skipped: %s", key, c->r.err);
+			} else {
+				ctl_redis_error(c, key);
+				rc = -1;
+			}
+		}
+		for (size_t k = 0; rep && k < rep->elements && !stop; k++) {
+			const redisReply *v = rep->element[k];
+			struct entry e = { .set = set, .key = key, .process = id, .raw = v->str,
+			                   .raw_len = v->len };
+			char *qname = NULL;
+			if (set == S_RUNNING) {
+				size_t ps, pl;
+				if (json_member_span(v->str, v->len, "payload", &ps, &pl) == 0) {
+					e.raw = v->str + ps;
+					e.raw_len = pl;
+				}
+				cJSON *w = job_json_parse(v->str, v->len);
+				const cJSON *q = w ? cJSON_GetObjectItemCaseSensitive(w, "queue") : NULL;
+				const cJSON *ra = w ? cJSON_GetObjectItemCaseSensitive(w, "run_at") : NULL;
+				if (cJSON_IsString(q))
+					qname = xstrdup(q->valuestring);
+				if (cJSON_IsNumber(ra))
+					e.run_at = (long long)ra->valuedouble;
+				if (w)
+					cJSON_Delete(w);
+				e.qname = qname;
+			}
+			stop = consider(&e, f, cb, ctx);
+			free(qname);
+		}
+		if (rep)
+			freeReplyObject(rep);
+		free(key);
+		free(id);
+	}
+	freeReplyObject(ids);
+	return rc ? rc : stop;
+}
+
+int jobs_find(struct ctl *c, unsigned sets, const struct filter *f, int tolerant,
+                struct found *out)
+{
+	for (int s = 0; s < S_COUNT; s++) {
+		if (!(sets & BIT(s)))
+			continue;
+		int r = scan(c, s, f, tolerant, collect, out);
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			break;
+	}
+	return 0;
+}
+
+void jobs_set_list(unsigned sets, char *out, size_t n)
+{
+	out[0] = '\0';
+	for (int s = 0; s < S_COUNT; s++)
+		if (sets & BIT(s))
+			snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? ", " : "",
+			         jobs_set_names[s]);
+}
+
+const char *jobs_string_member(const struct entry *e, const char *name)
+{
+	const cJSON *v = e->j.obj ? cJSON_GetObjectItemCaseSensitive(e->j.obj, name) : NULL;
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}

@@ -1,0 +1,426 @@
+/*
+ * jobs_show.c: `jobs list` and `jobs show`, for people (a table; one job in detail) and
+ * for programs (--json).
+ *
+ * `show` gathers everything known about one jid: every place it is found (a jid can sit
+ * in more than one set at once), its status hash (status bookkeeping, which outlives the
+ * job) and its attempts log. Output never rewrites a payload: --json carries the raw
+ * member as a string, and as JSON only when it is valid JSON; the human forms print it
+ * on one line, control characters as spaces.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jobs.h"
+#include "json.h"
+
+/* ---- output of entries ---- */
+
+static void member_raw(struct sbuf *b, const struct entry *e, const char *name)
+{
+	size_t s, l;
+	if (e->j.obj && json_member_span(e->raw, e->raw_len, name, &s, &l) == 0)
+		sb_add(b, e->raw + s, l);
+	else
+		sb_adds(b, "null");
+}
+
+static void entry_json(struct sbuf *b, const struct entry *e, int with_payload)
+{
+	sb_printf(b, "{\"set\":\"%s\",\"key\":", jobs_set_names[e->set]);
+	jstr(b, e->key);
+	sb_adds(b, ",\"jid\":");
+	jstr(b, e->j.obj ? e->j.jid : NULL);
+	sb_adds(b, ",\"class\":");
+	jstr(b, jobs_entry_class(e));
+	sb_adds(b, ",\"queue\":");
+	jstr(b, jobs_payload_queue(e));
+	sb_adds(b, ",\"args\":");
+	if (e->j.obj)
+		sb_adds(b, e->j.args_json);
+	else
+		sb_adds(b, "null");
+	sb_adds(b, ",\"score\":");
+	e->has_score ? jnum(b, e->score) : sb_adds(b, "null");
+	static const char *const raw_fields[] = { "retry", "retry_count", "created_at",
+	                                          "enqueued_at", "at", "failed_at" };
+	for (size_t i = 0; i < sizeof raw_fields / sizeof *raw_fields; i++) {
+		sb_printf(b, ",\"%s\":", raw_fields[i]);
+		member_raw(b, e, raw_fields[i]);
+	}
+	sb_adds(b, ",\"error_class\":");
+	jstr(b, jobs_string_member(e, "error_class"));
+	sb_adds(b, ",\"error_message\":");
+	jstr(b, jobs_string_member(e, "error_message"));
+	if (e->set == S_RUNNING || e->set == S_INPROGRESS) {
+		sb_adds(b, ",\"process\":");
+		jstr(b, e->process);
+	}
+	if (e->set == S_RUNNING)
+		sb_printf(b, ",\"run_at\":%lld", e->run_at);
+	if (!e->j.obj) {
+		sb_adds(b, ",\"parse_error\":");
+		jstr(b, e->j.parse_error);
+	}
+	sb_adds(b, ",\"raw\":");
+	jstrn(b, e->raw, e->raw_len);
+	if (with_payload) {
+		sb_adds(b, ",\"payload\":");
+		if (json_valid(e->raw, e->raw_len))
+			sb_add(b, e->raw, e->raw_len);
+		else
+			sb_adds(b, "null");
+	}
+	sb_addc(b, '}');
+}
+
+static double number_member(const struct entry *e, const char *name)
+{
+	const cJSON *v = e->j.obj ? cJSON_GetObjectItemCaseSensitive(e->j.obj, name) : NULL;
+	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* The "when" of an entry for people. */
+static void entry_when(const struct entry *e, double now, char *out, size_t n)
+{
+	char rel[48];
+	double t = NAN;
+	const char *pre = "";
+	switch (e->set) {
+	case S_SCHEDULED: case S_RETRY: case S_DEAD:
+		t = e->score;
+		break;
+	case S_RUNNING:
+		t = (double)e->run_at;
+		pre = "started ";
+		break;
+	default:
+		t = number_member(e, "enqueued_at");
+		if (isnan(t))
+			t = number_member(e, "created_at");
+		break;
+	}
+	if (isnan(t) || t <= 0) {
+		snprintf(out, n, "-");
+		return;
+	}
+	ctl_relative(t, now, rel, sizeof rel);
+	snprintf(out, n, "%s%s", pre, rel);
+}
+
+static char *entry_error(const struct entry *e)
+{
+	const char *ec = jobs_string_member(e, "error_class");
+	const char *em = jobs_string_member(e, "error_message");
+	if (!e->j.obj)
+		return xstrdup(e->j.parse_error ? e->j.parse_error : "not a JSON object");
+	if (!ec && !em)
+		return xstrdup("");
+	return xasprintf("%s%s%s", ec ? ec : "", ec && em ? ": " : "", em ? em : "");
+}
+
+/* ---- jobs list ---- */
+
+int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
+{
+	struct found fd = { .limit = limit };
+	if (jobs_find(c, sets, f, 0, &fd) < 0) {
+		jobs_found_free(&fd);
+		return CTL_USAGE;
+	}
+	double now = now_float();
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_addc(&b, '[');
+		for (int i = 0; i < fd.n; i++) {
+			if (i)
+				sb_addc(&b, ',');
+			entry_json(&b, &fd.v[i], 0);
+		}
+		sb_addc(&b, ']');
+		jprint(&b);
+	} else if (fd.n == 0) {
+		char sl[128];
+		jobs_set_list(sets, sl, sizeof sl);
+		printf("no jobs (%s)\n", sl);
+	} else {
+		static const char *heads[] = { "SET", "JID", "CLASS", "QUEUE", "WHEN", "ARGS", "ERROR" };
+		static const int limits[] = { 0, 0, 40, 0, 0, 40, 50 };
+		struct table t;
+		table_init(&t, 7, heads, limits);
+		for (int i = 0; i < fd.n; i++) {
+			const struct entry *e = &fd.v[i];
+			char when[96];
+			entry_when(e, now, when, sizeof when);
+			if (e->set == S_RUNNING && e->process)
+				snprintf(when + strlen(when), sizeof when - strlen(when), " on %s", e->process);
+			char *err = entry_error(e);
+			const char *q = jobs_payload_queue(e);
+			const char *cls = jobs_entry_class(e);
+			const char *row[] = { jobs_set_names[e->set], e->j.obj && e->j.jid ? e->j.jid : "-",
+			                      cls ? cls : "?", q ? q : "-", when,
+			                      e->j.obj ? e->j.args_json : e->raw, err };
+			table_add(&t, row);
+			free(err);
+		}
+		table_print(&t);
+		table_free(&t);
+	}
+	jobs_found_free(&fd);
+	return CTL_OK;
+}
+
+/* ---- jobs show ---- */
+
+static void show_human(const struct entry *e, double now)
+{
+	char iso[32], rel[48];
+	printf("where      %s", jobs_set_names[e->set]);
+	if (e->set == S_RUNNING)
+		printf(" on %s (%s)", e->process, e->key);
+	else if (e->set == S_INPROGRESS)
+		printf(": in the in-progress list of %s (%s)", e->process, e->key);
+	else
+		printf(" (%s)", e->key);
+	if (e->has_score) {
+		ctl_iso_time(e->score, iso);
+		ctl_relative(e->score, now, rel, sizeof rel);
+		printf(", %s %s (%s)", e->set == S_DEAD ? "died" : "due", iso, rel);
+	}
+	if (e->set == S_RUNNING && e->run_at > 0) {
+		ctl_iso_time((double)e->run_at, iso);
+		ctl_relative((double)e->run_at, now, rel, sizeof rel);
+		printf(", started %s (%s)", iso, rel);
+	}
+	printf("\n");
+	if (!e->j.obj) {
+		printf("class      (unparseable): %s\n", e->j.parse_error ? e->j.parse_error : "");
+	} else {
+		const char *q = jobs_payload_queue(e);
+		printf("class      %s\nqueue      %s\n", e->j.cls ? e->j.cls : "?", q ? q : "-");
+		char *args = ctl_oneline(e->j.args_json, strlen(e->j.args_json), 0);
+		printf("args       %s\n", args);
+		free(args);
+		printf("retries    %ld failure(s) recorded of %d allowed\n", e->j.retry_count,
+		       e->j.max_retries);
+		static const char *const times[][2] = {
+			{ "created_at", "created" }, { "enqueued_at", "enqueued" }, { "at", "at" },
+			{ "failed_at", "failed" },
+		};
+		for (size_t i = 0; i < sizeof times / sizeof *times; i++) {
+			double t = number_member(e, times[i][0]);
+			if (isnan(t))
+				continue;
+			ctl_iso_time(t, iso);
+			ctl_relative(t, now, rel, sizeof rel);
+			printf("%-10s %s (%s)\n", times[i][1], iso, rel);
+		}
+		char *err = entry_error(e);
+		if (*err)
+			printf("error      %s\n", err);
+		free(err);
+	}
+	char *raw = ctl_oneline(e->raw, e->raw_len, 0);
+	printf("payload    %s\n", raw);
+	free(raw);
+}
+
+/* The status hash (HGETALL reply, or NULL) as a JSON object of strings, or null. */
+static void status_json(struct sbuf *b, const redisReply *st)
+{
+	if (!st) {
+		sb_adds(b, "null");
+		return;
+	}
+	sb_addc(b, '{');
+	for (size_t i = 0; i + 1 < st->elements; i += 2) {
+		if (i)
+			sb_addc(b, ',');
+		jstrn(b, st->element[i]->str, st->element[i]->len);
+		sb_addc(b, ':');
+		jstrn(b, st->element[i + 1]->str, st->element[i + 1]->len);
+	}
+	sb_addc(b, '}');
+}
+
+static const redisReply *status_field(const redisReply *st, const char *name)
+{
+	for (size_t i = 0; st && i + 1 < st->elements; i += 2)
+		if (st->element[i]->len == strlen(name) &&
+		    memcmp(st->element[i]->str, name, st->element[i]->len) == 0)
+			return st->element[i + 1];
+	return NULL;
+}
+
+/* status     working, updated 2026-01-01T12:00:00Z (3s ago); 42% halfway; then the
+ * fields the daemon does not own (written by the handler or the app) one per line. */
+static void status_human(const redisReply *st, double now)
+{
+	if (!st) {
+		printf("status     -\n");
+		return;
+	}
+	const redisReply *s = status_field(st, "status"), *u = status_field(st, "update_time");
+	char *sv = s ? ctl_oneline(s->str, s->len, 0) : xstrdup("?");
+	printf("status     %s", sv);
+	free(sv);
+	if (u) {
+		char iso[32], rel[48];
+		double t = strtod(u->str, NULL);
+		ctl_iso_time(t, iso);
+		ctl_relative(t, now, rel, sizeof rel);
+		printf(", updated %s (%s)", iso, rel);
+	}
+	printf("\n");
+	const redisReply *pct = status_field(st, "pct"), *msg = status_field(st, "message");
+	if (pct || msg) {
+		char *p = pct ? ctl_oneline(pct->str, pct->len, 20) : NULL;
+		char *m = msg ? ctl_oneline(msg->str, msg->len, 200) : NULL;
+		printf("progress   %s%s%s%s\n", p ? p : "", p ? "%" : "", p && m && *m ? " " : "",
+		       m ? m : "");
+		free(p);
+		free(m);
+	}
+	const redisReply *ec = status_field(st, "error_class"), *em = status_field(st, "error_message");
+	if (ec || em) {
+		char *e = ctl_oneline(em ? em->str : "", em ? em->len : 0, 300);
+		printf("  error    %.*s%s%s\n", ec ? (int)ec->len : 0, ec ? ec->str : "",
+		       ec && *e ? ": " : "", e);
+		free(e);
+	}
+	static const char *const own[] = { "status", "update_time", "pct", "message",
+	                                   "error_class", "error_message", "class", "queue" };
+	for (size_t i = 0; i + 1 < st->elements; i += 2) {
+		const redisReply *k = st->element[i], *v = st->element[i + 1];
+		int known = 0;
+		for (size_t o = 0; o < sizeof own / sizeof *own && !known; o++)
+			known = k->len == strlen(own[o]) && memcmp(k->str, own[o], k->len) == 0;
+		if (known)
+			continue;
+		char *kk = ctl_oneline(k->str, k->len, 40), *vv = ctl_oneline(v->str, v->len, 200);
+		printf("  %s = %s\n", kk, vv);
+		free(kk);
+		free(vv);
+	}
+}
+
+int jobs_show(struct ctl *c, const char *arg)
+{
+	struct filter f = { .arg = arg };
+	struct found fd = { 0 };
+	unsigned sets = BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_INPROGRESS);
+	if (jobs_find(c, sets, &f, 1, &fd) < 0) {
+		jobs_found_free(&fd);
+		return CTL_USAGE;
+	}
+	const char *jid = NULL;
+	for (int i = 0; i < fd.n && !jid; i++)
+		if (fd.v[i].j.obj && fd.v[i].j.jid)
+			jid = fd.v[i].j.jid;
+	/* status:<jid> (status bookkeeping): also outlives the job, e.g. a completed one. */
+	redisReply *st = NULL;
+	if (jid || arg[0] != '{') {
+		st = rcmd(&c->r, "HGETALL " K_STATUS "%s", jid ? jid : arg);
+		if (st && (st->type != REDIS_REPLY_ARRAY || st->elements == 0)) {
+			freeReplyObject(st);
+			st = NULL;
+		} else if (!st && !c->r.unavailable) {
+			ctl_error("warning: " K_STATUS "%s unreadable: %s", jid ? jid : arg, c->r.err);
+		}
+	}
+	if (fd.n == 0 && !st) {
+		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
+		          "status)", arg);
+		jobs_found_free(&fd);
+		return CTL_NOTHING;
+	}
+	if (!jid && fd.n == 0)
+		jid = arg;
+	redisReply *att = NULL;
+	if (jid) {
+		att = rcmd(&c->r, "LRANGE " K_ATTEMPTS "%s 0 -1", jid);
+		if (!att) {
+			if (c->r.unavailable) {
+				jobs_found_free(&fd);
+				if (st)
+					freeReplyObject(st);
+				return ctl_redis_error_family(c, K_ATTEMPTS);
+			}
+			ctl_error("warning: " K_ATTEMPTS "%s unreadable: %s", jid, c->r.err);
+		}
+	}
+	double now = now_float();
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_adds(&b, "{\"jid\":");
+		jstr(&b, jid);
+		sb_adds(&b, ",\"locations\":[");
+		for (int i = 0; i < fd.n; i++) {
+			if (i)
+				sb_addc(&b, ',');
+			entry_json(&b, &fd.v[i], 1);
+		}
+		sb_adds(&b, "],\"status\":");
+		status_json(&b, st);
+		sb_adds(&b, ",\"attempts\":[");
+		for (size_t i = 0; att && i < att->elements; i++) {
+			if (i)
+				sb_addc(&b, ',');
+			const redisReply *a = att->element[i];
+			if (json_valid(a->str, a->len))
+				sb_add(&b, a->str, a->len);
+			else
+				jstrn(&b, a->str, a->len);
+		}
+		sb_adds(&b, "]}");
+		jprint(&b);
+	} else {
+		printf("jid        %s\n", jid ? jid : "(none)");
+		for (int i = 0; i < fd.n; i++) {
+			if (i)
+				printf("\n");
+			show_human(&fd.v[i], now);
+		}
+		if (fd.n == 0) {
+			printf("where      nowhere (finished, or deleted); only its status is left\n");
+			const redisReply *k = status_field(st, "class"), *q = status_field(st, "queue");
+			printf("class      %.*s\nqueue      %.*s\n", k ? (int)k->len : 1, k ? k->str : "?",
+			       q ? (int)q->len : 1, q ? q->str : "-");
+		}
+		status_human(st, now);
+		size_t na = att ? att->elements : 0;
+		printf("\nattempts   %zu\n", na);
+		for (size_t i = 0; i < na; i++) {
+			const redisReply *a = att->element[i];
+			cJSON *o = job_json_parse(a->str, a->len);
+			const cJSON *n = o ? cJSON_GetObjectItemCaseSensitive(o, "attempt") : NULL;
+			const cJSON *t = o ? cJSON_GetObjectItemCaseSensitive(o, "failed_at") : NULL;
+			const cJSON *oc = o ? cJSON_GetObjectItemCaseSensitive(o, "outcome") : NULL;
+			const cJSON *ec = o ? cJSON_GetObjectItemCaseSensitive(o, "error_class") : NULL;
+			const cJSON *em = o ? cJSON_GetObjectItemCaseSensitive(o, "error_message") : NULL;
+			char iso[32] = "?";
+			if (cJSON_IsNumber(t))
+				ctl_iso_time(t->valuedouble, iso);
+			const char *msg = cJSON_IsString(em) ? em->valuestring : "";
+			char *line = ctl_oneline(msg, strlen(msg), 200);
+			if (o)
+				printf("  #%-3d %s  %-9s  %s: %s\n",
+				       cJSON_IsNumber(n) ? (int)n->valuedouble : (int)i + 1, iso,
+				       cJSON_IsString(oc) ? oc->valuestring : "?",
+				       cJSON_IsString(ec) ? ec->valuestring : "?", line);
+			else
+				printf("  (unreadable) %.*s\n", (int)a->len, a->str);
+			free(line);
+			if (o)
+				cJSON_Delete(o);
+		}
+	}
+	if (att)
+		freeReplyObject(att);
+	if (st)
+		freeReplyObject(st);
+	jobs_found_free(&fd);
+	return CTL_OK;
+}
