@@ -57,15 +57,16 @@ void put_err(struct loader *L, const char *loc, unsigned line, const char *msg)
 __attribute__((format(printf, 3, 4)))
 int failf(struct loader *L, const config_setting_t *s, const char *fmt, ...)
 {
-	char msg[1024], fbuf[PATH_MAX];
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (s)
+	if (s) {
+		char fbuf[PATH_MAX];
 		put_err(L, setting_file(L, s, fbuf, sizeof fbuf), config_setting_source_line(s), msg);
-	else
+	} else
 		put_err(L, L->path, 0, msg);
 	return -1;
 }

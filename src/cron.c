@@ -343,8 +343,8 @@ static int expand_macro(char **tok, int *n, char *mbuf, size_t mlen, char **zone
 	return 0;
 }
 
-/* cppcheck-suppress variableScope ; after a macro expands, tok[] points into mbuf */
 struct cron *cron_parse(const char *expr, char *err, size_t errlen) {
+	/* cppcheck-suppress variableScope ; after a macro expands, tok[] points into mbuf */
 	char buf[512], mbuf[32], *tok[MAXTOK + 1], *zone = NULL;
 	struct cron *c;
 	int n;

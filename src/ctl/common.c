@@ -1,14 +1,35 @@
 /*
- * common.c: helpers every cogworkerctl command uses: common options, time formatting,
- * JSON output and human tables.
+ * common.c: helpers every cogworkerctl command uses: errors and the connection, common
+ * options, time formatting, JSON output and human tables. They live below the commands,
+ * not in ctl.c, which dispatches to the commands and so sits above them.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "ctl.h"
 #include "json.h"
+
+void ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("cogworkerctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int ctl_connect(struct ctl *c)
+{
+	if (rconn_connect(&c->r, 1) != 0) {
+		ctl_error("%s", c->r.err);
+		return -1;
+	}
+	return 0;
+}
 
 int ctl_redis_error(struct ctl *c, const char *what)
 {

@@ -8,7 +8,6 @@
  * else built-in defaults; REDIS_URL overrides either.
  */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,25 +15,6 @@
 #include "ctl.h"
 #include "log.h"
 #include "util.h"
-
-void ctl_error(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("cogworkerctl: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-int ctl_connect(struct ctl *c)
-{
-	if (rconn_connect(&c->r, 1) != 0) {
-		ctl_error("%s", c->r.err);
-		return -1;
-	}
-	return 0;
-}
 
 struct command {
 	const char *name;
