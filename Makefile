@@ -1,7 +1,8 @@
 # cogworkerd: a plain Makefile.
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)
-#   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names)
+#   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names;
+#                   tools/check-refs.py: every reference to doc/ resolves)
 #   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
@@ -105,6 +106,7 @@ lint: deps
 	$(MAKE) all
 	python3 tests/lint/test_lint.py
 	sh tools/lint.sh -s src -b $(BUILD)
+	python3 tools/check-refs.py
 
 run: deps all
 	sh tools/run.sh $(BUILD)

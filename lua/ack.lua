@@ -1,4 +1,4 @@
--- ACK (PROTOCOL §6.11): a job finished; drop it from the in-progress list.
+-- ACK (doc/protocol.md §6.11): a job finished; drop it from the in-progress list.
 --
 -- KEYS: [1] cogworker:inprogress:<self>  [2] cogworker:orphanings:<jid> (optional:
 --       absent or "" when the jid is unknown)

@@ -1,4 +1,4 @@
--- BURY (PROTOCOL §6.17): the Scheduled poller files a schedule/retry entry that is not a
+-- BURY (doc/protocol.md §6.17): the Scheduled poller files a schedule/retry entry that is not a
 -- job into dead, as an `(unparseable)` wrapper.
 --
 -- KEYS: [1] the source ZSET  [2] cogworker:dead  [3] cogworker:stats:failed

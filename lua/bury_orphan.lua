@@ -1,4 +1,4 @@
--- BURY_ORPHAN (PROTOCOL §6.5): file a parked repeat orphan into dead.
+-- BURY_ORPHAN (doc/protocol.md §6.5): file a parked repeat orphan into dead.
 --
 -- KEYS: [1] cogworker:repeat_orphans  [2] cogworker:dead
 -- ARGV: [1] the raw parked job  [2] score (now)  [3] the ProcessDied entry (built by

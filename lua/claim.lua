@@ -1,4 +1,4 @@
--- CLAIM (PROTOCOL §6.14): claim a periodic slot; exactly one process wins each slot.
+-- CLAIM (doc/protocol.md §6.14): claim a periodic slot; exactly one process wins each slot.
 --
 -- KEYS: [1] periodic:running:<pjid>  [2] periodic:last_slot:<pjid>
 --       [3] periodic:lock:<pjid>:<slot>

@@ -1,4 +1,4 @@
--- CLAIM_AND_REQUEUE (PROTOCOL §6.16): graduate a schedule/retry entry onto its queue
+-- CLAIM_AND_REQUEUE (doc/protocol.md §6.16): graduate a schedule/retry entry onto its queue
 -- (Scheduled poller), or put a retry/dead entry back (`cogworkerctl jobs retry`).
 --
 -- KEYS: [1] the source ZSET (cogworker:schedule, cogworker:retry or cogworker:dead)

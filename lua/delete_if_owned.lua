@@ -1,4 +1,4 @@
--- DELETE_IF_OWNED (PROTOCOL §6.19): release an owned key (unique lock or periodic
+-- DELETE_IF_OWNED (doc/protocol.md §6.19): release an owned key (unique lock or periodic
 -- running lock) only when `owner` still holds it. Always run with plain EVAL.
 --
 -- KEYS: [1] the lock key

@@ -1,4 +1,4 @@
--- EXPIRE_IF_OWNED (PROTOCOL §6.19): re-time an owned key (unique lock or periodic
+-- EXPIRE_IF_OWNED (doc/protocol.md §6.19): re-time an owned key (unique lock or periodic
 -- running lock) only when `owner` still holds it. Always run with plain EVAL.
 --
 -- KEYS: [1] the lock key

@@ -1,4 +1,4 @@
--- FETCH (PROTOCOL §6.1): reliable fetch over several queues in one round trip.
+-- FETCH (doc/protocol.md §6.1): reliable fetch over several queues in one round trip.
 --
 -- KEYS: [1..n-1] cogworker:queue:<q> in try order, [n] cogworker:inprogress:<self>
 -- ARGV: none

@@ -1,4 +1,4 @@
--- FILE_UNSETTLED (PROTOCOL §6.9): file one handed-over record from cogworker:unsettled.
+-- FILE_UNSETTLED (doc/protocol.md §6.9): file one handed-over record from cogworker:unsettled.
 --
 -- KEYS: [1] cogworker:unsettled  [2] the target set named by the record (validated by
 --       the caller)  [3] cogworker:orphanings:<jid> (optional: absent or "")

@@ -1,4 +1,4 @@
--- INTERRUPT (PROTOCOL §6.7): file a ran-and-failed job from the in-progress list into
+-- INTERRUPT (doc/protocol.md §6.7): file a ran-and-failed job from the in-progress list into
 -- retry or dead.
 --
 -- KEYS: [1] cogworker:inprogress:<self>  [2] target ZSET (cogworker:retry or

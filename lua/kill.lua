@@ -1,4 +1,4 @@
--- KILL (`cogworkerctl jobs kill`, PROTOCOL §7.28): move a schedule or retry entry into
+-- KILL (`cogworkerctl jobs kill`, doc/protocol.md §7.28): move a schedule or retry entry into
 -- dead, atomically. An addition of cogworkerd's (cogworker's Web UI has no such button).
 --
 -- KEYS: [1] the source ZSET (cogworker:schedule or cogworker:retry)  [2] cogworker:dead

@@ -1,4 +1,4 @@
--- PARK_UNSETTLED (PROTOCOL §6.8): at shutdown, hand over a filing that failed.
+-- PARK_UNSETTLED (doc/protocol.md §6.8): at shutdown, hand over a filing that failed.
 --
 -- KEYS: [1] cogworker:inprogress:<self>  [2] cogworker:unsettled
 -- ARGV: [1] raw job (as fetched)  [2] the record JSON {"set","score","payload"} (built

@@ -1,4 +1,4 @@
--- QUARANTINE (PROTOCOL §6.18): KeyGuard renames a damaged (wrong-typed) key out of the
+-- QUARANTINE (doc/protocol.md §6.18): KeyGuard renames a damaged (wrong-typed) key out of the
 -- way.
 --
 -- KEYS: [1] the damaged key  [2] the quarantine name

@@ -1,4 +1,4 @@
--- REQUEUE (PROTOCOL §6.4): recover a dead owner's in-progress list, or hand back the
+-- REQUEUE (doc/protocol.md §6.4): recover a dead owner's in-progress list, or hand back the
 -- process's own list at shutdown.
 --
 -- KEYS: [1] cogworker:inprogress:<owner>  [2] cogworker:process:<owner> (presence)

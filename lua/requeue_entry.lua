@@ -1,4 +1,4 @@
--- REQUEUE_ENTRY (PROTOCOL §6.12): basic-fetch shutdown requeue of one running job (read
+-- REQUEUE_ENTRY (doc/protocol.md §6.12): basic-fetch shutdown requeue of one running job (read
 -- from cogworker:workers:<self>), with its running lock.
 --
 -- KEYS: [1] cogworker:queue:<q>  [2] periodic:running:<pjid> (only when flagged)

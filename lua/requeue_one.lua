@@ -1,4 +1,4 @@
--- REQUEUE_ONE (PROTOCOL §6.6): give back an unstarted job, or requeue a stray, from the
+-- REQUEUE_ONE (doc/protocol.md §6.6): give back an unstarted job, or requeue a stray, from the
 -- process's own in-progress list.
 --
 -- KEYS: [1] cogworker:inprogress:<self>

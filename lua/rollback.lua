@@ -1,4 +1,4 @@
--- ROLLBACK (PROTOCOL §6.15): undo a won CLAIM whose push then failed.
+-- ROLLBACK (doc/protocol.md §6.15): undo a won CLAIM whose push then failed.
 --
 -- KEYS: [1] periodic:last_slot:<pjid>  [2] periodic:lock:<pjid>:<slot>
 --       [3] periodic:running:<pjid>

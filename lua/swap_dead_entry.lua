@@ -1,4 +1,4 @@
--- SWAP_DEAD_ENTRY (PROTOCOL §6.10): replace a raw dead entry (a repeat orphan REQUEUE
+-- SWAP_DEAD_ENTRY (doc/protocol.md §6.10): replace a raw dead entry (a repeat orphan REQUEUE
 -- had to bury raw) with its proper ProcessDied entry.
 --
 -- KEYS: [1] cogworker:dead

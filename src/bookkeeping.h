@@ -1,5 +1,5 @@
 /*
- * bookkeeping.h: cogworker's opt-in records of a run (PROTOCOL §7.21, §7.22): job status
+ * bookkeeping.h: cogworker's opt-in records of a run (doc/protocol.md §7.21, §7.22): job status
  * (status:<jid>) and run history (cogworker:history:*). Best effort, always: a failure
  * here is logged and never changes a job's outcome (lesson 71).
  */

@@ -10,7 +10,7 @@
  * type, bounds, grammar) is in conf_settings.c; the Redis url in redis_url.c;
  * config_int.h is what the four share.
  *
- * libconfig pitfalls handled here (DESIGN.md, "Pitfalls of our dependencies"):
+ * libconfig pitfalls handled here (doc/design.md "Pitfalls of our dependencies"):
  * - a relative @include resolves against the working directory unless include_dir is set:
  *   we set it to the conf file's directory (relative password_file paths follow suit);
  * - the other two (wrapped integers, @included file names) are conf_read.c's.

@@ -114,7 +114,7 @@ int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t er
 /* Free every string of rc (the password is wiped first) and zero it. */
 void redis_conf_clear(struct redis_conf *rc);
 
-/* Derived TTLs (PROTOCOL §7.17): whole seconds, rounded up. */
+/* Derived TTLs (doc/protocol.md §7.17): whole seconds, rounded up. */
 long conf_queued_ttl(const struct conf *c);
 long conf_active_ttl(const struct conf *c);
 

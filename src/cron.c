@@ -1,6 +1,6 @@
 /* cron.c: cron expressions as cogworker (Fugit) reads them, and slot arithmetic.
  *
- * Syntax (PROTOCOL.md §7.16, the subset of Fugit that cogworker entries may use):
+ * Syntax (doc/protocol.md §7.16, the subset of Fugit that cogworker entries may use):
  *
  *   [sec] min hour dom mon dow [Zone/Name]        or        @macro [Zone/Name]
  *

@@ -1,5 +1,5 @@
 /*
- * deathhook.c: on_death commands (PROTOCOL §7.19).
+ * deathhook.c: on_death commands (doc/protocol.md §7.19).
  *
  * Called by whoever's write put a job in dead, after the job was settled (a slow hook
  * that held the job on the in-progress list got it re-run, lesson 20). The handler's own

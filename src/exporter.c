@@ -1,5 +1,5 @@
 /*
- * exporter.c: cogworker's eight exporter metrics (PROTOCOL §7.26), read from Redis.
+ * exporter.c: cogworker's eight exporter metrics (doc/protocol.md §7.26), read from Redis.
  *
  *   # TYPE cogworker_processed_total counter      GET cogworker:stats:processed
  *   # TYPE cogworker_failed_total counter         GET cogworker:stats:failed

@@ -1,5 +1,5 @@
 /*
- * exporter.h: cogworker's Prometheus exposition (PROTOCOL §7.26), read from Redis: the
+ * exporter.h: cogworker's Prometheus exposition (doc/protocol.md §7.26), read from Redis: the
  * same eight metric names, types and format as cogworker's exporter, cluster-wide values.
  * One implementation for the daemon's /metrics and `cogworkerctl metrics`.
  */

@@ -1,5 +1,5 @@
 /*
- * fetch.c: taking the next job off the queues (PROTOCOL §7.8, §7.9).
+ * fetch.c: taking the next job off the queues (doc/protocol.md §7.8, §7.9).
  *
  * Reliable fetch (the default) moves a job atomically from its queue into this process's
  * in-progress list, so a job is never only in the memory of a process that may die.

@@ -1,5 +1,5 @@
 /*
- * fetcher.c: the processor threads (PROTOCOL §7.4). Each owns one Redis connection and
+ * fetcher.c: the processor threads (doc/protocol.md §7.4). Each owns one Redis connection and
  * runs one handler child at a time: fetch → execute → settle → (on_death).
  *
  * A fetcher never dies: an error in an iteration is logged (summarised while Redis is
@@ -39,7 +39,7 @@ struct fetcher {
 	redisReply *paused;         /* SMEMBERS of the paused queues, for the next fetch */
 };
 
-/* One site each for all fetchers (PROTOCOL §7.24 logs per place in the code, not per
+/* One site each for all fetchers (doc/protocol.md §7.24 logs per place in the code, not per
  * thread: N fetchers made N identical lines per outage). log.c serialises them. */
 static struct log_site fetch_site = LOG_SITE("Fetch");
 static struct log_site job_site = LOG_SITE("Processor");

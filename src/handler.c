@@ -1,6 +1,6 @@
 /*
- * handler.c: run one handler command as a child process (DESIGN.md "Handlers",
- * PROTOCOL §1.1).
+ * handler.c: run one handler command as a child process (doc/design.md "Handlers",
+ * doc/protocol.md §1.1).
  *
  * handler_run puts the pieces together, in order: the executable is looked up in the
  * child's PATH and the child started with its pipes (spawn.c: vfork, and only raw,

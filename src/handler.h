@@ -1,6 +1,6 @@
 /*
- * handler.h: running one handler command as a child process (DESIGN.md "Handlers",
- * PROTOCOL §1.1): own process group, job JSON on stdin, COGWORKER_* environment, output
+ * handler.h: running one handler command as a child process (doc/design.md "Handlers",
+ * doc/protocol.md §1.1): own process group, job JSON on stdin, COGWORKER_* environment, output
  * pumped to the log, timeout with TERM/grace/KILL of the whole group.
  *
  * Notes on the contract (details in handler.c, spawn.c and pump.c):

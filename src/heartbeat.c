@@ -1,5 +1,5 @@
 /*
- * heartbeat.c: presence (PROTOCOL §7.12) and the remote-control subscriber (§7.13).
+ * heartbeat.c: presence (doc/protocol.md §7.12) and the remote-control subscriber (§7.13).
  *
  * A beat writes the presence hash first and alone decides on it: only that write is
  * mandatory. The registry writes that follow (processes, queues, live_queues, workers TTL,

@@ -1,7 +1,7 @@
 /*
  * job.c: reading a job and building the entries the daemon files for it.
  *
- * Two rules shape this file (PROTOCOL §4.5):
+ * Two rules shape this file (doc/protocol.md §4.5):
  *
  * - A job's JSON is never re-encoded. cJSON is used to *read* fields; every entry the
  *   daemon writes (a retry or dead entry, a re-stamped graduation) is the original text
@@ -12,7 +12,7 @@
  *   and a literal `retry: false` crashed one of them (lesson 26).
  *
  * cJSON writes a global error pointer on every parse; parses are serialised by a mutex so
- * that concurrent fetchers do not race on it (DESIGN.md, "Pitfalls").
+ * that concurrent fetchers do not race on it (doc/design.md "Pitfalls").
  */
 #include <math.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * job.h: a fetched job and the rules that read it: the retry budget and terminal rule
- * (PROTOCOL §4.2), the backoff, the failure fields a retry/dead entry gets, and the
+ * (doc/protocol.md §4.2), the backoff, the failure fields a retry/dead entry gets, and the
  * (unparseable) wrapper (§4.6). All payload changes are byte-preserving (json.h).
  */
 #ifndef COGWORKERD_JOB_H
@@ -54,7 +54,7 @@ char *job_failure_payload(const struct job *j, const char *error_class, const ch
                           double now, long new_retry_count, int overwrite_failed_at,
                           long interrupted_count);
 
-/* The (unparseable) wrapper (PROTOCOL §4.6); queue may be NULL (JSON null). */
+/* The (unparseable) wrapper (doc/protocol.md §4.6); queue may be NULL (JSON null). */
 char *job_unparseable_wrapper(const char *raw, size_t len, const char *queue,
                               const char *error_class, const char *error_message, double now);
 
@@ -74,7 +74,7 @@ void job_format_time(double t, char out[32]);
 char *job_error_message(const char *error_class, const char *detail, const char *tail,
                         size_t tail_len);
 
-/* SHA-1 digests of PROTOCOL §4.3 (40 hex + NUL); -1 when args is not valid JSON. */
+/* SHA-1 digests of doc/protocol.md §4.3 (40 hex + NUL); -1 when args is not valid JSON. */
 int job_unique_digest(const char *cls, const char *queue, const char *args_json, char out[41]);
 int job_pjid(const char *cron, const char *cls, const char *args_json, char out[41]);
 

@@ -4,7 +4,7 @@
  * cJSON is fine for *reading* a field, but it keeps every number as a double: integers past
  * 2^53 come back wrong, and even exact values are respelled (9007199254740991 prints as
  * 9.00719925474099e+15). A job is written by Ruby and read back by Ruby, so whatever the
- * daemon writes must keep every byte it did not mean to change (PROTOCOL §4.5). Hence this
+ * daemon writes must keep every byte it did not mean to change (doc/protocol.md §4.5). Hence this
  * code never builds a tree. It has one small scanner (in this file) that walks the raw text
  * and checks the grammar of RFC 8259, and three things built on it:
  *

@@ -29,7 +29,7 @@ int json_member_span(const char *raw, size_t len, const char *key, size_t *start
 int json_valid(const char *raw, size_t len);
 
 /*
- * Canonical cogworker JSON (PROTOCOL §4.5) of the JSON value text in raw: compact, keys in
+ * Canonical cogworker JSON (doc/protocol.md §4.5) of the JSON value text in raw: compact, keys in
  * their order, strings escaped as Ruby's generator does, integers as their digits, floats as
  * Ruby prints them. Returns malloc'd text, NULL if raw is not valid JSON.
  */

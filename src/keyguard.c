@@ -1,5 +1,5 @@
 /*
- * keyguard.c: the KeyGuard (PROTOCOL §7.15), run by the scheduled poller on its first poll
+ * keyguard.c: the KeyGuard (doc/protocol.md §7.15), run by the scheduled poller on its first poll
  * and then every 60 s.
  *
  * Why it exists: a key of the wrong type (a string where cogworker keeps a zset, say)

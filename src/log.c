@@ -3,9 +3,9 @@
  *
  * Each line is formatted into one buffer and written with a single write(2), so lines
  * from different threads never interleave and nothing sits in a stdio buffer when the
- * process exits (journald reads a pipe; lesson 49 of PROTOCOL.md).
+ * process exits (journald reads a pipe; lesson 49, doc/protocol.md §10).
  *
- * The site functions implement the outage summarising of PROTOCOL §7.24: during a Redis
+ * The site functions implement the outage summarising of doc/protocol.md §7.24: during a Redis
  * outage every thread fails every few hundred milliseconds, and one line per failure
  * buried everything else (lesson 73).
  */

@@ -16,7 +16,7 @@ void log_vmsg(enum log_level l, const char *fmt, va_list ap);
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 
 /*
- * Per-site summarising of Redis availability errors (PROTOCOL §7.24): the first
+ * Per-site summarising of Redis availability errors (doc/protocol.md §7.24): the first
  * "unavailable" error of an episode is logged, later ones counted and summarised at most
  * once a minute, and the first success after errors logs one recovery line.
  */

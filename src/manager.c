@@ -1,5 +1,5 @@
 /*
- * manager.c: the main thread (PROTOCOL §7.1-§7.3, DESIGN.md "Process shape").
+ * manager.c: the main thread (doc/protocol.md §7.1-§7.3, doc/design.md "Process shape").
  *
  * Boot order matters: conf, identity, signals blocked in every thread (so they are only
  * ever seen here, through a signalfd), then the first heartbeat, *synchronously*, retried

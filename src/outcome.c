@@ -116,7 +116,7 @@ int job_run_init(struct job_run *run, const struct job *j, const struct handler 
 	    handler_resolve_ids(h, &run->req, &run->groups, err, sizeof err) != 0) {
 		free_parts(run);
 		outcome_clear(o);
-		/* Reported as a failed exec: to the job it is one (PROTOCOL §1.1 format). */
+		/* Reported as a failed exec: to the job it is one (doc/protocol.md §1.1 format). */
 		char *what = xasprintf("exec failed: %s", err);
 		failed(o, "Cogworker::HandlerSpawnFailed", what, NULL, 0);
 		free(what);

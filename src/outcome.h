@@ -1,7 +1,7 @@
 /*
  * outcome.h: one run of a job's handler, from the handler conf to what the run comes to:
  * the run request, the error class and message of a failed run, and the failure decision
- * (PROTOCOL §1.1, §4.2, §7.5). The daemon's fetchers and `cogworkerctl exec` both run jobs
+ * (doc/protocol.md §1.1, §4.2, §7.5). The daemon's fetchers and `cogworkerctl exec` both run jobs
  * through this, so what exec reports is what the daemon would file (outcome.c says why).
  *
  * Library code: it knows nothing of the daemon's threads, Redis or shared state.
@@ -61,7 +61,7 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 void outcome_no_handler(struct run_outcome *o, const char *cls);
 void outcome_free(struct run_outcome *o);
 
-/* Where a failure goes (PROTOCOL §7.5): the retry budget first, then the handler's
+/* Where a failure goes (doc/protocol.md §7.5): the retry budget first, then the handler's
  * dead_exit_codes and discard_exit_codes (h may be NULL: no handler), else a retry. */
 enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
 enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code);

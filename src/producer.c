@@ -1,5 +1,5 @@
 /*
- * producer.c: the one funnel every push of ours goes through (PROTOCOL §5).
+ * producer.c: the one funnel every push of ours goes through (doc/protocol.md §5).
  *
  * An immediate job is LPUSHed on its own, and only then is the queue name added to
  * cogworker:queues, best effort: a MULTI of both raised when the listing was unwritable

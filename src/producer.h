@@ -1,5 +1,5 @@
 /*
- * producer.h: pushing a job by cogworker's producer rules (PROTOCOL §5), shared by
+ * producer.h: pushing a job by cogworker's producer rules (doc/protocol.md §5), shared by
  * cogworkerctl and the periodic ticker.
  */
 #ifndef COGWORKERD_PRODUCER_H

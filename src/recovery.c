@@ -1,5 +1,5 @@
 /*
- * recovery.c: orphan recovery (PROTOCOL §7.10) and reconcile of the own in-progress list
+ * recovery.c: orphan recovery (doc/protocol.md §7.10) and reconcile of the own in-progress list
  * (§7.11), both run by the scheduled poller's orphan check.
  *
  * Orphan recovery brings back the jobs of processes that died while running them. The

@@ -1,7 +1,7 @@
 /*
  * redis.c: the Redis layer every thread uses through its own struct rconn.
  *
- * Design notes, most of them about hiredis 0.14 (DESIGN.md, "Pitfalls"):
+ * Design notes, most of them about hiredis 0.14 (doc/design.md "Pitfalls"):
  *
  * - The connect timeout is not applied to commands, so redisSetTimeout is called after
  *   every connect; a reconnect also drops keepalive, so it is re-enabled each time. We

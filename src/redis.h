@@ -1,7 +1,7 @@
 /*
  * redis.h: one Redis connection, owned by one thread (hiredis contexts are not
  * thread-safe). Connects lazily, re-applies timeouts, AUTH and SELECT after every
- * reconnect, backs off between failed connects, and classifies errors as PROTOCOL §7.24
+ * reconnect, backs off between failed connects, and classifies errors as doc/protocol.md §7.24
  * says: "unavailable" (connection trouble, READONLY, LOADING, MASTERDOWN, TRYAGAIN, BUSY,
  * and those wrapped in a script error) versus a command error.
  */
@@ -77,14 +77,14 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
                     int nargs, const char **args, const size_t *arglens);
 
 /*
- * Fault injection for the unit tests of the [unit] behaviours (BEHAVIOURS.md): when set,
+ * Fault injection for the unit tests of the [unit] behaviours (doc/behaviours.md): when set,
  * it is asked before every command with the command name (the script name for rscript);
  * a non-zero answer fails the command as if the connection had been lost. NULL in the
  * daemon.
  */
 extern int (*redis_fault_hook)(const char *name);
 
-/* True if an error reply's text means "Redis unavailable" (PROTOCOL §7.24). */
+/* True if an error reply's text means "Redis unavailable" (doc/protocol.md §7.24). */
 int redis_error_is_unavailable(const char *msg);
 
 /* Redis TIME in seconds (float); the host clock when TIME is refused by a command error.

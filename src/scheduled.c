@@ -1,5 +1,5 @@
 /*
- * scheduled.c: the scheduled poller thread (PROTOCOL §7.14).
+ * scheduled.c: the scheduled poller thread (doc/protocol.md §7.14).
  *
  * One thread, its own Redis connection, three steps with their own rhythm:
  *

@@ -1,5 +1,5 @@
 /*
- * scripts.h: the atomic Lua scripts of PROTOCOL §6, one file each in lua/, embedded into
+ * scripts.h: the atomic Lua scripts of doc/protocol.md §6, one file each in lua/, embedded into
  * the binary at build time (tools/embed-lua.sh) and addressed by file name.
  */
 #ifndef COGWORKERD_SCRIPTS_H
@@ -17,7 +17,7 @@ struct script {
 	const char *name;
 	const char *src;
 	char sha[41];
-	int plain_eval;         /* the owned-key scripts always use EVAL (PROTOCOL §6.0) */
+	int plain_eval;         /* the owned-key scripts always use EVAL (doc/protocol.md §6.0) */
 };
 
 /* Look a script up by its lua/ file name ("ack", "requeue", ...); aborts if unknown,

@@ -1,5 +1,5 @@
 /*
- * settle.c: what happens to a job after its handler ran (PROTOCOL §7.5–§7.7, §7.20).
+ * settle.c: what happens to a job after its handler ran (doc/protocol.md §7.5–§7.7, §7.20).
  *
  * The order is the point of this file. A job leaves the in-progress list only once it is
  * safely filed: failure routing writes the retry/dead entry first and acks after; when

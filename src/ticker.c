@@ -1,5 +1,5 @@
 /*
- * ticker.c: the periodic (cron) ticker (PROTOCOL §7.16, §6.14, §6.15, lessons 53-61).
+ * ticker.c: the periodic (cron) ticker (doc/protocol.md §7.16, §6.14, §6.15, lessons 53-61).
  *
  * One thread with its own Redis connection, no leader: every process of a fleet ticks,
  * and each slot is claimed atomically in Redis (CLAIM: last_slot gate + per-slot NX lock,

@@ -17,7 +17,7 @@
  * Look at the sequence starting at p (n > 0 bytes available). Returns its length if it is a
  * valid UTF-8 character (*valid = 1), otherwise the length of its maximal invalid subpart
  * (*valid = 0): the lead byte plus any continuation bytes that could still have belonged to
- * it (Unicode §3.9, "U+FFFD substitution of maximal subparts"). Overlong forms, surrogates
+ * it (Unicode 15, section 3.9, "U+FFFD substitution of maximal subparts"). Overlong forms, surrogates
  * and code points past U+10FFFF are invalid.
  */
 size_t utf8_next(const unsigned char *p, size_t n, int *valid)

@@ -1,5 +1,5 @@
 -- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl): shared fragment
--- (PROTOCOL §6.3). Needs retake_running_lock included before it.
+-- (doc/protocol.md §6.3). Needs retake_running_lock included before it.
 --
 -- Puts an already-fetched job back at the FRONT of its queue (RPUSH: consumers take from
 -- the right) and returns the queue name it went to.

@@ -1,4 +1,4 @@
--- retake_running_lock(lock, jid, ttl): shared fragment (PROTOCOL §6.2).
+-- retake_running_lock(lock, jid, ttl): shared fragment (doc/protocol.md §6.2).
 --
 -- Makes sure the `until_executed` run `jid` owns its periodic running lock
 -- (`periodic:running:<pjid>`) again, without ever stealing a newer run's lock:

@@ -1,7 +1,7 @@
 /*
  * exec.c: `cogworkerctl exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID]
  * [--timeout S] CLASS [ARG...]`: run the handler configured for CLASS once, locally, the
- * way a fetcher runs it (PROTOCOL §1.1, §7.28): the job is built as `push` would build it,
+ * way a fetcher runs it (doc/protocol.md §1.1, §7.28): the job is built as `push` would build it,
  * the child gets it on stdin with the COGWORKER_* environment, its own process group,
  * the handler's timeout, rlimits, cwd and args_as_argv. It reports the exit, stdout, the
  * stderr tail, the timing, and the outcome the handler's exit-code map gives (success,

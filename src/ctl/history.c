@@ -1,5 +1,5 @@
 /*
- * history.c: `cogworkerctl history`: the run history (PROTOCOL §7.22), as cogworker's Web
+ * history.c: `cogworkerctl history`: the run history (doc/protocol.md §7.22), as cogworker's Web
  * UI History tab shows it: one line per finished run, newest first.
  *
  *   history [--class C] [--status success|failed] [--since T] [--limit N]

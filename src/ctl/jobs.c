@@ -1,5 +1,5 @@
 /*
- * jobs.c: `cogworkerctl jobs`: the Web UI's job pages and buttons (PROTOCOL §7.28).
+ * jobs.c: `cogworkerctl jobs`: the Web UI's job pages and buttons (doc/protocol.md §7.28).
  *
  *   jobs list [--set S] [--queue Q] [--class C] [--limit N]
  *   jobs show JID

@@ -1,6 +1,6 @@
 /*
  * metrics.c: `cogworkerctl metrics`: the Prometheus text exposition of cogworker's
- * exporter (PROTOCOL §7.26: the eight fleet-wide metrics, exact names and format), for a
+ * exporter (doc/protocol.md §7.26: the eight fleet-wide metrics, exact names and format), for a
  * node_exporter textfile collector. The text comes from src/exporter.c, the one
  * implementation the daemon's /metrics endpoint serves too.
  */

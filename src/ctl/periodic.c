@@ -1,5 +1,5 @@
 /*
- * periodic.c: `cogworkerctl periodic` (PROTOCOL §7.16, §7.28):
+ * periodic.c: `cogworkerctl periodic` (doc/protocol.md §7.16, §7.28):
  *
  *   periodic [list]           the published entries (periodic:schedule): pjid, cron, class,
  *                             args, retry, unique, enabled, last run (periodic:last_slot:

@@ -1,7 +1,7 @@
 /*
  * processes.c: `cogworkerctl processes` (identity, host, pid, busy/concurrency, queues,
  * quiet, last beat, started, RSS) and `processes quiet|resume|stop ID...|--all`, which
- * PUBLISH quiet / resume / stop on cogworker:signal:<id> (PROTOCOL §7.13, §7.28).
+ * PUBLISH quiet / resume / stop on cogworker:signal:<id> (doc/protocol.md §7.13, §7.28).
  *
  * A process is live while its presence hash cogworker:process:<id> exists. Busy is
  * counted from cogworker:workers:<id> (HLEN), not from the `busy` field, which is only as

@@ -1,5 +1,5 @@
 /*
- * push.c: `cogworkerctl push`: enqueue a job by the producer rules (PROTOCOL §5).
+ * push.c: `cogworkerctl push`: enqueue a job by the producer rules (doc/protocol.md §5).
  *
  * Args are strings by default (`push Echo a b` → ["a","b"]); --json-args gives typed
  * ones verbatim (their text is kept byte for byte, big integers included). --stdin pushes

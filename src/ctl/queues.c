@@ -1,6 +1,6 @@
 /*
  * queues.c: `cogworkerctl queues` (name, size, latency, paused) and
- * `queues pause|resume|clear Q` (PROTOCOL §7.28):
+ * `queues pause|resume|clear Q` (doc/protocol.md §7.28):
  *
  *   pause / resume   SADD / SREM cogworker:paused_queues Q (jobs stay queued)
  *   clear --yes      DEL cogworker:queue:Q

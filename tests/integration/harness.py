@@ -307,7 +307,7 @@ HANDLERS = os.path.join(REPO, "tests", "handlers")
 
 
 def handler(name, *args):
-    """argv of a test handler in tests/handlers (see BEHAVIOURS.md §0.2)."""
+    """argv of a test handler in tests/handlers (see doc/behaviours.md §0.2)."""
     return [os.path.join(HANDLERS, name)] + [str(a) for a in args]
 
 
@@ -462,7 +462,7 @@ def new_jid():
 
 
 def job(cls, args=(), queue="default", jid=None, retry=None, **extra):
-    """A job JSON string the way BEHAVIOURS.md §0.1 pushes it (compact, like Ruby)."""
+    """A job JSON string the way doc/behaviours.md §0.1 pushes it (compact, like Ruby)."""
     import json
     now = time.time()
     j = {"class": cls, "args": list(args), "queue": queue, "jid": jid or new_jid()}

@@ -1,7 +1,7 @@
 """Shared helpers for the periodic tests (test_periodic.py, test_periodic_locks.py,
 test_periodic_fleet.py). Not a test file itself (run.py only runs test_*.py).
 
-The BEHAVIOURS.md fixture entry E (`* * * * *`, class P, until_executed, retry 0, args
+The doc/behaviours.md fixture entry E (`* * * * *`, class P, until_executed, retry 0, args
 `[{"k":"v"}]`) is used where the minute matters (the published JSON, the pjid, the first
 slot's job); scenarios that need several slots use 6-field crons with a seconds field, and
 scenarios that must see one slot only use a yearly cron (its slot cannot change during a
@@ -23,7 +23,7 @@ DISABLED = b"periodic:disabled"
 
 
 def pjid(cron, cls, canonical_args):
-    """SHA-1 hex of `<cron>|<class>|<canonical args>` (PROTOCOL §4.3)."""
+    """SHA-1 hex of `<cron>|<class>|<canonical args>` (doc/protocol.md §4.3)."""
     return hashlib.sha1(("%s|%s|%s" % (cron, cls, canonical_args)).encode()).hexdigest()
 
 

@@ -2,7 +2,7 @@
 (test_poller.py, test_keyguard.py, test_orphans.py, test_reconcile.py). Not a test file
 itself (run.py only runs test_*.py).
 
-Time is simulated as BEHAVIOURS.md §0.3 says: a "dead" fake process has no presence key
+Time is simulated as doc/behaviours.md §0.3 says: a "dead" fake process has no presence key
 and a `cogworker:last_beat` stamp backdated past the threshold; a daemon's checks are made
 frequent through its conf (orphan_check_interval, poll_interval, heartbeat_interval)
 instead of waiting for cogworker's 60 s rhythm.
@@ -47,7 +47,7 @@ FIRST_CHECK = "first orphan check completed"
 class PollerTestCase(JobTestCase):
     """JobTestCase plus fake processes, ACL users and queue views."""
 
-    # -- fake processes (BEHAVIOURS §0.3)
+    # -- fake processes (doc/behaviours.md §0.3)
 
     def dead_fake(self, ident, jobs, registered=True, last_beat=None):
         """A dead process: its in-progress list (index 0 = newest fetch, so RPUSH in
@@ -72,7 +72,7 @@ class PollerTestCase(JobTestCase):
         return key
 
     def make_dead(self, ident, age=301):
-        """A real process's presence gone and its last beat backdated (§0.3)."""
+        """A real process's presence gone and its last beat backdated (doc/behaviours.md §0.3)."""
         self.r.delete(b"cogworker:process:" + ident.encode())
         self.r.hset(LAST_BEAT, ident, int(self.now()) - age)
 

@@ -31,7 +31,7 @@ QUEUE = "cogworker:queue:"
 FAILURE_FIELDS = {"error_class", "error_message", "failed_at", "retry_count"}
 HEX24 = "0123456789abcdef"
 
-# ACL user without RENAME: KeyGuard cannot quarantine, wrong-typed keys stay (§0.4 "guard off")
+# ACL user without RENAME: KeyGuard cannot quarantine, wrong-typed keys stay (doc/behaviours.md §0.4 "guard off")
 GUARD_OFF_USER = ("cw", "pw")
 
 
@@ -44,7 +44,7 @@ def _binary_has(phrase):
 
 
 def reconcile_available():
-    """Whether the daemon under test has the reconcile step (PROTOCOL §7.11): its binary
+    """Whether the daemon under test has the reconcile step (doc/protocol.md §7.11): its binary
     carries the log phrase the protocol fixes for a requeued stray. Scenarios that need a
     reconcile (pending settlements filed after a Redis fault) are skipped without it."""
     return _binary_has(b"requeued stray in-progress job")
@@ -78,7 +78,7 @@ class JobTestCase(DaemonTestCase):
     # -- Redis views
 
     def now(self):
-        """Redis TIME as a float (BEHAVIOURS §0.1: `now` is Redis's clock)."""
+        """Redis TIME as a float (doc/behaviours.md §0.1: `now` is Redis's clock)."""
         s, us = self.r.time()
         return s + us / 1e6
 
@@ -152,7 +152,7 @@ class JobTestCase(DaemonTestCase):
         self.r.execute_command("REPLICAOF", "NO", "ONE")
 
     def guard_off_url(self):
-        """A redis URL for an ACL user without RENAME (§0.4 "guard off")."""
+        """A redis URL for an ACL user without RENAME (doc/behaviours.md §0.4 "guard off")."""
         user, pw = GUARD_OFF_USER
         self.r.execute_command("ACL", "SETUSER", user, "on", ">" + pw, "~*", "&*", "+@all",
                                "-rename")

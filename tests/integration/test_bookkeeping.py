@@ -1,4 +1,4 @@
-"""Bookkeeping: job status and run history (BEHAVIOURS.md §20 SH, PROTOCOL §7.21, §7.22),
+"""Bookkeeping: job status and run history (doc/behaviours.md §20 SH, doc/protocol.md §7.21, §7.22),
 unique jobs end to end through `cogworkerctl push --unique` (§5, §7.18), bookkeeping
 faults with status and history switched on (BE-1, BE-2, PX-14), and the cogworkerctl
 views (`jobs show` with the status hash, `history`).
@@ -68,7 +68,7 @@ class Bookkeeping(JobTestCase):
                 {"class": "Q", "command": handler("exit", 5)}] + list(extra)
 
     def sd(self, extra=(), **settings):
-        """D with status and history on (BEHAVIOURS §20)."""
+        """D with status and history on (doc/behaviours.md §20)."""
         conf = dict(ON)
         conf.update(settings)
         return self.daemon(handlers=self.handlers(extra), **conf)

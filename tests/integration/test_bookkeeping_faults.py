@@ -1,7 +1,7 @@
-"""Bookkeeping never changes the outcome: PX-9 … PX-13 (BEHAVIOURS.md §13, [WT] faults) and
+"""Bookkeeping never changes the outcome: PX-9 … PX-13 (doc/behaviours.md §13, [WT] faults) and
 BE-1, BE-2 (§17).
 
-Every daemon here runs "guard off" (BEHAVIOURS §0.4): as an ACL user without RENAME, so
+Every daemon here runs "guard off" (doc/behaviours.md §0.4): as an ACL user without RENAME, so
 KeyGuard cannot quarantine the wrong-typed keys and the fault stays in place while the
 job runs. BE-1/BE-2 here give `status:<jid>` and the history keys the wrong type with
 status and history off; test_bookkeeping.py (class Faults) runs them with both on.

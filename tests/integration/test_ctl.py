@@ -1,4 +1,4 @@
-"""cogworkerctl against a real redis-server (BEHAVIOURS.md groups CTL and PR; PROTOCOL
+"""cogworkerctl against a real redis-server (doc/behaviours.md groups CTL and PR; doc/protocol.md
 §7.28). Jobs are placed the way cogworker and cogworkerd place them: LPUSHed on a queue,
 ZADDed into schedule / retry / dead with the failure fields, running under a live daemon.
 Each test checks what the command prints (table or --json) and what changed in Redis.

@@ -1,4 +1,4 @@
-"""FR — failure routing and interrupts (BEHAVIOURS.md §14), BK — attempts, throughput and
+"""FR — failure routing and interrupts (doc/behaviours.md §14), BK — attempts, throughput and
 counters (§16).
 
 Where a scenario has "the test re-scores the retry entry" so that the job runs again, the
@@ -309,7 +309,7 @@ class Routing(JobTestCase):
 
 class Interrupts(JobTestCase):
     """[RO] while the handler finishes: the retry/dead write fails, the filing is kept in
-    memory and the next reconcile after Redis is writable files it (PROTOCOL §7.6)."""
+    memory and the next reconcile after Redis is writable files it (doc/protocol.md §7.6)."""
 
     def _interrupted(self, d, p, code=1):
         jid = loads(p)["jid"]
@@ -338,7 +338,7 @@ class Interrupts(JobTestCase):
 
     def test_fr10_pending_filing_completed_at_stop(self):
         """FR-10 without waiting for a reconcile: the stop settles pending filings first
-        (PROTOCOL §7.7, step 4 of the stop): the job is interrupted into retry, never put
+        (doc/protocol.md §7.7, step 4 of the stop): the job is interrupted into retry, never put
         back on its queue."""
         d = self._gate_daemon()
         jid, t = self._interrupted(d, job("G", retry=3))

@@ -1,4 +1,4 @@
-"""Reliable fetch and fetch-mode detection (BEHAVIOURS.md groups FE and FM; PROTOCOL §7.3,
+"""Reliable fetch and fetch-mode detection (doc/behaviours.md groups FE and FM; doc/protocol.md §7.3,
 §7.9), plus the idle latency issue 2 point 5 asks for.
 
 Our reliable fetch goes beyond cogworker's idle backoff (src/fetch.c, opening comment):

@@ -1,4 +1,4 @@
-"""Heartbeat, presence and remote control (BEHAVIOURS.md group HB; PROTOCOL §7.12, §7.13).
+"""Heartbeat, presence and remote control (doc/behaviours.md group HB; doc/protocol.md §7.12, §7.13).
 
 The beat interval is shortened through the conf (heartbeat_interval = 1) where the
 scenario does not depend on it. HB-4, HB-5, HB-10 and HB-17 (stops) are in

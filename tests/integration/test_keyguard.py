@@ -1,4 +1,4 @@
-"""KG — KeyGuard (BEHAVIOURS.md §8, PROTOCOL §7.15): D runs with RENAME permission.
+"""KG — KeyGuard (doc/behaviours.md §8, doc/protocol.md §7.15): D runs with RENAME permission.
 
 A key check runs on D's first poll and then every 60 s; most scenarios plant the damage
 before D starts. The end-to-end scenario plants it while jobs flow and waits for the

@@ -1,4 +1,4 @@
-"""Process lifecycle and configuration (BEHAVIOURS.md groups LC and CF; PROTOCOL §7.1,
+"""Process lifecycle and configuration (doc/behaviours.md groups LC and CF; doc/protocol.md §7.1,
 §7.27; issue 2 point 2 and its "What must hold on main" checks):
 
 - `--check` with good and bad confs: exit 2 naming the file and the line;

@@ -1,5 +1,5 @@
-"""`cogworkerctl metrics`: cogworker's Prometheus exposition (BEHAVIOURS.md group MET,
-PROTOCOL §7.26), read from a real redis-server: exact names, types and format, values
+"""`cogworkerctl metrics`: cogworker's Prometheus exposition (doc/behaviours.md group MET,
+doc/protocol.md §7.26), read from a real redis-server: exact names, types and format, values
 equal to what Redis holds.
 
 MET-5 (the HTTP endpoint: 200, content type, 404) is tested with the daemon's endpoint in

@@ -1,4 +1,4 @@
-"""DH — on_death (BEHAVIOURS.md §15).
+"""DH — on_death (doc/behaviours.md §15).
 
 DH-6, DH-7 and DH-9 need the reconcile step (a filing completed after a Redis fault); they
 are skipped while the daemon has none. DH-11's `cogworkerctl` delete/retry half belongs to

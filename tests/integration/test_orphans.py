@@ -1,7 +1,7 @@
-"""OR — orphan recovery (BEHAVIOURS.md §5, PROTOCOL §7.10, §7.14), and the issue's
+"""OR — orphan recovery (doc/behaviours.md §5, doc/protocol.md §7.10, §7.14), and the issue's
 end-to-end crash scenarios.
 
-Dead processes are simulated as BEHAVIOURS §0.3 says (no presence key, last_beat
+Dead processes are simulated as doc/behaviours.md §0.3 says (no presence key, last_beat
 backdated), and D's orphan checks run every second (orphan_check_interval = 1) instead of
 every 60 s. The end-to-end tests use the issue's settings (heartbeat_interval 1,
 process_ttl 3, orphan_threshold 4, orphan_check_interval 1) and real kill -9.

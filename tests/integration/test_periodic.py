@@ -1,4 +1,4 @@
-"""The periodic ticker (BEHAVIOURS.md group PT; PROTOCOL §7.16, §6.14, §6.15, §4.7, §4.9).
+"""The periodic ticker (doc/behaviours.md group PT; doc/protocol.md §7.16, §6.14, §6.15, §4.7, §4.9).
 
 What a user sees: the job a slot pushes onto `default`, the keys CLAIM and ROLLBACK leave
 in Redis, `periodic:schedule`, and the daemon's log. The ticker runs every 0.2 s here

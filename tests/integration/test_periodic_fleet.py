@@ -1,5 +1,5 @@
-"""Periodic jobs across processes and over time (issue 4's numbers; BEHAVIOURS.md PT-16,
-PT-22, PT-27; PROTOCOL §7.16, §9 "Periodic").
+"""Periodic jobs across processes and over time (issue 4's numbers; doc/behaviours.md PT-16,
+PT-22, PT-27; doc/protocol.md §7.16, §9 "Periodic").
 
 - Three daemons with a per-second entry for 30 s: every second's slot runs exactly once.
 - An `until_executed` entry whose job outlives several slots: never two runs at once.

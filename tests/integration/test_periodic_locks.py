@@ -1,5 +1,5 @@
-"""The running lock of periodic jobs and deferred releases (BEHAVIOURS.md groups RL and DR;
-PROTOCOL §7.17, §7.20, §6.13, §6.19).
+"""The running lock of periodic jobs and deferred releases (doc/behaviours.md groups RL and DR;
+doc/protocol.md §7.17, §7.20, §6.13, §6.19).
 
 The periodic jobs here are pushed by the test, with the fields the ticker writes
 (`periodic_pjid`, `periodic_slot`, `periodic_until_executed`) and their running lock set

@@ -1,4 +1,4 @@
-"""SP — the scheduled and retry poller (BEHAVIOURS.md §7, PROTOCOL §7.14).
+"""SP — the scheduled and retry poller (doc/behaviours.md §7, doc/protocol.md §7.14).
 
 In this group D reads only the queue `other`, so graduated jobs stay visible on
 `default`. Polls are made frequent through the conf (poll_interval = 1) instead of

@@ -1,4 +1,4 @@
-"""RC — reconcile and pending settlements (BEHAVIOURS.md §4, PROTOCOL §7.7, §7.11).
+"""RC — reconcile and pending settlements (doc/behaviours.md §4, doc/protocol.md §7.7, §7.11).
 
 D's reconcile follows each orphan check; checks run every second or two through the conf
 (orphan_check_interval) instead of every 60 s, so "two reconciles" take seconds.

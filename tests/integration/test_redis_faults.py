@@ -1,5 +1,5 @@
 """Redis faults while the daemon runs, and its logging (issue 2 "Redis faults";
-BEHAVIOURS.md HB-7, HB-9, HB-13, RE-2, RE-5, RE-6, RE-7; PROTOCOL §7.24, §7.25).
+doc/behaviours.md HB-7, HB-9, HB-13, RE-2, RE-5, RE-6, RE-7; doc/protocol.md §7.24, §7.25).
 
 [DOWN] comes two ways: SIGSTOP of the redis-server (requests are buffered and run on
 SIGCONT) and a TCP proxy between the daemon and Redis that drops every byte (a cut
@@ -237,7 +237,7 @@ class Outages(FaultCase):
         self.assertTrue(self.r.exists(presence(d.identity)))
         wait_for(lambda: d.runs_of(jid_of(k)) == 1)
         # no job before the first beat succeeded (the banner itself comes after the
-        # threads start, PROTOCOL §7.1, so a fast fetcher may log before it)
+        # threads start, doc/protocol.md §7.1, so a fast fetcher may log before it)
         log = d.log()
         self.assertLess(log.index("Heartbeat: Redis available again"), log.index("start: K"))
 

@@ -1,6 +1,6 @@
-"""RP — repeat orphans and unsettled records (BEHAVIOURS.md §6, PROTOCOL §7.10 step 3).
+"""RP — repeat orphans and unsettled records (doc/behaviours.md §6, doc/protocol.md §7.10 step 3).
 
-Dead processes are simulated (BEHAVIOURS §0.3) or real daemons are killed and their
+Dead processes are simulated (doc/behaviours.md §0.3) or real daemons are killed and their
 deaths backdated; D's orphan checks run every second.
 
 Not covered: RP-9 is a [unit] behaviour (the swap of a raw burial failing with a

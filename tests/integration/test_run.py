@@ -1,4 +1,4 @@
-"""PX — running a job (BEHAVIOURS.md §13), and the issue's "must hold" checks on a failing
+"""PX — running a job (doc/behaviours.md §13), and the issue's "must hold" checks on a failing
 handler, `retry: false` and byte fidelity of args.
 
 The [FAULT] scenarios with wrong-typed keys (PX-9 … PX-13) are in
@@ -402,7 +402,7 @@ class Running(JobTestCase):
 
 
 class HandlerContract(JobTestCase):
-    """The rest of the handler contract (DESIGN.md "Handlers", PROTOCOL §1.1)."""
+    """The rest of the handler contract (doc/design.md "Handlers", doc/protocol.md §1.1)."""
 
     def test_nul_bytes_in_stderr_do_not_cut_the_message(self):
         d = self.daemon(handlers=[{"class": "N", "command": sh(
@@ -472,7 +472,7 @@ class HandlerContract(JobTestCase):
         self.assertRegex(log, r"jid=%s stdout: no newline\n" % jid)
 
     def test_workers_entry_while_running(self):
-        """PROTOCOL §4.9, §7.4: while a job runs, cogworker:workers:<self> has an entry
+        """doc/protocol.md §4.9, §7.4: while a job runs, cogworker:workers:<self> has an entry
         {queue, payload (the job object, spliced in unchanged), run_at}; it is gone after."""
         d = self.daemon(handlers=[{"class": "G", "command": handler("gate")}])
         args = '[12345678901234567890,"\u00e9"]'

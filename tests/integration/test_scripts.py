@@ -1,4 +1,4 @@
-"""The atomic scripts (lua/*.lua, PROTOCOL §6), run directly against a real redis-server
+"""The atomic scripts (lua/*.lua, doc/protocol.md §6), run directly against a real redis-server
 with EVAL of the text the build embeds.
 
 Each test sets keys up by hand, runs one script, and checks the reply and every key the
@@ -22,7 +22,7 @@ from harness import (REPO, RedisServer, RedisTestCase, build_dir,  # noqa: E402
 
 import redis  # noqa: E402
 
-# -- key names (PROTOCOL §2)
+# -- key names (doc/protocol.md §2)
 QUEUE = "cogworker:queue:"
 QUEUES = b"cogworker:queues"
 LIVE = b"cogworker:live_queues"

@@ -233,7 +233,7 @@ class Units(unittest.TestCase):
         self.assertTrue(unit_value(u, s, "StateDirectory"))
         self.assertTrue(unit_value(u, s, "RuntimeDirectory"))
         # TimeoutStopSec above shutdown_timeout (25) + the handlers' stop and the requeue
-        # (PROTOCOL §7.2: at least 35).
+        # (doc/protocol.md §7.2: at least 35).
         self.assertGreaterEqual(seconds(unit_value(u, s, "TimeoutStopSec")), 35)
         # The watchdog is fed once per heartbeat (5 s by default; process_ttl 60 keeps it
         # under 30): WatchdogSec must leave room for several beats.

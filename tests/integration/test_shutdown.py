@@ -1,5 +1,5 @@
-"""Stopping the daemon: graceful stop with requeue, remote stop, and a kill -9 (BEHAVIOURS.md
-FE-8, BF-6, BF-7, RC-4, HB-4, HB-5, HB-10, HB-17, LC-2, LC-6; PROTOCOL §7.2, §7.3), and
+"""Stopping the daemon: graceful stop with requeue, remote stop, and a kill -9 (doc/behaviours.md
+FE-8, BF-6, BF-7, RC-4, HB-4, HB-5, HB-10, HB-17, LC-2, LC-6; doc/protocol.md §7.2, §7.3), and
 issue 2's acceptance checks:
 
 - TERM while a 60 s job runs with shutdown_timeout = 2: the job is back on its queue, the
@@ -109,7 +109,7 @@ class GracefulStop(DaemonTestCase):
         self.assertEqual(self.r.get(PROCESSED), None)
 
     def test_term_with_redis_unreachable_still_exits_within_shutdown_timeout_plus_5(self):
-        # DESIGN.md "Stop": exit within shutdown_timeout + 5 s, also when Redis has gone
+        # doc/design.md "Stop": exit within shutdown_timeout + 5 s, also when Redis has gone
         # away (SIGSTOP: connections hang rather than fail). Jobs stay in progress for
         # recovery; the handler is still stopped.
         d = self.daemon(handlers=GATE, shutdown_timeout=2, concurrency=3,

@@ -1,4 +1,4 @@
-"""UJ — unique jobs, the daemon side (BEHAVIOURS.md §19, PROTOCOL §7.18).
+"""UJ — unique jobs, the daemon side (doc/behaviours.md §19, doc/protocol.md §7.18).
 
 The daemon recomputes a unique job's lock key from the job: SHA-1 hex of
 `<class>|<queue>|<args in canonical cogworker JSON>` (§4.3, §4.5). The tests write the

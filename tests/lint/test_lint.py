@@ -5,7 +5,8 @@ A check that cannot fail is worse than none: it says "ok" about anything. So eac
 tools/lint.sh is run on a small tree made here, once clean (it must pass) and once with one
 planted defect (it must fail, exit 1, and name the defect): an include cycle through .c
 files, one closed by headers alone, a link cycle no include shows, a key name spelled
-outside keys.h, a cppcheck warning. The trees are compiled for real (cc -c), since the link
+outside keys.h, a cppcheck warning; and a reference to doc/ that points nowhere
+(tools/check-refs.py). The trees are compiled for real (cc -c), since the link
 check reads the objects with nm, the way make lint reads build/.
 
 Run: python3 tests/lint/test_lint.py (make lint runs it first). Needs cc, nm, cppcheck.
@@ -110,6 +111,19 @@ class LintChecks(unittest.TestCase):
         files = planted(b_dot_h='#include "a.h"\nint b_f(void);\n')
         self.assert_fails(files, "graph", "include graph: 1 cycle", 'b.h:3 includes "a.h"')
 
+    def test_internal_header_is_no_component(self):
+        # a_int.h (shared by a.c and a2.c) includes a.h, and a.c includes a_int.h: no cycle,
+        # because an internal header is only what it includes.
+        files = planted(a_int_dot_h='#include "a.h"\nint a2_f(void);\n',
+                        a_dot_c='#include "a.h"\n#include "a_int.h"\n'
+                                'int a_f(void) { return b_f() + a2_f(); }\n',
+                        a2_dot_c='#include "a_int.h"\nint a2_f(void) { return 5; }\n')
+        rc, out = self.run_tree(files, "graph")
+        self.assertEqual(rc, 0, out)
+        # ... but the calls between the files that share it still count.
+        files["a2.c"] = '#include "a_int.h"\nint a2_f(void) { return a_f(); }\n'
+        self.assert_fails(files, "graph", "link graph: 1 cycle", "a2 -> a: a_f")
+
     def test_link_cycle_no_include_shows(self):
         # b.c calls a_f declared by hand: the includes stay acyclic, the objects do not.
         files = planted(b_dot_c='int a_f(void);\nint b_f(void) { return a_f(); }\n')
@@ -153,6 +167,45 @@ class LintChecks(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("cppcheck: ok", out)
         self.assertIn("lint: FAILED: graph keys", out)
+
+
+CHECK_REFS = os.path.join(ROOT, "tools", "check-refs.py")
+PROTOCOL_DOC = ("# protocol\n## 7. Components\n### 7.4 Processor\n"
+                "## 10. Lessons\n**Processor**\n\n9. a fetch blip killed the thread\n")
+BEHAVIOURS_DOC = "# behaviours\n## 13. PX — Running a job\n- **PX-9** x\n"
+DESIGN_DOC = "# design\n## Process shape\n"
+
+
+class RefChecks(unittest.TestCase):
+    """tools/check-refs.py: a reference to the docs that points nowhere fails, by name."""
+
+    def repo(self, source):
+        tmp = tempfile.TemporaryDirectory(prefix="refs-test-")
+        self.addCleanup(tmp.cleanup)
+        for rel, text in (("doc/protocol.md", PROTOCOL_DOC), ("doc/behaviours.md", BEHAVIOURS_DOC),
+                          ("doc/design.md", DESIGN_DOC), ("src/x.c", source)):
+            os.makedirs(os.path.join(tmp.name, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(tmp.name, rel), "w") as fh:
+                fh.write(text)
+        res = subprocess.run([sys.executable, CHECK_REFS, tmp.name], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, universal_newlines=True)
+        return res.returncode, res.stdout
+
+    def test_references_that_resolve(self):
+        rc, out = self.repo('/* §7.4, doc/protocol.md §7, lesson 9, doc/behaviours.md §13,\n'
+                            ' * doc/design.md "Process shape" */\n')
+        self.assertEqual(rc, 0, out)
+
+    def test_each_kind_of_dangling_reference(self):
+        rc, out = self.repo('/* §7.5 */\n/* lesson 10 */\n/* doc/behaviours.md §14 */\n'
+                            '/* doc/design.md "Pitfalls" */\n/* PROTOCOL §7.4 */\n')
+        self.assertEqual(rc, 1, out)
+        for needle in ("x.c:1: §7.5 is not a section of doc/protocol.md",
+                       "x.c:2: lesson 10 is not in doc/protocol.md §10",
+                       "x.c:3: §14 is not a section of doc/behaviours.md",
+                       'x.c:4: doc/design.md has no heading "Pitfalls"',
+                       "x.c:5: cites 'PROTOCOL §'"):
+            self.assertIn(needle, out)
 
 
 if __name__ == "__main__":

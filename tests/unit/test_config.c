@@ -217,7 +217,7 @@ START_TEST(test_all_settings)
 	ck_assert_int_eq(c.history_max_entries, 1000);
 	ck_assert_int_eq(c.history_daily_retention_days, 90);
 	ck_assert_double_eq(c.on_death_timeout, 12);
-	/* Derived TTLs round up (PROTOCOL §7.17). */
+	/* Derived TTLs round up (doc/protocol.md §7.17). */
 	ck_assert_int_eq(conf_queued_ttl(&c), 3601);
 	ck_assert_int_eq(conf_active_ttl(&c), 1020);
 	conf_free(&c);

@@ -1,4 +1,4 @@
-/* test_cron.c: cron parsing and slot arithmetic (BEHAVIOURS.md §26, CR-1..CR-9).
+/* test_cron.c: cron parsing and slot arithmetic (doc/behaviours.md §26, CR-1..CR-9).
  *
  * The expected instants were worked out by hand and checked with `date -u -d @EPOCH` and
  * `TZ=<zone> date -d @EPOCH`; they are written as UTC wall times, with the local time in

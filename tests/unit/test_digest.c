@@ -1,5 +1,5 @@
 /*
- * Unit tests: the unique digest (PROTOCOL §4.3, §4.5, §7.18) against vectors recorded with
+ * Unit tests: the unique digest (doc/protocol.md §4.3, §4.5, §7.18) against vectors recorded with
  * cogworker's Ruby client, so that a lock taken by a Ruby producer is found by the daemon
  * and one taken by `cogworkerctl push --unique` is found by Ruby.
  *

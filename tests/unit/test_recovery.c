@@ -1,6 +1,6 @@
 /*
  * Unit tests of orphan recovery (src/recovery.c) with injected Redis faults: the [unit]
- * behaviours of BEHAVIOURS.md that need exactly one command of a pass to fail, which a
+ * behaviours of doc/behaviours.md that need exactly one command of a pass to fail, which a
  * real server cannot be made to do selectively. A real redis-server is started for the
  * suite; redis_fault_hook fails chosen commands as if the connection had been lost.
  *
@@ -68,7 +68,7 @@ static char *dead_members(void)
 	return sb_steal(&b);
 }
 
-/* A dead fake process (BEHAVIOURS §0.3): registered, its list, no presence, no stamp. */
+/* A dead fake process (doc/behaviours.md §0.3): registered, its list, no presence, no stamp. */
 static void dead_fake(const char *ident, const char *job)
 {
 	char key[256];

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the settle paths with injected Redis faults (the [unit] behaviours of
- * BEHAVIOURS.md that need exactly one command of a sequence to fail): a real
+ * doc/behaviours.md that need exactly one command of a sequence to fail): a real
  * redis-server is started for the suite, and redis_fault_hook fails chosen commands.
  */
 #include <check.h>

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the periodic ticker and the deferred releases with injected Redis faults
- * (the [unit] behaviours of BEHAVIOURS.md PT-8, PT-28 and DR-4, which need exactly one
+ * (the [unit] behaviours of doc/behaviours.md PT-8, PT-28 and DR-4, which need exactly one
  * command of a sequence to fail): a real redis-server is started for the suite, and
  * redis_fault_hook fails chosen commands (or scripts, by name) with an availability error.
  */

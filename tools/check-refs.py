@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""check-refs.py: every reference a comment or a test makes to the docs resolves.
+
+The code cites its reasons instead of repeating them:
+
+    §7.4, doc/protocol.md §7.4     section 7.4 of doc/protocol.md (a bare § means protocol)
+    lesson 21                      item 21 of the lessons, doc/protocol.md §10
+    doc/behaviours.md §13, PX-9    a section or a behaviour ID of doc/behaviours.md
+    doc/design.md "Process shape"  a heading of doc/design.md
+
+A § belongs to the document last named before it (within a few lines): after
+doc/behaviours.md it is a section of that file; with no name before it, of protocol. This script finds every such reference in src/, lua/, tests/, tools/, conf/,
+man/, README.md and HACKING.md, and fails naming each one that points nowhere, and each
+mention of the reference documents that are not in the repo (PROTOCOL.md, DESIGN.md,
+BEHAVIOURS.md), so a clone always explains itself.
+
+    tools/check-refs.py [REPO]      exit 0 when every reference resolves, 1 otherwise
+"""
+
+import os
+import re
+import sys
+
+REPO = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(__file__), ".."))
+SCAN = ["src", "lua", "tests", "tools", "conf", "man", "systemd", "README.md", "HACKING.md",
+        "Makefile"]
+SKIP_EXT = (".o", ".d", ".png", ".pyc")
+SELF = os.path.abspath(__file__)
+
+SECTION = re.compile(r"§\s*(\d+(?:\.\d+)*)")
+LESSON = re.compile(r"\blessons?\s+(\d+)((?:\s*(?:,|-|–|and)\s*\d+)*)")
+DESIGN_TITLE = re.compile(r'doc/design\.md,?\s+"([^"]+)"')
+OUTSIDE = re.compile(r"\b(PROTOCOL(?:\.md)?\s*§|PROTOCOL\.md|DESIGN\.md|BEHAVIOURS(?:\.md)?)")
+BEHAVIOUR_ID = re.compile(r"\b([A-Z]{2,3})-(\d+)\b")
+
+
+def read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def headings(text):
+    """Section numbers ("7.4", "10") and titles of a Markdown document."""
+    nums, titles = set(), set()
+    for line in text.splitlines():
+        m = re.match(r"#{1,6}\s+(\d+(?:\.\d+)*)\.?\s+(.*)", line)
+        if m:
+            nums.add(m.group(1))
+            titles.add(m.group(2).strip())
+        m = re.match(r"#{1,6}\s+(.*)", line)
+        if m:
+            titles.add(m.group(1).strip())
+    return nums, titles
+
+
+def lessons(text):
+    """The numbers of the items of §10 of doc/protocol.md."""
+    m = re.search(r"^## 10\b.*?(?=^## |\Z)", text, re.S | re.M)
+    found = set()
+    for line in (m.group(0) if m else "").splitlines():
+        n = re.match(r"\s*(?:\*\*)?(?:L|lesson\s*)?(\d+)[.):]", line)
+        if n:
+            found.add(int(n.group(1)))
+    return found
+
+
+def doc_before(text, pos, window=240):
+    """The document a § at pos refers to: the one named last in the text before it."""
+    before = text[max(0, pos - window):pos].lower()
+    b, p = before.rfind("behaviours"), before.rfind("protocol")
+    return "behaviours" if b > p else "protocol"
+
+
+def files():
+    for entry in SCAN:
+        top = os.path.join(REPO, entry)
+        if os.path.isfile(top):
+            yield top
+        for root, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "corpus")]
+            for n in names:
+                p = os.path.join(root, n)
+                if not n.endswith(SKIP_EXT) and os.path.abspath(p) != SELF:
+                    yield p
+
+
+def main():
+    docs = {}
+    for name in ("protocol", "behaviours", "design"):
+        path = os.path.join(REPO, "doc", name + ".md")
+        docs[name] = read(path) if os.path.exists(path) else ""
+    proto_nums, _ = headings(docs["protocol"])
+    beh_nums, _ = headings(docs["behaviours"])
+    _, design_titles = headings(docs["design"])
+    lesson_nums = lessons(docs["protocol"])
+    beh_ids = set(re.findall(r"\b([A-Z]{2,3}-\d+)\b", docs["behaviours"]))
+    bad = []
+    for path in files():
+        rel = os.path.relpath(path, REPO)
+        try:
+            text = read(path)
+        except OSError:
+            continue
+        offsets, at = [], 0
+        for line in text.splitlines(True):
+            offsets.append(at)
+            at += len(line)
+        for lineno, line in enumerate(text.splitlines(), 1):
+            where = "%s:%d" % (rel, lineno)
+            for m in OUTSIDE.finditer(line):
+                bad.append("%s: cites %r, which is not in the repo (use doc/...)"
+                           % (where, m.group(1)))
+            for m in SECTION.finditer(line):
+                num = m.group(1)
+                doc = doc_before(text, offsets[lineno - 1] + m.start())
+                known = beh_nums if doc == "behaviours" else proto_nums
+                if num not in known:
+                    bad.append("%s: §%s is not a section of doc/%s.md" % (where, num, doc))
+            for m in LESSON.finditer(line):
+                nums = [int(m.group(1))] + [int(x) for x in re.findall(r"\d+", m.group(2))]
+                for n in nums:
+                    if n not in lesson_nums:
+                        bad.append("%s: lesson %d is not in doc/protocol.md §10" % (where, n))
+            for m in DESIGN_TITLE.finditer(line):
+                title = m.group(1)
+                if not any(t == title or t.startswith(title) for t in design_titles):
+                    bad.append('%s: doc/design.md has no heading "%s"' % (where, title))
+            if rel.startswith("tests") and beh_ids:
+                for m in BEHAVIOUR_ID.finditer(line):
+                    ident = "%s-%s" % (m.group(1), m.group(2))
+                    if m.group(1) in {i.split("-")[0] for i in beh_ids} and ident not in beh_ids:
+                        bad.append("%s: behaviour %s is not in doc/behaviours.md" % (where, ident))
+    for b in bad:
+        print("check-refs: " + b)
+    if bad:
+        print("check-refs: %d reference(s) point nowhere" % len(bad))
+        return 1
+    print("check-refs: every reference resolves")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
