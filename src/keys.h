@@ -13,6 +13,7 @@
  * - No other file spells a "cogworker:" or "periodic:" name; the Lua scripts are the
  *   exception, they get their keys through KEYS.
  * <id> is a process identity, <q> a queue name, <jid> a job id, <pjid> a periodic entry id.
+ * What each key holds and who writes it: doc/protocol.md §2.
  */
 #ifndef COGWORKERD_KEYS_H
 #define COGWORKERD_KEYS_H
