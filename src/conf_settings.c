@@ -39,6 +39,7 @@
 #define MAX_QUEUE_WEIGHT    100
 #define MAX_SECONDS         1e9         /* ~31 years: keeps every conversion to ms in range */
 #define MAX_OUTPUT_TAIL     (1024 * 1024)
+#define MAX_OUTPUT_KEEP     (16 * 1024 * 1024)
 #define MAX_DAYS            36500
 
 /* ---------------------------------------------------------------------------------------
@@ -453,6 +454,7 @@ static const struct spec handler_specs[] = {
 	{ .name = "discard_exit_codes", .kind = K_CODES, .off = H(discard_codes),
 	  .off2 = H(ndiscard) },
 	{ .name = "output_tail", .kind = K_SIZE, .off = H(output_tail), .max = MAX_OUTPUT_TAIL },
+	{ .name = "output_keep", .kind = K_LLONG, .off = H(output_keep), .max = MAX_OUTPUT_KEEP },
 	{ .name = "rlimit_cpu", .kind = K_LLONG, .off = H(rlimit_cpu) },
 	{ .name = "rlimit_as", .kind = K_LLONG, .off = H(rlimit_as) },
 	{ .name = "rlimit_nofile", .kind = K_LLONG, .off = H(rlimit_nofile) },
@@ -485,6 +487,7 @@ static void handler_defaults(struct handler *h, int line)
 	h->output_tail = 4096;
 	h->rlimit_cpu = h->rlimit_as = h->rlimit_nofile = h->rlimit_nproc = -1;
 	h->on_death_timeout = -1;       /* unset: the global on_death_timeout, see finish() */
+	h->output_keep = -1;            /* unset: the global output_keep, see finish() */
 	h->line = line;
 }
 
@@ -705,6 +708,10 @@ static const struct spec top_specs[] = {
 	  .max = INT_MAX },
 	{ .name = "history_daily_retention_days", .kind = K_INT,
 	  .off = C(history_daily_retention_days), .min = 1, .max = MAX_DAYS },
+	{ .name = "output_keep", .kind = K_LLONG, .off = C(output_keep), .max = MAX_OUTPUT_KEEP },
+	{ .name = "output_ttl", .kind = K_SECONDS, .off = C(output_ttl), .max = MAX_SECONDS,
+	  .flags = F_EXCL_MIN },
+	{ .name = "output_runs", .kind = K_INT, .off = C(output_runs), .min = 1, .max = 1000 },
 	{ .name = "on_death", .kind = K_CUSTOM, .read = read_global_on_death },
 	{ .name = "on_death_timeout", .kind = K_SECONDS, .off = C(on_death_timeout),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
@@ -744,6 +751,9 @@ void conf_defaults(struct conf *c)
 	c->history_retention_days = 0;
 	c->history_max_entries = 50000;
 	c->history_daily_retention_days = 400;
+	c->output_keep = 64 * 1024;
+	c->output_ttl = 7 * 86400;
+	c->output_runs = 10;
 	c->on_death_timeout = 30;
 }
 

@@ -186,6 +186,8 @@ static void finish(struct conf *c)
 		struct handler *h = &c->handlers[i];
 		if (h->on_death_timeout < 0)
 			h->on_death_timeout = c->on_death_timeout;
+		if (h->output_keep < 0)
+			h->output_keep = c->output_keep;
 		argv_ensure(&h->command);
 		argv_ensure(&h->env);
 		argv_ensure(&h->env_passthrough);

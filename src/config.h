@@ -25,6 +25,8 @@ struct handler {
 	int *dead_codes, ndead;
 	int *discard_codes, ndiscard;
 	size_t output_tail;             /* bytes of stderr kept for error_message; default 4096 */
+	long long output_keep;          /* bytes of each run's output kept in Redis; 0 = none;
+	                                 * default: the global output_keep */
 	long long rlimit_cpu, rlimit_as, rlimit_nofile, rlimit_nproc;  /* -1 = unset */
 	struct argv_list on_death;      /* empty = none */
 	double on_death_timeout;        /* default: the global on_death_timeout (30) */
@@ -75,6 +77,9 @@ struct conf {
 	double status_expiration;       /* 0 = off */
 	int history_retention_days;     /* 0 = history off; else days kept */
 	int history_max_entries, history_daily_retention_days;
+	long long output_keep;          /* bytes of each run's output kept; 0 = off; 64 KiB */
+	double output_ttl;              /* seconds the kept output lives; 7 days */
+	int output_runs;                /* runs kept per job (the newest); 10 */
 	struct handler *handlers;
 	int nhandlers;
 	struct periodic_entry *periodic;

@@ -11,6 +11,13 @@
  * drain deadline passes, the manager raises each fetcher's abort flag: the handler's
  * process group gets TERM, a short grace and KILL, and the job is left on the in-progress
  * list for the manager's atomic requeue, so the old run never overlaps the new one.
+ *
+ * Each run's output goes to the output writer as it is read (outkeep.c: a memcpy here, the
+ * Redis writes on the writer's own thread), and each run can be cancelled: the fetcher's
+ * cancel flag is registered with the jid while the child is pumped (state.h), and a cancel
+ * that the pump acted on settles the job as dead (or discarded) with Cogworker::Cancelled,
+ * past the retry budget and the exit-code map, without on_death (like every other
+ * cogworkerctl action). A cancel that arrives once the child is reaped changes nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +32,7 @@
 #include "json.h"
 #include "keys.h"
 #include "outcome.h"
+#include "outkeep.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
@@ -34,6 +42,7 @@ struct fetcher {
 	int index;
 	char tid[13];               /* field name in cogworker:workers:<id> */
 	atomic_int abort;
+	atomic_int cancel;          /* CANCEL_*: a remote cancel of the running job */
 	atomic_int exited;
 	struct rconn r;
 	redisReply *paused;         /* SMEMBERS of the paused queues, for the next fetch */
@@ -156,7 +165,14 @@ struct progress_ctx {
 	const struct conf *c;
 	const char *jid;
 	int off;                /* Redis was unavailable: no more progress writes this run */
+	struct outrun *out;     /* output kept for jobs log, or NULL */
 };
+
+static void on_output(void *ctx, const char *data, size_t len)
+{
+	struct progress_ctx *p = ctx;
+	outkeep_add(p->out, data, len);
+}
 
 /* Best effort: while Redis is away each write would hold up the handler's output (and
  * its timeout) for the command timeout, so one unavailable write ends them for the run. */
@@ -168,13 +184,15 @@ static void on_progress(void *ctx, const char *line, size_t len)
 }
 
 /* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail, for
- * the history's backtrace. */
+ * the history's backtrace; *out its kept output, for outkeep_end. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
                         const struct handler *h, struct run_outcome *o, char **tail,
-                        size_t *tail_len)
+                        size_t *tail_len, struct outrun **out)
 {
-	struct progress_ctx progress = { f, c, j->jid, 0 };
+	struct progress_ctx progress = { f, c, j->jid, 0, NULL };
 	struct job_run run;
+	*out = outkeep_begin(j->jid, j->cls, j->queue, (size_t)h->output_keep, now_float());
+	progress.out = *out;
 	if (job_run_init(&run, j, h, o) != 0)
 		return;
 	char tag[64];
@@ -183,12 +201,21 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 	run.req.log_output = 1;
 	run.req.abort = &f->abort;
 	run.req.on_stdout_line = on_progress;
+	run.req.on_output = *out ? on_output : NULL;
 	run.req.ctx = &progress;
+	run.req.cancel = &f->cancel;
 	struct run_result res;
 	memset(&res, 0, sizeof res);
+	atomic_store(&f->cancel, CANCEL_NONE);
+	if (j->jid)
+		cancel_register(j->jid, &f->cancel);
 	performing_add(j->raw, j->jid, j->pjid, j->periodic_until_executed);
 	handler_run(&run.req, &res, NULL, NULL);
 	performing_remove(j->raw);
+	cancel_withdraw(&f->cancel);
+	if (res.status != RUN_CANCELLED && atomic_load(&f->cancel) != CANCEL_NONE)
+		log_info("cancel: jid=%s had finished before the cancel reached it",
+		         j->jid ? j->jid : "?");
 	outcome_of_run(o, &run, &res);
 	if (res.tail_len) {
 		*tail = xstrndup(res.tail, res.tail_len);
@@ -218,6 +245,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	struct conf *c = conf_acquire();
 	const struct handler *h = conf_find_handler(c, cls);
 	struct run_outcome o;
+	struct outrun *out = NULL;
 	char *tail = NULL;
 	size_t tail_len = 0;
 	double started = now_float();
@@ -227,7 +255,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	} else {
 		shorten_running_lock(f, j);
 		double t0 = mono_now();
-		run_handler(f, c, j, h, &o, &tail, &tail_len);
+		run_handler(f, c, j, h, &o, &tail, &tail_len, &out);
 		if (!o.aborted)
 			metrics_observe_run(mono_now() - t0);
 	}
@@ -238,10 +266,13 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		log_warn("stopped: %s jid=%s (left for the shutdown requeue)", cls,
 		         j->jid ? j->jid : "?");
 		metrics_inc(METRIC_JOBS_INTERRUPTED);
+		outkeep_end(out, "stopped", NULL, NULL, finished);
 		conf_release(c);
 		free(tail);
 		return DISP_ABANDON;
 	}
+	if (o.success)
+		outkeep_end(out, "success", NULL, NULL, finished);
 	if (o.success && stats_only(c, j)) {
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		*finish = 1;            /* stats, done:, HDEL and ack: finish_success */
@@ -255,6 +286,9 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	} else {
 		bump_stats(&f->r, 0, &job_site);
 		enum decision d = decide_failure(j, h, o.exit_code);
+		if (o.cancelled)
+			d = atomic_load(&f->cancel) == CANCEL_DISCARD ? DECIDE_DISCARD : DECIDE_DEAD;
+		outkeep_end(out, attempt_outcome(d), o.error_class, o.error_message, finished);
 		status_write(&f->r, c, j, d == DECIDE_RETRY ? "retrying" : "failed", o.error_class,
 		             o.error_message);
 		history_record(&f->r, c, j, 0, started, finished, o.error_class, o.error_message,
@@ -263,6 +297,11 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		         o.error_message);
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,
 		                     dead_entry);
+		if (o.cancelled && *died) {
+			*died = 0;      /* no on_death for a cancel */
+			free(*dead_entry);
+			*dead_entry = NULL;
+		}
 		metrics_inc(d == DECIDE_DISCARD ? METRIC_JOBS_DISCARDED
 		            : *died || d != DECIDE_RETRY ? METRIC_JOBS_DEAD : METRIC_JOBS_RETRIED);
 		if (strcmp(o.error_class, "Cogworker::HandlerTimeout") == 0)

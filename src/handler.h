@@ -29,6 +29,7 @@ enum run_status {
 	RUN_TIMEOUT,        /* ran past the timeout; the group was killed */
 	RUN_SPAWN_FAILED,   /* code = errno of the failed fork/exec/setup step */
 	RUN_ABORTED,        /* stopped on request (daemon stop deadline); outcome ignored */
+	RUN_CANCELLED,      /* stopped because *cancel became non-zero (TERM, kill_grace, KILL) */
 };
 
 struct run_request {
@@ -51,9 +52,16 @@ struct run_request {
 	int log_output;                     /* forward stdout/stderr lines to the log */
 	/* called for each complete stdout line (without newline); may be NULL */
 	void (*on_stdout_line)(void *ctx, const char *line, size_t len);
+	/* called with every chunk read from stdout or stderr, in the order read (the combined
+	 * output, as a terminal would show it); may be NULL. It must not block. */
+	void (*on_output)(void *ctx, const char *data, size_t len);
 	void *ctx;
 	atomic_int *abort;                  /* when it becomes non-zero: TERM, grace, KILL */
 	double abort_grace;                 /* grace used on abort */
+	/* may be NULL; when it becomes non-zero while the child runs: TERM, kill_grace, KILL,
+	 * and the run is RUN_CANCELLED whatever the child's exit. It outranks a timeout or an
+	 * abort already under way (the grace then stays the shorter one). */
+	atomic_int *cancel;
 };
 
 struct run_result {

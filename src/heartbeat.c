@@ -1,5 +1,6 @@
 /*
- * heartbeat.c: presence (doc/protocol.md §7.12) and the remote-control subscriber (§7.13).
+ * heartbeat.c: presence (doc/protocol.md §7.12) and the remote-control subscriber (§7.13):
+ * quiet, resume, stop, and cancel of a running job.
  *
  * A beat writes the presence hash first and alone decides on it: only that write is
  * mandatory. The registry writes that follow (processes, queues, live_queues, workers TTL,
@@ -253,8 +254,31 @@ static void wake_manager(int request)
 		log_error("couldn't wake the manager");
 }
 
+/*
+ * "cancel <jid>" or "cancel <jid> discard" (cogworkerctl jobs cancel): a daemon addition
+ * to the channel. cogworkerctl sends it only to the process whose workers hash shows the
+ * job; a Ruby cogworker process logs an unknown message and carries on, and cogworkerctl,
+ * seeing the job still running, says the cancel was not acted on. The fetcher running
+ * the job does the stopping and the settling; here the flag is only raised.
+ */
+static int on_cancel(const char *msg)
+{
+	char jid[64], how[16] = "";
+	if (sscanf(msg, "cancel %63s %15s", jid, how) < 1 || (how[0] && strcmp(how, "discard")))
+		return 0;
+	int n = cancel_request(jid, how[0] ? CANCEL_DISCARD : CANCEL_DEAD);
+	if (n)
+		log_warn("cancel: jid=%s: stopping its process group (then %s)", jid,
+		         how[0] ? "discarded" : "dead");
+	else
+		log_info("cancel: jid=%s is not running here (finished already?)", jid);
+	return 1;
+}
+
 static void on_message(const char *msg)
 {
+	if (strncmp(msg, "cancel ", 7) == 0 && on_cancel(msg))
+		return;
 	if (strcmp(msg, "quiet") == 0)
 		wake_manager(1);
 	else if (strcmp(msg, "resume") == 0)

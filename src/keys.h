@@ -55,6 +55,8 @@
 #define K_ATTEMPTS "cogworker:job_attempts:"    /* + <jid>: list of the last failures */
 #define K_UNIQUE "cogworker:unique:"            /* + digest: owner jid of a unique lock */
 #define K_STATUS "status:"                      /* + <jid>: status bookkeeping hash */
+/* + <jid>: hash of a job's kept runs (last, <n> -> record); + <jid>:<n>: run n's output */
+#define K_OUTPUT "cogworker:output:"
 
 /* ---- run history (zsets scored by finished_at; members are run entries) ---- */
 #define K_HISTORY "cogworker:history:"          /* + all | success | failed */

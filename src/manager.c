@@ -36,6 +36,7 @@
 #include "manager.h"
 #include "metrics.h"
 #include "outcome.h"
+#include "outkeep.h"
 #include "reaper.h"
 #include "scheduled.h"
 #include "settle.h"
@@ -247,6 +248,8 @@ static int shutdown_daemon(void)
 	int reachable = pong != NULL;
 	if (pong)
 		freeReplyObject(pong);
+	/* Kept output is best effort: a second at most, and none when Redis is away. */
+	abandoned += outkeep_stop(reachable, mono_now() + (reachable ? 1.0 : 0.0));
 	if (reachable) {
 		deferred_releases_retry(&mconn);
 		stop_requeue(&mconn);
@@ -291,8 +294,8 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 		log_info("stopped before the first heartbeat");
 		return 0;
 	}
-	if (subscriber_start() != 0 || fetchers_start(concurrency) != 0 || poller_start() != 0 ||
-	    ticker_start() != 0) {
+	if (subscriber_start() != 0 || outkeep_start() != 0 || fetchers_start(concurrency) != 0 ||
+	    poller_start() != 0 || ticker_start() != 0) {
 		log_error("couldn't start the daemon's threads");
 		return 1;
 	}

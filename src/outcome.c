@@ -14,7 +14,8 @@
  *
  * The error messages are part of the protocol (what ends up in retry and dead entries
  * and the attempts log): "exit status N", "killed by signal N (SIGNAME)", "timed out
- * after Ss", "exec failed: why", "no handler configured for class C", each followed by
+ * after Ss", "exec failed: why", "no handler configured for class C", "cancelled on
+ * request" (cogworkerctl jobs cancel), each followed by
  * the stderr tail as job_error_message joins them.
  */
 #include <stdio.h>
@@ -166,6 +167,10 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 		return;
 	case RUN_ABORTED:
 		o->aborted = 1;
+		return;
+	case RUN_CANCELLED:
+		o->cancelled = 1;
+		failed(o, "Cogworker::Cancelled", "cancelled on request", tail, tail_len);
 		return;
 	}
 }

@@ -27,6 +27,8 @@
 struct run_outcome {
 	int success;                /* exited 0 */
 	int aborted;                /* stopped on request: no outcome, nothing to file */
+	int cancelled;              /* cancelled (Cogworker::Cancelled): dead or discarded,
+	                             * whatever the retry budget and the exit-code map say */
 	int exit_code;              /* a non-zero exit status, for the exit-code map; else -1 */
 	const char *error_class;    /* NULL for a success or an abort */
 	char *error_message;        /* malloc'd, NULL when error_class is */

@@ -16,9 +16,12 @@
  * capped per stream and run (HANDLER_LOG_BUDGET): a flooding handler keeps its tail and
  * callback, but cannot flood the journal.
  *
- * Timeout and abort: SIGTERM to the process group, then the grace period (kill_grace or
- * abort_grace) during which output is still pumped; the grace ends early once the whole
- * group is gone; then SIGKILL to the group.
+ * Timeout, abort and cancel: SIGTERM to the process group, then the grace period
+ * (kill_grace, or abort_grace for an abort) during which output is still pumped; the grace
+ * ends early once the whole group is gone; then SIGKILL to the group. A cancel seen before
+ * the leader was reaped decides the outcome (RUN_CANCELLED), even over a timeout or an
+ * abort already in progress: whoever asked for it is told the job was cancelled, and it is
+ * settled once, as that. A cancel raised after the reap changes nothing here.
  *
  * The grandchild rule
  * -------------------
@@ -206,6 +209,8 @@ static void output_read(struct pump *p, int is_err)
 	ssize_t n = read(fd, p->chunk, sizeof p->chunk);
 
 	if (n > 0) {
+		if (p->req->on_output)
+			p->req->on_output(p->req->ctx, p->chunk, (size_t)n);
 		if (is_err)
 			ring_add(&p->tail, p->chunk, (size_t)n);
 		if (is_err ? p->err_lines : p->out_lines)
@@ -242,7 +247,7 @@ static void input_write(struct pump *p)
  * The loop
  * ------------------------------------------------------------------------------------- */
 
-enum kill_reason { KILL_NONE, KILL_TIMEOUT, KILL_ABORT };
+enum kill_reason { KILL_NONE, KILL_TIMEOUT, KILL_ABORT, KILL_CANCEL };
 
 struct watch {
 	pid_t pid;
@@ -312,9 +317,12 @@ static void start_kill(struct watch *w, enum kill_reason why, double grace, doub
 		w->reason = why;
 		w->kill_at = now + grace;
 		group_signal(w->pid, SIGTERM);
-	} else if (now + grace < w->kill_at) {
-		w->kill_at = now + grace;   /* abort during a timeout's grace: the shorter wins */
+		return;
 	}
+	if (why == KILL_CANCEL)
+		w->reason = why;            /* TERMed already: the cancel names the outcome */
+	if (now + grace < w->kill_at)
+		w->kill_at = now + grace;   /* abort during a timeout's grace: the shorter wins */
 }
 
 static void try_reap(struct watch *w)
@@ -338,6 +346,9 @@ static void watch_tick(struct pump *p, struct watch *w, double now)
 {
 	const struct run_request *req = p->req;
 
+	if (!w->exited && req->cancel && atomic_load(req->cancel) && w->reason != KILL_CANCEL)
+		start_kill(w, KILL_CANCEL, req->kill_grace, now);
+	/* After a cancel this only shortens the grace: the stop's deadline still holds. */
 	if (!w->exited && req->abort && atomic_load(req->abort) && w->reason != KILL_ABORT)
 		start_kill(w, KILL_ABORT, req->abort_grace, now);
 	if (!w->exited && w->deadline > 0 && now >= w->deadline && w->reason == KILL_NONE)
@@ -441,6 +452,9 @@ static void fill_outcome(struct run_result *res, const struct watch *w)
 		res->code = 0;
 	} else if (w->reason == KILL_ABORT) {
 		res->status = RUN_ABORTED;
+		res->code = 0;
+	} else if (w->reason == KILL_CANCEL) {
+		res->status = RUN_CANCELLED;
 		res->code = 0;
 	} else if (w->wstatus == -1) {
 		res->status = RUN_EXITED;   /* unknown status: reported as a failure */

@@ -463,7 +463,7 @@ static enum disposition interrupt_job(struct rconn *r, const struct job *j, enum
 	return DISP_SETTLED;
 }
 
-static const char *attempt_outcome(enum decision d)
+const char *attempt_outcome(enum decision d)
 {
 	switch (d) {
 	case DECIDE_RETRY: return "retrying";

@@ -44,6 +44,8 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 /* A payload that is not a job goes to dead as an (unparseable) wrapper; no on_death. */
 enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct log_site *site);
 
+/* The attempt entry's outcome for a decision: retrying, dead, killed, discarded. */
+const char *attempt_outcome(enum decision d);
 int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
                    const char *outcome, const char *error_class, const char *error_message,
                    struct log_site *site);

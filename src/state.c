@@ -127,6 +127,52 @@ static void count_remove(struct raw_count *v, int *n, const char *raw)
 	pthread_mutex_unlock(&D.mu);
 }
 
+struct cancellable {
+	char *jid;
+	atomic_int *flag;
+};
+
+void cancel_register(const char *jid, atomic_int *flag)
+{
+	pthread_mutex_lock(&D.mu);
+	if (D.ncancellable == D.capcancellable) {
+		D.capcancellable = D.capcancellable ? D.capcancellable * 2 : 16;
+		D.cancellable = xrealloc(D.cancellable,
+		                         (size_t)D.capcancellable * sizeof *D.cancellable);
+	}
+	atomic_store(flag, CANCEL_NONE);
+	D.cancellable[D.ncancellable++] = (struct cancellable){ xstrdup(jid), flag };
+	pthread_mutex_unlock(&D.mu);
+}
+
+void cancel_withdraw(atomic_int *flag)
+{
+	pthread_mutex_lock(&D.mu);
+	for (int i = 0; i < D.ncancellable; i++)
+		if (D.cancellable[i].flag == flag) {
+			free(D.cancellable[i].jid);
+			D.cancellable[i] = D.cancellable[--D.ncancellable];
+			break;
+		}
+	pthread_mutex_unlock(&D.mu);
+}
+
+int cancel_request(const char *jid, int how)
+{
+	int n = 0;
+	pthread_mutex_lock(&D.mu);
+	for (int i = 0; i < D.ncancellable; i++)
+		if (strcmp(D.cancellable[i].jid, jid) == 0) {
+			int none = CANCEL_NONE;
+			/* The first request decides: a second one (dead after discard, or the
+			 * same twice) finds the run cancelled already. */
+			atomic_compare_exchange_strong(D.cancellable[i].flag, &none, how);
+			n++;
+		}
+	pthread_mutex_unlock(&D.mu);
+	return n;
+}
+
 void running_add(const char *raw)
 {
 	count_add(&D.running, &D.nrunning, &D.caprunning, raw, NULL, NULL, 0);

@@ -56,6 +56,8 @@ struct daemon {
 	int nrunning, caprunning;
 	struct raw_count *performing;
 	int nperforming, capperforming;
+	struct cancellable *cancellable;        /* state.c: cancel_register */
+	int ncancellable, capcancellable;
 
 	int wake_fd;                    /* eventfd: wakes the manager (remote signals) */
 	atomic_int remote_request;      /* 1 quiet, 2 resume, 3 stop */
@@ -80,6 +82,19 @@ void running_remove(const char *raw);
 int running_has(const char *raw);
 void performing_add(const char *raw, const char *jid, const char *pjid, int until_executed);
 void performing_remove(const char *raw);
+
+/*
+ * Runs that a remote cancel can reach (cogworkerctl jobs cancel, doc/protocol.md §7.13):
+ * each fetcher registers its cancel flag with the jid of the child it runs, and withdraws
+ * it once the child is reaped. cancel_request sets the flag of every registered run of jid
+ * to how (CANCEL_DEAD or CANCEL_DISCARD) and returns how many it reached. Registration,
+ * withdrawal and the request hold D.mu, so a request either reaches a run that is still
+ * being pumped or reaches nothing: the run is settled once, either way.
+ */
+enum { CANCEL_NONE, CANCEL_DEAD, CANCEL_DISCARD };
+void cancel_register(const char *jid, atomic_int *flag);
+void cancel_withdraw(atomic_int *flag);
+int cancel_request(const char *jid, int how);
 
 /* pthread_create (attr may be NULL) for a thread /healthz watches; name is a literal
  * ("fetcher", ...). A tracked thread that returns while the daemon is not stopping makes

@@ -78,6 +78,7 @@ struct report {
 static const char *const status_name[] = {
 	[RUN_EXITED] = "exited", [RUN_SIGNALED] = "signaled", [RUN_TIMEOUT] = "timeout",
 	[RUN_SPAWN_FAILED] = "spawn_failed", [RUN_ABORTED] = "aborted",
+	[RUN_CANCELLED] = "cancelled",
 };
 
 /* What each failure decision would do to the job, in the report's words. */
