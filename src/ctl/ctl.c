@@ -33,7 +33,9 @@ static const struct command commands[] = {
 	  "  jobs retry|delete|kill [--set S] JID...\n"
 	  "  jobs retry --all --set retry|dead|scheduled [--queue Q] [--class C]\n"
 	  "  jobs delete|kill --all --set S [--queue Q] [--class C] --yes\n"
-	  "  jobs reschedule JID MINUTES" },
+	  "  jobs reschedule JID MINUTES\n"
+	  "  jobs log JID [--run N] [--follow]   (a run's output, kept by output_keep)\n"
+	  "  jobs cancel JID [--discard]   (stop a running job: dead as Cogworker::Cancelled)" },
 	{ "processes", cmd_processes, "processes [list] | processes quiet|resume|stop IDENTITY...|--all"
 	  " (stop --all needs --yes)" },
 	{ "periodic", cmd_periodic, "periodic [list] | periodic run|enable|disable PJID" },

@@ -7,6 +7,7 @@
  *   jobs delete JID...         | jobs delete --all --set S [filters] --yes
  *   jobs kill JID...           | jobs kill --all --set scheduled|retry [filters] --yes
  *   jobs reschedule JID MINUTES
+ *   jobs log JID [--run N] [--follow]      | jobs cancel JID [--discard]   (jobs_run.c)
  *
  * This file reads the command line and checks it (which set an action may touch, --all
  * wants --set and, when destructive, --yes) before anything talks to Redis; the work is
@@ -46,6 +47,13 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 	int ch, set = -1, all = 0;
 	long limit = 100;
 	struct filter f = { 0 };
+	/* log and cancel have options of their own (jobs_run.c). */
+	for (int i = 1; i < argc; i++)
+		if (argv[i][0] != '-') {
+			if (!strcmp(argv[i], "log") || !strcmp(argv[i], "cancel"))
+				return jobs_run_command(c, argc, argv);
+			break;
+		}
 	ctl_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
@@ -115,7 +123,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		a = A_RESCHEDULE;
 	else {
 		ctl_error("jobs: unknown subcommand \"%s\" "
-		          "(list, show, retry, delete, kill, reschedule)", sub);
+		          "(list, show, retry, delete, kill, reschedule, log, cancel)", sub);
 		return CTL_USAGE;
 	}
 	if (set >= 0 && !(jobs_action_sets[a] & BIT(set))) {

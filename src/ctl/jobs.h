@@ -74,4 +74,11 @@ int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct f
 /* --all: act on every entry of one set that passes the filter. */
 int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f);
 
+/* ---- jobs_run.c ---- */
+/* jobs log (want: a run number, 0 = the newest) and jobs cancel. */
+int jobs_log(struct ctl *c, const char *jid, long long want, int follow);
+int jobs_cancel(struct ctl *c, const char *jid, int discard);
+/* `jobs log|cancel ...`: their own options, then the work. */
+int jobs_run_command(struct ctl *c, int argc, char **argv);
+
 #endif

@@ -232,7 +232,7 @@ static const char *refusal(int a, int s)
 	if (s == S_DEAD && a == A_KILL)
 		return "already dead";
 	if (s == S_RUNNING)
-		return "it is running (stop its process to interrupt it)";
+		return "it is running: stop it with cogworkerctl jobs cancel JID [--discard]";
 	if (s == S_QUEUED && a == A_KILL)
 		return "it is queued (delete it instead)";
 	if (s == S_QUEUED && a == A_RETRY)

@@ -1,0 +1,558 @@
+/*
+ * jobs_run.c: `cogworkerctl jobs log` and `jobs cancel`: what a run printed, and stopping
+ * a run (doc/protocol.md §7.13, §7.29).
+ *
+ *   jobs log JID [--run N] [--follow]
+ *   jobs cancel JID [--discard]
+ *
+ * log reads the runs the daemon keeps in cogworker:output:<jid>: the record of run N (the
+ * newest by default) and its text. The output goes to stdout byte for byte and everything
+ * about it (which run, where, how it ended) to stderr, so `jobs log JID > file` is the
+ * output alone. --follow polls twice a second, reading record and text in one MULTI so the
+ * offsets agree (the writer replaces the text once a run prints more than output_keep),
+ * prints what is new, and ends when the run's record says it ended, with its outcome; a run
+ * whose process is gone is reported as left unfinished.
+ *
+ * cancel finds the job among the running ones (workers hashes), PUBLISHes "cancel <jid>"
+ * (or "cancel <jid> discard") on its process's signal channel, and waits for the job to
+ * leave that process: the handler gets TERM, its kill_grace, then KILL, so the wait is the
+ * class's kill_grace from this conf plus a margin. The attempts log then says whether the
+ * cancel did it (error class Cogworker::Cancelled) or the run ended on its own first. A
+ * process that ignores the message (a Ruby cogworker one logs it as unknown) leaves the job
+ * running: that is reported, exit 1.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "jobs.h"
+#include "json.h"
+
+#define FOLLOW_EVERY 0.5        /* seconds between two reads of a followed run */
+#define GONE_CHECK_EVERY 5.0    /* seconds between two checks that its process lives */
+#define CANCEL_MARGIN 5.0       /* seconds waited beyond kill_grace */
+#define CANCELLED_CLASS "Cogworker::Cancelled"
+
+/* ---- a run's record (doc/protocol.md §4.9 "Output run") ---- */
+
+struct runrec {
+	cJSON *obj;
+	const char *cls, *queue, *identity, *outcome, *error_class, *error_message;
+	double started, finished;   /* finished < 0: still running */
+	unsigned long long bytes, dropped;
+};
+
+static const char *str_of(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double num_of(const cJSON *o, const char *name, double dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static int runrec_parse(struct runrec *r, const char *s, size_t len)
+{
+	memset(r, 0, sizeof *r);
+	r->obj = job_json_parse(s, len);
+	if (!cJSON_IsObject(r->obj)) {
+		if (r->obj)
+			cJSON_Delete(r->obj);
+		r->obj = NULL;
+		return -1;
+	}
+	r->cls = str_of(r->obj, "class");
+	r->queue = str_of(r->obj, "queue");
+	r->identity = str_of(r->obj, "identity");
+	r->outcome = str_of(r->obj, "outcome");
+	r->error_class = str_of(r->obj, "error_class");
+	r->error_message = str_of(r->obj, "error_message");
+	r->started = num_of(r->obj, "started_at", 0);
+	r->finished = num_of(r->obj, "finished_at", -1);
+	r->bytes = (unsigned long long)num_of(r->obj, "bytes", 0);
+	r->dropped = (unsigned long long)num_of(r->obj, "dropped", 0);
+	return 0;
+}
+
+static void runrec_free(struct runrec *r)
+{
+	if (r->obj)
+		cJSON_Delete(r->obj);
+	r->obj = NULL;
+}
+
+/* "dead (Cogworker::Cancelled: cancelled on request) after 3.2s" */
+static void say_outcome(const struct runrec *r, long long n)
+{
+	char took[64];
+	ctl_duration(r->finished - r->started, took, sizeof took);
+	if (r->error_class)
+		fprintf(stderr, "run %lld ended: %s (%s: %s) after %s\n", n,
+		        r->outcome ? r->outcome : "?", r->error_class,
+		        r->error_message ? r->error_message : "", took);
+	else
+		fprintf(stderr, "run %lld ended: %s after %s\n", n, r->outcome ? r->outcome : "?",
+		        took);
+}
+
+static void say_header(const char *jid, long long n, const long long *kept, int nkept,
+                       const struct runrec *r)
+{
+	char at[32];
+	ctl_iso_time(r->started, at);
+	fprintf(stderr, "jid %s run %lld (kept: %lld", jid, n, kept[0]);
+	if (nkept > 1)
+		fprintf(stderr, "…%lld", kept[nkept - 1]);
+	fprintf(stderr, ") · %s · on %s · started %s\n", r->cls ? r->cls : "?",
+	        r->identity ? r->identity : "?", at);
+	if (r->dropped)
+		fprintf(stderr, "[… the first %llu bytes of %llu were not kept …]\n", r->dropped,
+		        r->bytes);
+}
+
+/* ---- reading a job's runs ---- */
+
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The run numbers kept for jid, ascending; 0 = none, -1 = Redis error (said). */
+static int kept_runs(struct ctl *c, const char *jid, long long **out)
+{
+	*out = NULL;
+	redisReply *rep = rcmd(&c->r, "HKEYS " K_OUTPUT "%s", jid);
+	if (!rep) {
+		ctl_redis_error_family(c, K_OUTPUT);
+		return -1;
+	}
+	long long *v = xcalloc(rep->elements + 1, sizeof *v);
+	int n = 0;
+	for (size_t i = 0; i < rep->elements; i++) {
+		char *end;
+		long long k = strtoll(rep->element[i]->str, &end, 10);
+		if (*end == '\0' && k > 0)
+			v[n++] = k;
+	}
+	freeReplyObject(rep);
+	qsort(v, (size_t)n, sizeof *v, cmp_ll);
+	*out = v;
+	return n;
+}
+
+/* A run's text (malloc'd; NULL when the text key is gone). */
+struct text {
+	char *s;
+	size_t len;
+};
+
+/* Record and text of run n, read together; 1 found, 0 gone, -1 Redis error (said). */
+static int read_run(struct ctl *c, const char *jid, long long n, struct runrec *r,
+                    struct text *text)
+{
+	char field[32];
+	snprintf(field, sizeof field, "%lld", n);
+	char *idx = xasprintf(K_OUTPUT "%s", jid);
+	char *tkey = xasprintf(K_OUTPUT "%s:%lld", jid, n);
+	struct rpipe p;
+	redisReply *rep[4];
+	rpipe_begin(&c->r, &p);
+	rpipe_add(&c->r, &p, "MULTI");
+	rpipe_add(&c->r, &p, "HGET %s %s", idx, field);
+	rpipe_add(&c->r, &p, "GET %s", tkey);
+	rpipe_add(&c->r, &p, "EXEC");
+	rpipe_exec(&c->r, &p, rep);
+	free(idx);
+	free(tkey);
+	int rc = -1;
+	redisReply *x = rep[3];
+	text->s = NULL;
+	text->len = 0;
+	if (x && x->type == REDIS_REPLY_ARRAY && x->elements == 2) {
+		rc = 0;
+		if (x->element[0]->type == REDIS_REPLY_STRING &&
+		    runrec_parse(r, x->element[0]->str, x->element[0]->len) == 0) {
+			rc = 1;
+			if (x->element[1]->type == REDIS_REPLY_STRING) {
+				text->len = x->element[1]->len;
+				text->s = xmalloc(text->len + 1);
+				memcpy(text->s, x->element[1]->str, text->len);
+			}
+		}
+	} else {
+		ctl_redis_error_family(c, K_OUTPUT);
+	}
+	for (int i = 0; i < 4; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	return rc;
+}
+
+static void write_out(const char *s, size_t n)
+{
+	while (n) {
+		ssize_t w = write(1, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static int process_alive(struct ctl *c, const char *identity)
+{
+	redisReply *rep = rcmd(&c->r, "EXISTS " K_PROCESS "%s", identity);
+	int alive = !rep || reply_integer(rep, 1) != 0;   /* unknown: assume alive */
+	if (rep)
+		freeReplyObject(rep);
+	return alive;
+}
+
+/* Is the job somewhere it will run from (a queue, schedule, retry) or running? */
+static int will_run(struct ctl *c, const char *jid)
+{
+	struct filter f = { .arg = jid };
+	struct found fd = { 0 };
+	int r = jobs_find(c, BIT(S_QUEUED) | BIT(S_SCHEDULED) | BIT(S_RETRY) | BIT(S_RUNNING),
+	                  &f, 1, &fd);
+	int n = r < 0 ? -1 : fd.n;
+	jobs_found_free(&fd);
+	return n;
+}
+
+static void json_run(struct sbuf *b, const char *jid, long long n, const long long *kept,
+                     int nkept, const struct runrec *r, const struct text *text)
+{
+	sb_adds(b, "{\"jid\":");
+	jstr(b, jid);
+	sb_printf(b, ",\"run\":%lld,\"runs\":[", n);
+	for (int i = 0; i < nkept; i++)
+		sb_printf(b, "%s%lld", i ? "," : "", kept[i]);
+	sb_adds(b, "],\"class\":");
+	jstr(b, r->cls);
+	sb_adds(b, ",\"queue\":");
+	jstr(b, r->queue);
+	sb_adds(b, ",\"identity\":");
+	jstr(b, r->identity);
+	sb_adds(b, ",\"started_at\":");
+	jnum(b, r->started);
+	sb_adds(b, ",\"finished_at\":");
+	if (r->finished < 0)
+		sb_adds(b, "null");
+	else
+		jnum(b, r->finished);
+	sb_adds(b, ",\"outcome\":");
+	jstr(b, r->outcome);
+	sb_adds(b, ",\"error_class\":");
+	jstr(b, r->error_class);
+	sb_adds(b, ",\"error_message\":");
+	jstr(b, r->error_message);
+	sb_printf(b, ",\"bytes\":%llu,\"dropped\":%llu,\"output\":", r->bytes, r->dropped);
+	if (text->s)
+		jstrn(b, text->s, text->len);
+	else
+		sb_adds(b, "null");
+	sb_addc(b, '}');
+}
+
+/* Print run n as it grows until it ends; the exit status. */
+static int follow(struct ctl *c, const char *jid, long long n)
+{
+	unsigned long long pos = 0;
+	double next_gone_check = mono_now() + GONE_CHECK_EVERY;
+	for (;;) {
+		struct runrec r;
+		struct text text;
+		int got = read_run(c, jid, n, &r, &text);
+		if (got < 0)
+			return CTL_USAGE;
+		if (got == 0) {
+			ctl_error("run %lld of %s is no longer kept (expired, or trimmed by newer runs)",
+			          n, jid);
+			return CTL_NOTHING;
+		}
+		unsigned long long have_from = r.dropped;
+		size_t len = text.len;
+		if (pos < have_from) {
+			fprintf(stderr, "[… %llu bytes not kept …]\n", have_from - pos);
+			pos = have_from;
+		}
+		if (pos < have_from + len)
+			write_out(text.s + (pos - have_from), (size_t)(have_from + len - pos));
+		pos = have_from + len;
+		free(text.s);
+		if (r.finished >= 0) {
+			say_outcome(&r, n);
+			runrec_free(&r);
+			return CTL_OK;
+		}
+		if (mono_now() >= next_gone_check) {
+			next_gone_check = mono_now() + GONE_CHECK_EVERY;
+			if (r.identity && !process_alive(c, r.identity)) {
+				ctl_error("process %s is gone: run %lld was left unfinished (its job is "
+				          "recovered by another process)", r.identity, n);
+				runrec_free(&r);
+				return CTL_NOTHING;
+			}
+		}
+		runrec_free(&r);
+		sleep_seconds(FOLLOW_EVERY);
+	}
+}
+
+int jobs_log(struct ctl *c, const char *jid, long long want, int follow_it)
+{
+	long long *kept = NULL;
+	int nkept = kept_runs(c, jid, &kept);
+	if (nkept < 0)
+		return CTL_USAGE;
+	if (nkept == 0 && follow_it) {
+		/* A job not started yet: wait for its first run while it is on its way. */
+		int waiting = 0;
+		double next_look = 0;
+		while (nkept == 0) {
+			if (mono_now() >= next_look) {
+				int w = will_run(c, jid);
+				if (w < 0) {
+					free(kept);
+					return CTL_USAGE;
+				}
+				if (w == 0)
+					break;
+				next_look = mono_now() + GONE_CHECK_EVERY;
+			}
+			if (!waiting++)
+				fprintf(stderr, "waiting for %s to start…\n", jid);
+			sleep_seconds(FOLLOW_EVERY);
+			free(kept);
+			if ((nkept = kept_runs(c, jid, &kept)) < 0)
+				return CTL_USAGE;
+		}
+	}
+	if (nkept == 0) {
+		ctl_error("no output kept for %s (never run here, output_keep = 0, or expired after "
+		          "output_ttl)", jid);
+		free(kept);
+		return CTL_NOTHING;
+	}
+	long long n = want > 0 ? want : kept[nkept - 1];
+	struct runrec r;
+	struct text text;
+	int got = read_run(c, jid, n, &r, &text);
+	if (got <= 0) {
+		if (got == 0)
+			ctl_error("run %lld of %s is not kept (kept: runs %lld to %lld)", n, jid,
+			          kept[0], kept[nkept - 1]);
+		free(kept);
+		return got < 0 ? CTL_USAGE : CTL_NOTHING;
+	}
+	int status = CTL_OK;
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		json_run(&b, jid, n, kept, nkept, &r, &text);
+		jprint(&b);
+	} else if (follow_it) {
+		say_header(jid, n, kept, nkept, &r);
+		status = follow(c, jid, n);
+	} else {
+		say_header(jid, n, kept, nkept, &r);
+		if (text.s)
+			write_out(text.s, text.len);
+		if (r.finished >= 0)
+			say_outcome(&r, n);
+		else
+			fprintf(stderr, "run %lld is still running (--follow to watch it)\n", n);
+	}
+	free(text.s);
+	runrec_free(&r);
+	free(kept);
+	return status;
+}
+
+/* ---- cancel ---- */
+
+/* The newest attempt entry of jid, if it says Cogworker::Cancelled from since on:
+ * its outcome (malloc'd), else NULL. */
+static char *cancelled_outcome(struct ctl *c, const char *jid, double since)
+{
+	redisReply *rep = rcmd(&c->r, "LINDEX " K_ATTEMPTS "%s -1", jid);
+	char *out = NULL;
+	if (rep && rep->type == REDIS_REPLY_STRING) {
+		cJSON *a = job_json_parse(rep->str, rep->len);
+		const char *ec = a ? str_of(a, "error_class") : NULL;
+		const char *oc = a ? str_of(a, "outcome") : NULL;
+		if (ec && strcmp(ec, CANCELLED_CLASS) == 0 && num_of(a, "failed_at", 0) >= since)
+			out = xstrdup(oc ? oc : "dead");
+		if (a)
+			cJSON_Delete(a);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	return out;
+}
+
+/* Is jid still in the workers hash of identity? -1 on a Redis error (said). */
+static int runs_on(struct ctl *c, const char *jid, const char *identity)
+{
+	struct filter f = { .arg = jid };
+	struct found fd = { 0 };
+	if (jobs_find(c, BIT(S_RUNNING), &f, 0, &fd) < 0) {
+		jobs_found_free(&fd);
+		return -1;
+	}
+	int on = 0;
+	for (int i = 0; i < fd.n; i++)
+		on |= strcmp(fd.v[i].process, identity) == 0;
+	jobs_found_free(&fd);
+	return on;
+}
+
+static void json_cancel(struct ctl *c, const char *jid, const char *identity, int cancelled,
+                        const char *outcome, const char *why)
+{
+	if (!c->json)
+		return;
+	struct sbuf b;
+	sb_init(&b);
+	sb_adds(&b, "{\"jid\":");
+	jstr(&b, jid);
+	sb_adds(&b, ",\"process\":");
+	jstr(&b, identity);
+	sb_printf(&b, ",\"cancelled\":%s,\"outcome\":", cancelled ? "true" : "false");
+	jstr(&b, outcome);
+	sb_adds(&b, ",\"reason\":");
+	jstr(&b, why);
+	sb_addc(&b, '}');
+	jprint(&b);
+}
+
+int jobs_cancel(struct ctl *c, const char *jid, int discard)
+{
+	struct filter f = { .arg = jid };
+	struct found fd = { 0 };
+	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING), &f, 1, &fd) < 0) {
+		jobs_found_free(&fd);
+		return CTL_USAGE;
+	}
+	const struct entry *run = NULL;
+	for (int i = 0; i < fd.n && !run; i++)
+		if (fd.v[i].set == S_RUNNING)
+			run = &fd.v[i];
+	if (!run) {
+		if (fd.n)
+			ctl_error("%s is not running (it is in %s)", jid, jobs_set_names[fd.v[0].set]);
+		else
+			ctl_error("%s is not running (no such job in queues, scheduled, retry, dead or "
+			          "running)", jid);
+		json_cancel(c, jid, NULL, 0, NULL, "not running");
+		jobs_found_free(&fd);
+		return CTL_NOTHING;
+	}
+	char *identity = xstrdup(run->process);
+	const struct handler *h = conf_find_handler(&c->conf, jobs_entry_class(run));
+	double wait = (h ? h->kill_grace : 10.0) + CANCEL_MARGIN;
+	jobs_found_free(&fd);
+
+	double since = ctl_now(c);
+	if (since < 0) {
+		free(identity);
+		return ctl_redis_error(c, "TIME");
+	}
+	since = floor(since) - 1;   /* failed_at is the daemon's clock: allow a little skew */
+	char *msg = xasprintf("cancel %s%s", jid, discard ? " discard" : "");
+	redisReply *rep = rcmd(&c->r, "PUBLISH " K_SIGNAL "%s %s", identity, msg);
+	free(msg);
+	if (!rep) {
+		free(identity);
+		return ctl_redis_error(c, "PUBLISH");
+	}
+	long long receivers = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	int status = CTL_NOTHING;
+	const char *why = NULL;
+	char *outcome = NULL;
+	if (receivers == 0) {
+		ctl_error("%s runs on %s, which did not receive the cancel (not listening)", jid,
+		          identity);
+		why = "not received";
+	} else {
+		double deadline = mono_now() + wait;
+		int on = 1;
+		while ((on = runs_on(c, jid, identity)) == 1 && mono_now() < deadline)
+			sleep_seconds(0.2);
+		if (on < 0) {
+			free(identity);
+			return CTL_USAGE;
+		}
+		if (on) {
+			ctl_error("%s still runs on %s after %gs: that process did not act on the cancel "
+			          "(a cogworker Ruby process ignores it)", jid, identity, wait);
+			why = "ignored";
+		} else if ((outcome = cancelled_outcome(c, jid, since))) {
+			if (!c->json)
+				printf("cancelled %s on %s: %s\n", jid, identity, outcome);
+			status = CTL_OK;
+		} else {
+			ctl_error("%s finished on its own before the cancel took effect", jid);
+			why = "finished first";
+		}
+	}
+	json_cancel(c, jid, identity, status == CTL_OK, outcome, why);
+	free(outcome);
+	free(identity);
+	return status;
+}
+
+/* ---- the command line ---- */
+
+int jobs_run_command(struct ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "run", required_argument, NULL, 'r' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "discard", no_argument, NULL, 'd' },
+		CTL_COMMON_OPTS,
+		{ 0, 0, 0, 0 },
+	};
+	long long run = 0;
+	int follow_it = 0, discard = 0, ch;
+	ctl_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'r': {
+			char *end;
+			run = strtoll(optarg, &end, 10);
+			if (*end || end == optarg || run < 1) {
+				ctl_error("jobs log: --run wants a run number (1, 2, …), not \"%s\"", optarg);
+				return CTL_USAGE;
+			}
+			break;
+		}
+		case 'f': follow_it = 1; break;
+		case 'd': discard = 1; break;
+		default:
+			if (!ctl_common_opt(c, ch, argv))
+				return CTL_USAGE;
+		}
+	}
+	int nargs = argc - optind;
+	char **args = argv + optind;
+	int is_log = nargs > 0 && strcmp(args[0], "log") == 0;
+	if (nargs != 2 || (is_log && discard) || (!is_log && (run || follow_it))) {
+		ctl_error(is_log ? "usage: cogworkerctl jobs log JID [--run N] [--follow]"
+		                 : "usage: cogworkerctl jobs cancel JID [--discard]");
+		return CTL_USAGE;
+	}
+	if (is_log && follow_it && c->json) {
+		ctl_error("jobs log: --follow prints as it goes; it has no --json form");
+		return CTL_USAGE;
+	}
+	if (ctl_connect(c) != 0)
+		return CTL_USAGE;
+	return is_log ? jobs_log(c, args[1], run, follow_it) : jobs_cancel(c, args[1], discard);
+}

@@ -1,0 +1,251 @@
+"""Every run's output, kept and shown, and cancelling a running job (doc/behaviours.md OUT,
+CAN; doc/protocol.md §7.13, §7.29): what `cogworkerctl jobs log` prints for a finished run
+and, with --follow, for a running one; the TTL and the per-job cap on runs; the tail kept
+when a run prints more than output_keep; output_keep = 0; `jobs cancel` of a running job
+whose handler left a grandchild (all gone, dead as Cogworker::Cancelled, once), with
+--discard, of a job that is not running, and `jobs kill` of a running job.
+
+Run: python3 tests/integration/run.py test_output
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import DaemonTestCase, binary, job, wait_for  # noqa: E402
+
+DEAD = b"cogworker:dead"
+
+
+def out_key(jid, n=None):
+    return ("cogworker:output:%s" % jid + ("" if n is None else ":%d" % n)).encode()
+
+
+def sh(script):
+    return ["/bin/sh", "-c", script]
+
+
+# Prints, waits for its gate, prints again: a run that is running while the test looks.
+GATED = sh('echo "line one"; echo "to stderr" >&2; '
+           'while [ ! -f "$GATES/$COGWORKER_JID" ]; do sleep 0.05; done; '
+           'echo "line two"; exit "$(cat "$GATES/$COGWORKER_JID")"')
+# Leaves a grandchild in its group, records both pids, then waits for ever.
+FAMILY = sh('sleep 300 & echo $! > "$GATES/$COGWORKER_JID.grandchild"; '
+            'echo $$ > "$GATES/$COGWORKER_JID.child"; echo working; wait')
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+class OutputCase(DaemonTestCase):
+    def ctl(self, *args, timeout=30):
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        return subprocess.run([binary("cogworkerctl")] + list(args), env=env,
+                              capture_output=True, timeout=timeout)
+
+    def start(self, **settings):
+        settings.setdefault("handlers", [
+            {"class": "Gated", "command": GATED},
+            {"class": "Family", "command": FAMILY, "kill_grace": 1},
+            {"class": "Hi", "command": sh('echo "hi $COGWORKER_RETRY_COUNT"; exit 1')},
+        ])
+        return self.daemon(**settings)
+
+    def pushed(self, cls, **kw):
+        payload = job(cls, **kw)
+        self.push(payload, queue=kw.get("queue", "default"))
+        return json.loads(payload)["jid"]
+
+    def wait_running(self, d, jid, timeout=10):
+        key = ("cogworker:workers:%s" % d.identity).encode()
+        wait_for(lambda: any(jid.encode() in v for v in self.r.hvals(key)), timeout=timeout,
+                 message="job %s running" % jid)
+
+    def wait_record(self, jid, n, pred, timeout=10):
+        def rec():
+            raw = self.r.hget(out_key(jid), str(n))
+            return raw and pred(json.loads(raw)) and json.loads(raw)
+        return wait_for(rec, timeout=timeout, message="run %d of %s" % (n, jid))
+
+
+class TestJobsLog(OutputCase):
+    def test_finished_run_printed_with_its_outcome(self):
+        """OUT-1: the kept output of a finished run, byte for byte on stdout; which run and
+        how it ended on stderr; --json has the same."""
+        d = self.start()
+        jid = self.pushed("Gated")
+        self.wait_running(d, jid)
+        # stdout and stderr are two pipes: what reaches the log first is only ordered
+        # when the handler waits in between, as it does here until the gate opens.
+        wait_for(lambda: b"to stderr" in (self.r.get(out_key(jid, 1)) or b""))
+        d.open_gate(jid, 0)
+        rec = self.wait_record(jid, 1, lambda r: r["finished_at"] is not None)
+        self.assertEqual(rec["outcome"], "success")
+        self.assertEqual(rec["identity"], d.identity)
+        p = self.ctl("jobs", "log", jid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"line one\nto stderr\nline two\n")
+        err = p.stderr.decode()
+        self.assertIn("jid %s run 1" % jid, err)
+        self.assertIn("Gated", err)
+        self.assertIn("run 1 ended: success", err)
+        p = self.ctl("jobs", "log", jid, "--json")
+        doc = json.loads(p.stdout)
+        self.assertEqual((doc["run"], doc["runs"], doc["outcome"], doc["output"]),
+                         (1, [1], "success", "line one\nto stderr\nline two\n"))
+        self.assertLessEqual(self.r.ttl(out_key(jid)), 7 * 86400)
+        self.assertGreater(self.r.ttl(out_key(jid, 1)), 7 * 86400 - 60)
+
+    def test_follow_streams_a_running_job_and_ends_with_it(self):
+        """OUT-2: --follow prints what a running job printed so far, then what it prints
+        next, and ends when the job ends, with its outcome."""
+        d = self.start()
+        jid = self.pushed("Gated")
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        f = subprocess.Popen([binary("cogworkerctl"), "jobs", "log", jid, "--follow"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: f.poll() is None and f.kill())
+        self.wait_running(d, jid)
+        self.wait_record(jid, 1, lambda r: "line one" in (self.r.get(out_key(jid, 1)) or b"")
+                         .decode())
+        time.sleep(1.2)                 # two of follow's reads while the job waits
+        self.assertIsNone(f.poll(), "follow ended while the job ran")
+        d.open_gate(jid, 3)
+        out, err = f.communicate(timeout=15)
+        self.assertEqual(f.returncode, 0, err)
+        self.assertEqual(out, b"line one\nto stderr\nline two\n")
+        self.assertIn("run 1 ended: retrying (Cogworker::HandlerFailed: exit status 3",
+                      err.decode())
+
+    def test_runs_capped_and_numbered_run_shown(self):
+        """OUT-3: each run is numbered; only the newest output_runs are kept; --run N shows
+        run N; a run no longer kept says so (exit 1)."""
+        d = self.start(output_runs=2)
+        jid = self.pushed("Hi", retry=5)
+        for n in (1, 2, 3):
+            self.wait_record(jid, n, lambda r: r["finished_at"] is not None)
+            if n < 3:   # run the retry now instead of after its backoff
+                wait_for(lambda: self.r.zcard(b"cogworker:retry") == 1)
+                member = self.r.zrange(b"cogworker:retry", 0, 0)[0]
+                self.r.zadd(b"cogworker:retry", {member: 1})
+        wait_for(lambda: self.r.hget(out_key(jid), "1") is None, message="run 1 trimmed")
+        self.assertEqual(sorted(self.r.hkeys(out_key(jid))), [b"2", b"3", b"last"])
+        self.assertFalse(self.r.exists(out_key(jid, 1)))
+        p = self.ctl("jobs", "log", jid)
+        self.assertEqual(p.stdout, b"hi 2\n")
+        p = self.ctl("jobs", "log", jid, "--run", "2")
+        self.assertEqual(p.stdout, b"hi 1\n")
+        p = self.ctl("jobs", "log", jid, "--run", "1")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"not kept (kept: runs 2 to 3)", p.stderr)
+        d.stop()
+
+    def test_ttl_tail_and_off(self):
+        """OUT-4: what is kept expires after output_ttl; a run printing more than
+        output_keep keeps its last output_keep bytes and says how much was cut;
+        output_keep = 0 keeps nothing."""
+        # (The global output_keep for one handler, the handler's own for the other: the
+        # harness writes all handlers on one line, where the conf loader's 32-bit check
+        # reads the first value of a name only.)
+        self.start(output_ttl=2, output_keep=1000, handlers=[
+            {"class": "Loud", "command": sh('i=0; while [ $i -lt 300 ]; do '
+                                            'echo "line $i of the loud job"; i=$((i+1)); done')},
+            {"class": "Quiet", "command": sh("echo not kept"), "output_keep": 0}])
+        loud, quiet = self.pushed("Loud"), self.pushed("Quiet")
+        rec = self.wait_record(loud, 1, lambda r: r["finished_at"] is not None)
+        text = self.r.get(out_key(loud, 1))
+        self.assertEqual(len(text), 1000)
+        self.assertTrue(text.endswith(b"line 299 of the loud job\n"))
+        self.assertEqual(rec["dropped"], rec["bytes"] - 1000)
+        p = self.ctl("jobs", "log", loud)
+        self.assertEqual(p.stdout, text)
+        self.assertIn(b"were not kept", p.stderr)
+        self.assertLessEqual(self.r.ttl(out_key(loud)), 2)
+        wait_for(lambda: not self.r.exists(out_key(loud)) and not self.r.exists(
+            out_key(loud, 1)), timeout=5, message="kept output expired")
+        p = self.ctl("jobs", "log", loud)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"no output kept", p.stderr)
+        self.assertFalse(self.r.exists(out_key(quiet)))
+
+
+class TestCancel(OutputCase):
+    def test_cancel_running_job_with_grandchild(self):
+        """CAN-1: the handler's whole group is stopped, the job is dead once as
+        Cogworker::Cancelled, without on_death, and its output says how it ended."""
+        d = self.start()
+        jid = self.pushed("Family")
+        self.wait_running(d, jid)
+        gc = os.path.join(d.gates, jid + ".grandchild")
+        wait_for(lambda: read(os.path.join(d.gates, jid + ".child")) and read(gc))
+        child = int(read(os.path.join(d.gates, jid + ".child")))
+        grandchild = int(read(gc))
+        self.assertTrue(alive(child) and alive(grandchild))
+        p = self.ctl("jobs", "cancel", jid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(("cancelled %s on %s: dead" % (jid, d.identity)).encode(), p.stdout)
+        wait_for(lambda: not alive(child) and not alive(grandchild), timeout=5,
+                 message="handler and grandchild gone")
+        dead = [json.loads(m) for m in self.r.zrange(DEAD, 0, -1)]
+        self.assertEqual([x["jid"] for x in dead], [jid])
+        self.assertEqual(dead[0]["error_class"], "Cogworker::Cancelled")
+        self.assertTrue(dead[0]["error_message"].startswith("cancelled on request"))
+        attempts = self.r.lrange(("cogworker:job_attempts:" + jid).encode(), 0, -1)
+        self.assertEqual([json.loads(a)["outcome"] for a in attempts], ["dead"])
+        self.assertEqual(self.r.llen(("cogworker:inprogress:" + d.identity).encode()), 0)
+        rec = self.wait_record(jid, 1, lambda r: r["finished_at"] is not None)
+        self.assertEqual((rec["outcome"], rec["error_class"]), ("dead", "Cogworker::Cancelled"))
+        # A second cancel finds nothing running, and nothing was filed twice.
+        p = self.ctl("jobs", "cancel", jid)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"is not running (it is in dead)", p.stderr)
+        time.sleep(0.5)
+        self.assertEqual(self.r.zcard(DEAD), 1)
+        self.assertEqual(len(d.log_lines("fail: Family jid=%s" % jid)), 1)
+        self.assertEqual(int(self.r.get(b"cogworker:stats:failed")), 1)
+
+    def test_cancel_discard_and_kill_of_running(self):
+        """CAN-2: --discard drops the job (no dead entry, attempt "discarded");
+        `jobs kill` of a running job says to use cancel; a job that is not running
+        cannot be cancelled (exit 1)."""
+        d = self.start()
+        jid = self.pushed("Gated")
+        self.wait_running(d, jid)
+        p = self.ctl("jobs", "kill", jid)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"jobs cancel JID", p.stderr)
+        p = self.ctl("jobs", "cancel", jid, "--discard", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual((doc["cancelled"], doc["outcome"], doc["process"]),
+                         (True, "discarded", d.identity))
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        self.assertEqual(self.r.zcard(b"cogworker:retry"), 0)
+        p = self.ctl("jobs", "cancel", "0123456789abcdef01234567")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"is not running", p.stderr)
+        queued = self.pushed("Gated", queue="elsewhere")
+        p = self.ctl("jobs", "cancel", queued)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn(b"is not running (it is in queued)", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
