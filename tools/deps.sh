@@ -4,7 +4,7 @@
 set -e
 pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
       libssl-dev libmicrohttpd-dev check redis-server redis-tools python3 python3-redis
-      procps valgrind gnuplot-nox man-db systemd python3-prometheus-client cppcheck"
+      procps valgrind gnuplot-nox man-db systemd python3-prometheus-client cppcheck tmux"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

@@ -44,6 +44,7 @@ static const struct command commands[] = {
 	{ "metrics", cmd_metrics, "metrics   (Prometheus text: cogworker's eight metrics)" },
 	{ "history", cmd_history, "history [--class C] [--status success|failed] [--since T] [--limit N]\n"
 	  "                (finished runs, newest first; T: epoch, ISO 8601 UTC or 12h / 7d ago)" },
+	{ "top", cmd_top, "top   (a live view, refreshed every second; a snapshot when not a terminal)" },
 	{ NULL, NULL, NULL },
 };
 

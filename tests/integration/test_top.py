@@ -1,0 +1,86 @@
+"""`cogworkerctl top` (doc/behaviours.md TOP): the live view, run for real in a tmux
+pane (send-keys, capture-pane), and its one-shot snapshot when stdout is not a terminal.
+A running job shows its progress bar from the `cogworker:progress` line it printed, a
+paused queue shows as paused, and the pause key resumes it.
+
+Run: python3 tests/integration/run.py test_top
+"""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import DaemonTestCase, binary, job, wait_for  # noqa: E402
+
+PROGRESS = ["/bin/sh", "-c", 'echo "cogworker:progress 40 resized 4 of 10"; '
+            'while [ ! -f "$GATES/$COGWORKER_JID" ]; do sleep 0.05; done']
+
+
+class TestTop(DaemonTestCase):
+    def setUp(self):
+        super().setUp()
+        self.d = self.daemon(status_expiration=600,
+                             handlers=[{"class": "Resize", "command": PROGRESS}])
+        payload = job("Resize")
+        self.jid = json.loads(payload)["jid"]
+        self.push(payload)
+        self.addCleanup(lambda: self.d.open_gate(self.jid))
+        self.r.sadd(b"cogworker:queues", b"mail")
+        self.r.lpush(b"cogworker:queue:mail", job("Mailer", queue="mail"))
+        self.r.sadd(b"cogworker:paused_queues", b"mail")
+        wait_for(lambda: self.r.hget(("status:" + self.jid).encode(), b"pct") == b"40",
+                 message="progress written")
+
+    def test_snapshot_when_not_a_terminal(self):
+        """TOP-1: without a terminal, one snapshot of every section, no escapes."""
+        p = subprocess.run([binary("cogworkerctl"), "top"], capture_output=True, timeout=20,
+                           env=dict(os.environ, REDIS_URL=self.server.url))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.decode()
+        self.assertNotIn("\033", out)
+        for section in ("PROCESSES (1)", "RUNNING (1)", "QUEUES", "THROUGHPUT",
+                        "RECENT FAILURES"):
+            self.assertIn(section, out)
+        self.assertIn(self.d.identity, out)
+        self.assertIn("[########............]  40% resized 4 of 10", out)
+        mail = [l for l in out.splitlines() if " mail " in l]
+        self.assertTrue(mail and mail[0].rstrip().endswith("paused"), out)
+
+    def test_live_in_tmux(self):
+        """TOP-2: in a real terminal: the progress bar and the paused queue on screen;
+        p, the queue's number and Enter resume it; q quits."""
+        sock = "cw-top-%d" % os.getpid()
+        tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+        env = dict(os.environ, REDIS_URL=self.server.url, TERM="xterm")
+        subprocess.run(tmux + ["new-session", "-d", "-x", "200", "-y", "50",
+                               binary("cogworkerctl") + " top"], env=env, check=True)
+        self.addCleanup(subprocess.run, tmux + ["kill-server"], capture_output=True)
+
+        def screen():
+            return subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True,
+                                  env=env).stdout.decode()
+
+        wait_for(lambda: "resized 4 of 10" in screen(), timeout=10,
+                 message="the running job's progress on screen")
+        s = screen()
+        self.assertIn("[########............]  40% resized 4 of 10", s)
+        mail = [l for l in s.splitlines() if " mail " in l]
+        self.assertTrue(mail and mail[0].rstrip().endswith("paused"), s)
+        number = mail[0].split()[0]
+        subprocess.run(tmux + ["send-keys", "p"], check=True)
+        wait_for(lambda: "pause/resume queue number" in screen(), timeout=5)
+        subprocess.run(tmux + ["send-keys", number, "Enter"], check=True)
+        wait_for(lambda: not self.r.sismember(b"cogworker:paused_queues", b"mail"),
+                 timeout=5, message="mail resumed by the key")
+        wait_for(lambda: not any(l.rstrip().endswith("paused") for l in screen()
+                                 .splitlines() if " mail " in l), timeout=5)
+        subprocess.run(tmux + ["send-keys", "q"], check=True)
+        wait_for(lambda: subprocess.run(tmux + ["has-session"], capture_output=True)
+                 .returncode != 0, timeout=5, message="top quit on q")
+
+
+if __name__ == "__main__":
+    unittest.main()
