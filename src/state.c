@@ -145,7 +145,7 @@ void cancel_register(const char *jid, atomic_int *flag)
 	pthread_mutex_unlock(&D.mu);
 }
 
-void cancel_withdraw(atomic_int *flag)
+void cancel_withdraw(const atomic_int *flag)
 {
 	pthread_mutex_lock(&D.mu);
 	for (int i = 0; i < D.ncancellable; i++)

@@ -93,7 +93,7 @@ void performing_remove(const char *raw);
  */
 enum { CANCEL_NONE, CANCEL_DEAD, CANCEL_DISCARD };
 void cancel_register(const char *jid, atomic_int *flag);
-void cancel_withdraw(atomic_int *flag);
+void cancel_withdraw(const atomic_int *flag);
 int cancel_request(const char *jid, int how);
 
 /* pthread_create (attr may be NULL) for a thread /healthz watches; name is a literal

@@ -30,6 +30,10 @@ Figures (each run several times; the report gives medians):
                core (/proc/<pid>/stat) and Redis commands/s (INFO stats delta).
   memory       RSS (VmRSS) at concurrency 10, 50, 200: idle, and the peak while every
                fetcher runs a child (2 x concurrency jobs of /bin/sleep 1).
+  output       the cost of keeping output (output_keep, cogworkerctl jobs log): 5 000 jobs
+               at concurrency 4 with output_keep = 0 and = 65536 (the default), for
+               /bin/true and for /bin/cat of a 4 KiB file, interleaved, median of the
+               repetitions: jobs/s and CPU per job of the daemon and of redis-server.
   recovery     two daemons, heartbeat_interval 1, process_ttl 3, orphan_threshold 4,
                orphan_check_interval 1: kill -9 of the daemon running a job -> the job's
                handler starting on the survivor; several kills.
@@ -242,10 +246,10 @@ class Bench:
                              text=True, check=True).stdout.split()
         return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
 
-    def daemon_rate(self, conc, n, level="warn"):
+    def daemon_rate(self, conc, n, level="warn", cls="True", **settings):
         r = self.fresh()
-        push_jobs(r, n)
-        d = self.daemon(concurrency=conc, log_level=level)
+        push_jobs(r, n, cls=cls)
+        d = self.daemon(concurrency=conc, log_level=level, **settings)
         d.start(wait=False)
         try:
             deadline = time.monotonic() + 120
@@ -313,6 +317,26 @@ class Bench:
         self.results["throughput"] = {"jobs": n, "ceiling_spawns": nc, "reps": rep,
                                       "runs": {str(c): v for c, v in runs.items()},
                                       "info_c4": info_runs}
+
+    # -- output keeping
+
+    def output(self):
+        n = self.opts.output_jobs
+        text = os.path.join(self.tmp, "4k.txt")
+        with open(text, "w") as f:
+            f.write(("%063d\n" % 0) * 64)              # 4096 bytes in 64 lines
+        handlers = [{"class": "True", "command": ["/bin/true"]},
+                    {"class": "Cat", "command": ["/bin/cat", text]}]
+        runs = {}
+        for rep in range(self.opts.reps):
+            for cls in ("True", "Cat"):
+                for keep in (0, 65536):
+                    d = self.daemon_rate(4, n, cls=cls, handlers=handlers, output_keep=keep)
+                    runs.setdefault("%s/%d" % (cls, keep), []).append(d)
+                    log("output %s output_keep=%d rep %d: %.0f jobs/s, daemon %.0f us/job, "
+                        "redis %.0f us/job" % (cls, keep, rep + 1, d["rate"], d["daemon_us"],
+                                               d["redis_us"]))
+        self.results["output"] = {"jobs": n, "runs": runs}
 
     # -- round trips
 
@@ -716,6 +740,23 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             " ".join("%.2f" % x for x in m["loadavg_start"]),
             " ".join("%.2f" % x for x in m["loadavg_end"])))
         L.append("")
+        o = self.results.get("output")
+        if o:
+            L.append("## The cost of keeping output\n")
+            L.append("%d jobs at concurrency 4, `log_level = \"warn\"`, median of %d "
+                     "interleaved repetitions; `output_keep = 0` keeps nothing, 65536 is the "
+                     "default. Cat prints a 4 KiB file (64 lines). CPU in microseconds per "
+                     "job.\n" % (o["jobs"], len(next(iter(o["runs"].values())))))
+            L.append("| handler | output_keep | jobs/s | daemon CPU/job | redis CPU/job |")
+            L.append("|---|---|---|---|---|")
+            for key, v in o["runs"].items():
+                cls, keep = key.split("/")
+                L.append("| %s | %s | %s | %s | %s |" % (
+                    "/bin/true" if cls == "True" else "/bin/cat 4 KiB", keep,
+                    fmt(median([x["rate"] for x in v])),
+                    fmt(median([x["daemon_us"] for x in v])),
+                    fmt(median([x["redis_us"] for x in v]))))
+            L.append("")
         t = self.results.get("throughput")
         if t:
             L.append("## Throughput: %d `/bin/true` jobs vs. the spawn ceiling\n" % t["jobs"])
@@ -870,8 +911,8 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
         self.results["machine"] = self.machine()
         log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
             self.results["machine"])
-        figures = ["throughput", "round_trips", "latency", "scheduled", "idle", "memory",
-                   "recovery"]
+        figures = ["throughput", "output", "round_trips", "latency", "scheduled", "idle",
+                   "memory", "recovery"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
@@ -900,12 +941,14 @@ def main():
                     help="seconds the whole run should stay under (throughput reps adapt)")
     opts = ap.parse_args()
     opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 20000, 6000, 2000, 200
+    opts.output_jobs = 5000
     opts.lat_reps, opts.lat_samples = 3, 100
     opts.sched_jobs, opts.sched_spread = 40, 10.0
     opts.idle_seconds, opts.kills = 30, 3
     opts.rest = 150     # seconds the figures after throughput take, roughly
     if opts.quick:
         opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 600, 500, 50
+        opts.output_jobs = 500
         opts.reps, opts.lat_reps, opts.lat_samples = 1, 1, 20
         opts.sched_jobs, opts.sched_spread = 10, 2.0
         opts.idle_seconds, opts.kills = 3, 1

@@ -86,7 +86,7 @@ class OutputCase(DaemonTestCase):
 
 
 class TestJobsLog(OutputCase):
-    def test_finished_run_printed_with_its_outcome(self):
+    def test_out1_finished_run_printed_with_its_outcome(self):
         """OUT-1: the kept output of a finished run, byte for byte on stdout; which run and
         how it ended on stderr; --json has the same."""
         d = self.start()
@@ -113,7 +113,7 @@ class TestJobsLog(OutputCase):
         self.assertLessEqual(self.r.ttl(out_key(jid)), 7 * 86400)
         self.assertGreater(self.r.ttl(out_key(jid, 1)), 7 * 86400 - 60)
 
-    def test_follow_streams_a_running_job_and_ends_with_it(self):
+    def test_out2_follow_streams_a_running_job_and_ends_with_it(self):
         """OUT-2: --follow prints what a running job printed so far, then what it prints
         next, and ends when the job ends, with its outcome."""
         d = self.start()
@@ -134,7 +134,7 @@ class TestJobsLog(OutputCase):
         self.assertIn("run 1 ended: retrying (Cogworker::HandlerFailed: exit status 3",
                       err.decode())
 
-    def test_runs_capped_and_numbered_run_shown(self):
+    def test_out3_runs_capped_and_numbered_run_shown(self):
         """OUT-3: each run is numbered; only the newest output_runs are kept; --run N shows
         run N; a run no longer kept says so (exit 1)."""
         d = self.start(output_runs=2)
@@ -157,7 +157,7 @@ class TestJobsLog(OutputCase):
         self.assertIn(b"not kept (kept: runs 2 to 3)", p.stderr)
         d.stop()
 
-    def test_ttl_tail_and_off(self):
+    def test_out4_ttl_tail_and_off(self):
         """OUT-4: what is kept expires after output_ttl; a run printing more than
         output_keep keeps its last output_keep bytes and says how much was cut;
         output_keep = 0 keeps nothing."""
@@ -187,7 +187,7 @@ class TestJobsLog(OutputCase):
 
 
 class TestCancel(OutputCase):
-    def test_cancel_running_job_with_grandchild(self):
+    def test_can1_cancel_running_job_with_grandchild(self):
         """CAN-1: the handler's whole group is stopped, the job is dead once as
         Cogworker::Cancelled, without on_death, and its output says how it ended."""
         d = self.start()
@@ -221,7 +221,7 @@ class TestCancel(OutputCase):
         self.assertEqual(len(d.log_lines("fail: Family jid=%s" % jid)), 1)
         self.assertEqual(int(self.r.get(b"cogworker:stats:failed")), 1)
 
-    def test_cancel_discard_and_kill_of_running(self):
+    def test_can2_cancel_discard_and_kill_of_running(self):
         """CAN-2: --discard drops the job (no dead entry, attempt "discarded");
         `jobs kill` of a running job says to use cancel; a job that is not running
         cannot be cancelled (exit 1)."""

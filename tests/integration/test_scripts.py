@@ -45,7 +45,7 @@ PROTOCOL_SCRIPTS = [
     "fetch", "requeue", "bury_orphan", "requeue_one", "interrupt", "park_unsettled",
     "file_unsettled", "swap_dead_entry", "ack", "requeue_entry", "retake", "claim",
     "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
-    "delete_if_owned", "kill",
+    "delete_if_owned", "kill", "output_write",
 ]
 
 

@@ -34,7 +34,7 @@ class TestTop(DaemonTestCase):
         wait_for(lambda: self.r.hget(("status:" + self.jid).encode(), b"pct") == b"40",
                  message="progress written")
 
-    def test_snapshot_when_not_a_terminal(self):
+    def test_top1_snapshot_when_not_a_terminal(self):
         """TOP-1: without a terminal, one snapshot of every section, no escapes."""
         p = subprocess.run([binary("cogworkerctl"), "top"], capture_output=True, timeout=20,
                            env=dict(os.environ, REDIS_URL=self.server.url))
@@ -49,7 +49,7 @@ class TestTop(DaemonTestCase):
         mail = [l for l in out.splitlines() if " mail " in l]
         self.assertTrue(mail and mail[0].rstrip().endswith("paused"), out)
 
-    def test_live_in_tmux(self):
+    def test_top2_live_in_tmux(self):
         """TOP-2: in a real terminal: the progress bar and the paused queue on screen;
         p, the queue's number and Enter resume it; q quits."""
         sock = "cw-top-%d" % os.getpid()

@@ -134,6 +134,9 @@ static void check_defaults(const struct conf *c)
 	ck_assert_int_eq(c->history_retention_days, 0);
 	ck_assert_int_eq(c->history_max_entries, 50000);
 	ck_assert_int_eq(c->history_daily_retention_days, 400);
+	ck_assert(c->output_keep == 65536);
+	ck_assert_double_eq(c->output_ttl, 604800);
+	ck_assert_int_eq(c->output_runs, 10);
 	ck_assert_int_eq(c->nhandlers, 0);
 	ck_assert_int_eq(c->nperiodic, 0);
 	ck_assert_int_eq(c->non_death, 0);
@@ -190,7 +193,13 @@ START_TEST(test_all_settings)
 	        "history_retention_days = 30;\n"
 	        "history_max_entries = 1000;\n"
 	        "history_daily_retention_days = 90;\n"
+	        "output_keep = 0;\n"
+	        "output_ttl = 3600;\n"
+	        "output_runs = 3;\n"
 	        "on_death_timeout = 12;\n", &c);
+	ck_assert(c.output_keep == 0);
+	ck_assert_double_eq(c.output_ttl, 3600);
+	ck_assert_int_eq(c.output_runs, 3);
 	ck_assert_str_eq(c.redis.host, "10.0.0.5");
 	ck_assert_int_eq(c.redis.port, 6380);
 	ck_assert_int_eq(c.redis.db, 3);
@@ -559,7 +568,7 @@ START_TEST(test_handler_settings)
 	struct conf c;
 	const struct handler *h;
 
-	LOAD_OK("on_death_timeout = 45;\n"
+	LOAD_OK("on_death_timeout = 45;\noutput_keep = 1024;\n"
 	        "handlers = (\n"
 	        "  { class = \"Resize\";\n"
 	        "    command = [ \"/usr/local/bin/resize\", \"--quality\", \"80\" ];\n"
@@ -568,6 +577,7 @@ START_TEST(test_handler_settings)
 	        "    cwd = \"/var/lib/resize\"; user = \"resize\"; group = \"media\";\n"
 	        "    dead_exit_codes = [ 3, 5 ]; discard_exit_codes = [ 4 ]; output_tail = 1048576;\n"
 	        "    rlimit_cpu = 600; rlimit_nofile = 1024; rlimit_nproc = 64;\n"
+	        "    output_keep = 16777216;\n"
 	        "    on_death = [ \"/bin/notify\", \"resize\" ]; on_death_timeout = 5; },\n"
 	        "  { class = \"*\"; command = [ \"/usr/local/libexec/dispatch\" ]; }\n"
 	        ");\n", &c);
@@ -596,7 +606,8 @@ START_TEST(test_handler_settings)
 	ck_assert(h->rlimit_as == -1);
 	ck_assert_int_eq(h->on_death.n, 2);
 	ck_assert_double_eq(h->on_death_timeout, 5);
-	ck_assert_int_eq(h->line, 3);
+	ck_assert(h->output_keep == 16777216);
+	ck_assert_int_eq(h->line, 4);
 
 	/* Defaults of the second one; its on_death_timeout is the global one. */
 	h = &c.handlers[1];
@@ -604,6 +615,7 @@ START_TEST(test_handler_settings)
 	ck_assert_double_eq(h->timeout, 0);
 	ck_assert_double_eq(h->kill_grace, 10);
 	ck_assert_uint_eq(h->output_tail, 4096);
+	ck_assert(h->output_keep == 1024);     /* the global one */
 	ck_assert_int_eq(h->env.n, 0);
 	ck_assert_ptr_nonnull(h->env.v);
 	ck_assert_ptr_null(h->env.v[0]);
@@ -669,6 +681,11 @@ START_TEST(test_handler_errors)
 	             "  cwd = \"relative/dir\"; } );\n", 2, "absolute path");
 	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
 	             "  output_tail = 1048577; } );\n", 2, "at most 1048576");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  output_keep = 16777217; } );\n", 2, "at most 16777216");
+	expect_error("output_keep = -1;\n", 1, "output_keep must be an integer >= 0");
+	expect_error("output_ttl = 0;\n", 1, "output_ttl must be a positive number");
+	expect_error("output_runs = 0;\n", 1, "output_runs must be a positive integer");
 	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
 	             "  timeout = -1; } );\n", 2, "handler.timeout must be a number >= 0");
 	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
