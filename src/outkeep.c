@@ -7,8 +7,9 @@
  * must never hold up a job's settlement, also while Redis is slow or away. So the fetchers
  * only copy bytes into a per-run buffer under one mutex (a memcpy per chunk the pump
  * reads) and hand the run over when it ends; this thread does every Redis write, on its own
- * connection, batching the runs that ended since its last pass into one pipeline. A short
- * job costs one script call in that pipeline, written after the job was settled.
+ * connection, batching the runs that ended since its last pass into one pipeline (woken
+ * by an ending run, it waits OUTKEEP_GATHER for more). A short job costs one script call in
+ * that pipeline.
  *
  * What is kept of a run is its *last* output_keep bytes: the end of a run's output is
  * where a failure shows. While the run is within output_keep, new bytes are APPENDed (so
@@ -40,6 +41,7 @@
 #define OUTKEEP_MAX_BUFFERED ((size_t)64 << 20) /* bytes buffered over all runs */
 #define OUTKEEP_RUN_COST 512                    /* what a run costs besides its bytes */
 #define OUTKEEP_BATCH 64                        /* writes per pipeline */
+#define OUTKEEP_GATHER 0.02                     /* wait for more once woken: fewer trips */
 
 struct outrun {
 	struct outrun *next;
@@ -381,12 +383,18 @@ static void *writer_main(void *arg)
 			pthread_mutex_unlock(&mu);
 			break;
 		}
-		if (n == 0)
+		if (n == 0) {
 			wait_a_little();
+			pthread_mutex_unlock(&mu);
+			/* Woken by a run that ended: a moment for the next ones, so that at a
+			 * high job rate one pipeline carries many runs, not one each. */
+			sleep_seconds(OUTKEEP_GATHER);
+			continue;
+		}
 		pthread_mutex_unlock(&mu);
-		if (n && stopping && !flush_at_stop)
+		if (stopping && !flush_at_stop)
 			drop_batch(ws, n);
-		else if (n)
+		else
 			send_batch(ws, n);
 	}
 	atomic_store(&writer_exited, 1);
