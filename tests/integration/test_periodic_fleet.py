@@ -162,8 +162,15 @@ class Backoff(PeriodicTestCase):
             wait_for(lambda: len(claims()) >= n_ok + 2, timeout=15,
                      message="two failed claims after the success")
             c = claims()
-            pushes = [e[0] for e in mon.entries()
-                      if e[2][0].upper() == b"LPUSH" and e[2][1] == q]
+
+            def pushes_seen():
+                return [e[0] for e in mon.entries()
+                        if e[2][0].upper() == b"LPUSH" and e[2][1] == q]
+            # The push of the last claim may still be on its way to the monitor (a slow
+            # build): give it a moment rather than count it missing.
+            wait_for(lambda: len(pushes_seen()) >= len(c), timeout=3,
+                     message="a push after each won claim")
+            pushes = pushes_seen()
         gaps = [round(b - a, 2) for a, b in zip(c, c[1:])]
         report("claim spacing (s): %s" % gaps)
         # fail, +5 fail, +10 fail, +20 success (the key was deleted meanwhile)
