@@ -240,11 +240,14 @@ int read_strings(struct loader *L, const config_setting_t *s, const char *name,
                  str_check check, struct argv_list *out)
 {
 	int t = config_setting_type(s), n;
+	char fbuf[PATH_MAX];
 
 	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
 		return failf(L, s, "%s must be an array of strings, e.g. [ \"a\", \"b\" ]", name);
 	argv_free(out);
 	argv_ensure(out);
+	out->at = xasprintf("%s:%u", setting_file(L, s, fbuf, sizeof fbuf),
+	                    config_setting_source_line(s));
 	n = config_setting_length(s);
 	for (int i = 0; i < n; i++) {
 		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);

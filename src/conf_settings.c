@@ -9,8 +9,8 @@
  * - A table row says what kind of value the setting takes (seconds, integer, bool, string,
  *   argv, exit codes), its bounds and where it lands in the struct, so reading and type
  *   checking is one generic function (apply_one). The few settings with a grammar of their
- *   own (queues, fetch, log_level, metrics_listen, on_death, handlers, periodic) have a
- *   reader.
+ *   own (queues, fetch, log_level, log_format, metrics_listen, on_death, handlers,
+ *   periodic) have a reader.
  * - What concerns one handler or one periodic entry (a class named twice, an exit code both
  *   dead and discarded, a cron that does not parse) is checked once its group is read, and
  *   blames a line inside it. Checks between top-level settings are the loader's: they run
@@ -357,6 +357,17 @@ static int read_log_level(struct loader *L, const config_setting_t *s, const cha
 	return 0;
 }
 
+static int read_log_format(struct loader *L, const config_setting_t *s, const char *name,
+                           void *base)
+{
+	const char *v = config_setting_type(s) == CONFIG_TYPE_STRING
+	                ? config_setting_get_string(s) : NULL;
+
+	if (!v || log_format_parse(v, &((struct conf *)base)->log_format) != 0)
+		return failf(L, s, "%s must be one of: text, json", name);
+	return 0;
+}
+
 static int read_metrics_listen(struct loader *L, const config_setting_t *s, const char *name,
                                void *base)
 {
@@ -699,6 +710,7 @@ static const struct spec top_specs[] = {
 	{ .name = "tick_interval", .kind = K_SECONDS, .off = C(tick_interval),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "log_level", .kind = K_CUSTOM, .read = read_log_level },
+	{ .name = "log_format", .kind = K_CUSTOM, .read = read_log_format },
 	{ .name = "metrics_listen", .kind = K_CUSTOM, .read = read_metrics_listen },
 	{ .name = "status_expiration", .kind = K_SECONDS, .off = C(status_expiration),
 	  .max = MAX_SECONDS },
@@ -746,6 +758,7 @@ void conf_defaults(struct conf *c)
 	c->periodic_replace = 0;
 	c->tick_interval = 5;
 	c->log_level = LOG_INFO;
+	c->log_format = LOG_FORMAT_TEXT;
 	c->metrics_listen = xstrdup("");
 	c->status_expiration = 0;
 	c->history_retention_days = 0;

@@ -10,6 +10,7 @@
 struct argv_list {          /* a NULL-terminated argv (v is never NULL in a loaded conf) */
 	char **v;
 	int n;
+	char *at;               /* "file:line" it was read from, for messages; or NULL */
 };
 
 struct handler {
@@ -54,6 +55,8 @@ struct redis_conf {
 	char *user;                     /* ACL user, or NULL */
 	char *password;                 /* or NULL */
 	char *display;                  /* the target without credentials, for logs */
+	int url_from_env;               /* REDIS_URL gave the url */
+	int url_in_file;                /* the file set redis.url (REDIS_URL may replace it) */
 };
 
 struct conf {
@@ -73,6 +76,7 @@ struct conf {
 	int periodic_catch_up, periodic_replace;
 	double tick_interval;           /* periodic ticker, seconds (default 5) */
 	enum log_level log_level;
+	enum log_format log_format;     /* text (default) or json */
 	char *metrics_listen;           /* "" = off */
 	double status_expiration;       /* 0 = off */
 	int history_retention_days;     /* 0 = history off; else days kept */

@@ -26,8 +26,10 @@ static inline void argv_free(struct argv_list *a)
 	for (int i = 0; i < a->n; i++)
 		free(a->v[i]);
 	free(a->v);
+	free(a->at);
 	a->v = NULL;
 	a->n = 0;
+	a->at = NULL;
 }
 
 static inline void argv_push(struct argv_list *a, const char *s)

@@ -19,6 +19,7 @@
  * past the retry budget and the exit-code map, without on_death (like every other
  * cogworkerctl action). A cancel that arrives once the child is reaped changes nothing.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,57 @@ static void deregister_worker(struct fetcher *f)
 	free(key);
 }
 
+/* ---- the job's log lines ---- */
+
+static void log_done(const struct job *j, double took)
+{
+	char d[32];
+	human_duration(took, 2, d, sizeof d);
+	const struct log_field f[] = { { "duration", NULL, took }, { "outcome", "success", 0 } };
+	log_event(LOG_INFO, "done", f, 2, "done: %s jid=%s %s", j->cls ? j->cls : "",
+	          j->jid ? j->jid : "?", d);
+}
+
+/*
+ * One line for a failure: what happened and where it went, e.g.
+ *   fail: Mailer jid=… 0.51s: exit status 4 → retry 3/25 in 47s
+ *   fail: Mailer jid=… 0.50s: exit status 3 → dead (exit code 3 is in dead_exit_codes)
+ * The stderr tail is left to the output lines logged before it (and to the error message,
+ * which JSON lines carry whole).
+ */
+static void log_fail(const struct job *j, const struct run_outcome *o, enum decision d,
+                     const struct filing *w, double took)
+{
+	char dur[32], reason[160], where[256], in[32];
+	human_duration(took, 2, dur, sizeof dur);
+	decision_reason(d, j, o, reason, sizeof reason);
+	const char *outcome = !w->set ? "discarded"
+	                      : strcmp(w->set, K_RETRY) == 0 ? "retry" : "dead";
+	long attempt = j->retry_count + 1;
+	if (!w->set) {
+		snprintf(where, sizeof where, "discarded (%s)", reason);
+	} else if (strcmp(w->set, K_RETRY) == 0) {
+		human_duration(w->delay, 0, in, sizeof in);
+		snprintf(where, sizeof where, "retry %ld/%d in %s", attempt, j->max_retries, in);
+	} else {
+		snprintf(where, sizeof where, "dead (%s)", *reason ? reason
+		         : "interrupted too often");
+	}
+	const char *how = w->owed ? ", not filed yet: Redis failed; kept in memory for reconcile"
+	                  : w->gone ? ", not filed: no longer on our in-progress list"
+	                  : w->interrupted ? ", filed by the interrupt path" : "";
+	const struct log_field f[] = {
+		{ "duration", NULL, took }, { "outcome", outcome, 0 },
+		{ "reason", *reason ? reason : NULL, NAN },
+		{ "retry_in", NULL, w->set && !strcmp(w->set, K_RETRY) ? w->delay : NAN },
+		{ "attempt", NULL, (double)attempt }, { "max_retries", NULL, j->max_retries },
+		{ "error_class", o->error_class, 0 }, { "error_message", o->error_message, 0 },
+	};
+	log_event(LOG_WARN, "fail", f, sizeof f / sizeof *f, "fail: %s jid=%s %s: %s → %s%s",
+	          j->cls ? j->cls : "", j->jid ? j->jid : "?", dur,
+	          o->detail ? o->detail : o->error_message, where, how);
+}
+
 /*
  * A success whose bookkeeping is the stats alone: no status, no history, no lock to
  * release (what each of them checks before writing anything). Then nothing happens in
@@ -118,7 +170,7 @@ static int stats_only(const struct conf *c, const struct job *j)
  * failed ACK can go on with attempts 2 and 3 as usual. Each reply is judged and logged as
  * on the step-by-step path.
  */
-static void finish_success(struct fetcher *f, const struct job *j)
+static void finish_success(struct fetcher *f, const struct job *j, double took)
 {
 	char *key = xasprintf(K_WORKERS "%s", D.identity);
 	struct rpipe p;
@@ -132,7 +184,7 @@ static void finish_success(struct fetcher *f, const struct job *j)
 		rpipe_add(&f->r, &p, "SMEMBERS %s", K_PAUSED);
 	int acking = settle_ack_add(&f->r, &p, j->raw, j->raw_len, j->jid);
 	stats_read(&f->r, &p, &job_site);
-	log_info("done: %s jid=%s", j->cls ? j->cls : "", j->jid ? j->jid : "?");
+	log_done(j, took);
 	rpipe_read(&f->r, &p, 1, &rep);
 	deregistered(f, rep);
 	if (next) {
@@ -230,18 +282,19 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
  * died and dead_entry when on_death is owed.
  */
 static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry,
-                                int *finish)
+                                int *finish, double *took)
 {
 	*died = 0;
 	*dead_entry = NULL;
 	*finish = 0;
+	*took = 0;
 	if (!j->obj) {
 		metrics_inc(METRIC_JOBS_DEAD);
 		return bury_unparseable(&f->r, j, &job_site);
 	}
 	register_worker(f, j);
 	const char *cls = j->cls ? j->cls : "";
-	log_info("start: %s jid=%s", cls, j->jid ? j->jid : "?");
+	log_event(LOG_INFO, "start", NULL, 0, "start: %s jid=%s", cls, j->jid ? j->jid : "?");
 	struct conf *c = conf_acquire();
 	const struct handler *h = conf_find_handler(c, cls);
 	struct run_outcome o;
@@ -260,11 +313,14 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 			metrics_observe_run(mono_now() - t0);
 	}
 	double finished = now_float();
+	*took = finished - started;
 	enum disposition disp = DISP_ACK;
 	if (o.aborted) {
 		/* Left in progress (and in the workers hash, for basic mode) for the requeue. */
-		log_warn("stopped: %s jid=%s (left for the shutdown requeue)", cls,
-		         j->jid ? j->jid : "?");
+		const struct log_field sf[] = { { "duration", NULL, *took },
+		                                { "outcome", "requeue", 0 } };
+		log_event(LOG_WARN, "stopped", sf, 2, "stopped: %s jid=%s (left for the shutdown "
+		          "requeue)", cls, j->jid ? j->jid : "?");
 		metrics_inc(METRIC_JOBS_INTERRUPTED);
 		outkeep_end(out, "stopped", NULL, NULL, finished);
 		conf_release(c);
@@ -282,10 +338,10 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		status_write(&f->r, c, j, "complete", NULL, NULL);
 		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
-		log_info("done: %s jid=%s", cls, j->jid ? j->jid : "?");
+		log_done(j, *took);
 	} else {
 		bump_stats(&f->r, 0, &job_site);
-		enum decision d = decide_failure(j, h, o.exit_code);
+		enum decision d = decide_failure(j, h, &o);
 		if (o.cancelled)
 			d = atomic_load(&f->cancel) == CANCEL_DISCARD ? DECIDE_DISCARD : DECIDE_DEAD;
 		outkeep_end(out, attempt_outcome(d), o.error_class, o.error_message, finished);
@@ -293,15 +349,15 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		             o.error_message);
 		history_record(&f->r, c, j, 0, started, finished, o.error_class, o.error_message,
 		               tail, tail_len);
-		log_warn("fail: %s jid=%s: %s: %s", cls, j->jid ? j->jid : "?", o.error_class,
-		         o.error_message);
+		struct filing where;
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,
-		                     dead_entry);
+		                     dead_entry, &where);
 		if (o.cancelled && *died) {
 			*died = 0;      /* no on_death for a cancel */
 			free(*dead_entry);
 			*dead_entry = NULL;
 		}
+		log_fail(j, &o, d, &where, *took);
 		metrics_inc(d == DECIDE_DISCARD ? METRIC_JOBS_DISCARDED
 		            : *died || d != DECIDE_RETRY ? METRIC_JOBS_DEAD : METRIC_JOBS_RETRIED);
 		if (strcmp(o.error_class, "Cogworker::HandlerTimeout") == 0)
@@ -327,11 +383,13 @@ static void process(struct fetcher *f, struct fetched *fj)
 	job_parse(&j, fj->raw, fj->len, fj->queue);
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
+	log_job_begin(j.cls, j.jid, j.queue);
 	int died = 0, finish = 0;
 	char *dead_entry = NULL;
-	enum disposition disp = execute(f, &j, &died, &dead_entry, &finish);
+	double took;
+	enum disposition disp = execute(f, &j, &died, &dead_entry, &finish, &took);
 	if (finish) {
-		finish_success(f, &j);          /* busy -1 and the ack included */
+		finish_success(f, &j, took);    /* busy -1 and the ack included */
 	} else {
 		atomic_fetch_sub(&D.busy, 1);
 		if (disp == DISP_ACK)
@@ -340,6 +398,7 @@ static void process(struct fetcher *f, struct fetched *fj)
 	running_remove(j.raw);
 	if (died && dead_entry)
 		on_death_run(j.cls, j.jid, dead_entry);
+	log_job_end();
 	free(dead_entry);
 	job_free(&j);
 }

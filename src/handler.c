@@ -51,10 +51,13 @@ static void consume_sigpipe(void)
 		;
 }
 
-static void spawn_failed(struct run_result *res, int err)
+static void spawn_failed(struct run_result *res, int err, enum spawn_step step,
+                         const char *path)
 {
 	res->status = RUN_SPAWN_FAILED;
 	res->code = err;
+	res->spawn_step = step;
+	res->exec_path = path ? xstrdup(path) : NULL;
 	res->tail = xstrdup("");
 	res->tail_len = 0;
 	res->finished = now_float();
@@ -72,12 +75,14 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	memset(res, 0, sizeof *res);
 	res->started = now_float();
 	if (!req->command || req->command->n < 1 || !req->command->v || !req->command->v[0]) {
-		spawn_failed(res, EINVAL);
+		spawn_failed(res, EINVAL, SPAWN_STEP_RESOLVE, NULL);
 		return 0;
 	}
 	err = resolve_exec_path(req->command->v[0], req->env, req->cwd, &path);
 	if (err) {
-		spawn_failed(res, err);
+		spawn_failed(res, err, SPAWN_STEP_RESOLVE, req->command->v[0]);
+		if (!strchr(req->command->v[0], '/'))
+			res->search_path = exec_search_path(req->env);
 		return 0;
 	}
 
@@ -86,15 +91,17 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	pthread_sigmask(SIG_BLOCK, &pipeset, &saved);
 
 	argv = build_argv(req);
-	err = spawn_handler(req, path, argv, (char *const *)req->env, &pid, &io);
+	int step;
+	err = spawn_handler(req, path, argv, (char *const *)req->env, &pid, &io, &step);
 	free(argv);
-	free(path);
 	res->pid = (int)pid;
 	if (err) {
 		pthread_sigmask(SIG_SETMASK, &saved, NULL);
-		spawn_failed(res, err);
+		spawn_failed(res, err, (enum spawn_step)step, path);
+		free(path);
 		return 0;
 	}
+	free(path);
 	reaper_track((int)pid);          /* the child leads its own process group */
 	if (spawned)
 		spawned(spawned_ctx, (int)pid);
@@ -116,4 +123,6 @@ void run_result_free(struct run_result *res)
 	free(res->tail);
 	res->tail = NULL;
 	res->tail_len = 0;
+	free(res->exec_path);
+	res->exec_path = NULL;
 }

@@ -64,6 +64,16 @@ struct run_request {
 	atomic_int *cancel;
 };
 
+/* Where a RUN_SPAWN_FAILED failed, for its message. */
+enum spawn_step {
+	SPAWN_STEP_RESOLVE,     /* finding the program (in the child's PATH) */
+	SPAWN_STEP_SETUP,       /* pipes, fork, session, signals, descriptors */
+	SPAWN_STEP_CWD,         /* chdir to cwd */
+	SPAWN_STEP_RLIMIT,
+	SPAWN_STEP_IDS,         /* setgroups / setresgid / setresuid */
+	SPAWN_STEP_EXEC,        /* execve */
+};
+
 struct run_result {
 	enum run_status status;
 	int code;
@@ -71,6 +81,11 @@ struct run_result {
 	size_t tail_len;
 	double started, finished;           /* wall clock */
 	int pid;
+	/* RUN_SPAWN_FAILED: the step, and the program (as resolved, else as configured) */
+	enum spawn_step spawn_step;
+	char *exec_path;                    /* malloc'd, or NULL */
+	const char *search_path;            /* the PATH searched for a bare name (borrowed
+	                                     * from req->env), or NULL */
 };
 
 /*
@@ -88,6 +103,14 @@ void run_result_free(struct run_result *res);
 char **handler_build_env(const struct handler *h, const char *jid, const char *cls,
                          const char *queue, const char *retry_count, const char *args_json);
 void handler_free_env(char **env);
+
+/*
+ * Every command of c (handlers, their on_death, the global on_death) resolved as the
+ * daemon will run it (handler_check.c): report(ctx, "<file>:<line>: <problem>") for each
+ * that can't be run. Returns how many can't.
+ */
+int conf_check_commands(const struct conf *c, void (*report)(void *ctx, const char *problem),
+                        void *ctx);
 
 /* Resolve user/group names of a handler into req (before any fork). -1 + err on failure. */
 int handler_resolve_ids(const struct handler *h, struct run_request *req, unsigned **groups_out,

@@ -32,10 +32,20 @@ struct child_io {
 
 /* The program to exec for file, searched in env's PATH (not the daemon's): 0 or an errno. */
 int resolve_exec_path(const char *file, const char *const *env, const char *cwd, char **out);
+/* The PATH that search uses: env's, else HANDLER_DEFAULT_PATH (borrowed). */
+const char *exec_search_path(const char *const *env);
 
-/* Start the child with its pipes: 0 (it exec'd; *pid and io set), or an errno. */
+/* Start the child with its pipes: 0 (it exec'd; *pid and io set), or an errno and in
+ * *step the step that failed (enum spawn_step, handler.h). */
 int spawn_handler(const struct run_request *req, const char *path, char **argv,
-                  char *const *envp, pid_t *pid, struct child_io *io);
+                  char *const *envp, pid_t *pid, struct child_io *io, int *step);
+
+/* --- handler_user.c ----------------------------------------------------------------------- */
+
+/* h's user and group as ids and supplementary groups (malloc'd), without asking whether
+ * this process may switch to them: 0, or -1 with err. */
+int handler_lookup_ids(const struct handler *h, unsigned *uid, unsigned *gid,
+                       unsigned **groups, int *ngroups, char *err, size_t errlen);
 
 /* --- pump.c ------------------------------------------------------------------------------ */
 

@@ -126,8 +126,8 @@ static unsigned *user_groups(const char *user, gid_t gid, int *n)
  * Only group set: the daemon's uid, that gid, no other supplementary group.
  * Numeric names are accepted when they exist in the user/group database.
  */
-int handler_resolve_ids(const struct handler *h, struct run_request *req, unsigned **groups_out,
-                        char *err, size_t errlen)
+int handler_lookup_ids(const struct handler *h, unsigned *uid_out, unsigned *gid_out,
+                       unsigned **groups_out, int *ngroups, char *err, size_t errlen)
 {
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
@@ -135,16 +135,7 @@ int handler_resolve_ids(const struct handler *h, struct run_request *req, unsign
 	int rc;
 
 	*groups_out = NULL;
-	req->set_ids = 0;
-	req->groups = NULL;
-	req->ngroups = 0;
-	if (!h->user && !h->group)
-		return 0;
-	if (geteuid() != 0) {
-		snprintf(err, errlen, "user/group set for class %s but the daemon is not running as root",
-		         h->class_name ? h->class_name : "?");
-		return -1;
-	}
+	*ngroups = 0;
 	if (h->user) {
 		rc = lookup_user(h->user, &uid, &gid, &pw_name);
 		if (rc <= 0) {
@@ -163,16 +154,36 @@ int handler_resolve_ids(const struct handler *h, struct run_request *req, unsign
 		}
 	}
 	if (pw_name) {
-		*groups_out = user_groups(pw_name, gid, &req->ngroups);
+		*groups_out = user_groups(pw_name, gid, ngroups);
 	} else {
 		*groups_out = xmalloc(sizeof(unsigned));
 		(*groups_out)[0] = gid;
-		req->ngroups = 1;
+		*ngroups = 1;
 	}
 	free(pw_name);
+	*uid_out = uid;
+	*gid_out = gid;
+	return 0;
+}
+
+int handler_resolve_ids(const struct handler *h, struct run_request *req, unsigned **groups_out,
+                        char *err, size_t errlen)
+{
+	*groups_out = NULL;
+	req->set_ids = 0;
+	req->groups = NULL;
+	req->ngroups = 0;
+	if (!h->user && !h->group)
+		return 0;
+	if (geteuid() != 0) {
+		snprintf(err, errlen, "user/group set for class %s but the daemon is not running as root",
+		         h->class_name ? h->class_name : "?");
+		return -1;
+	}
+	if (handler_lookup_ids(h, &req->uid, &req->gid, groups_out, &req->ngroups, err,
+	                       errlen) != 0)
+		return -1;
 	req->set_ids = 1;
-	req->uid = uid;
-	req->gid = gid;
 	req->groups = *groups_out;
 	return 0;
 }

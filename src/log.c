@@ -1,25 +1,44 @@
 /*
- * log.c: the daemon's log, one line per event on stderr.
+ * log.c: the daemon's log, one line per event on stderr (log.h has the three forms).
  *
  * Each line is formatted into one buffer and written with a single write(2), so lines
  * from different threads never interleave and nothing sits in a stdio buffer when the
  * process exits (journald reads a pipe; lesson 49, doc/protocol.md §10).
  *
- * The site functions implement the outage summarising of doc/protocol.md §7.24: during a Redis
- * outage every thread fails every few hundred milliseconds, and one line per failure
+ * Journal: systemd sets JOURNAL_STREAM to "<device>:<inode>" of the stream it connected
+ * to stderr. It is only believed when stderr still is that stream (sd_journal_stream_fd(3)
+ * asks the same of its users): a daemon started from a shell inside a service inherits the
+ * variable with its stderr pointing elsewhere, and `<6>` in a file helps nobody.
+ *
+ * JSON: the message stays the human text ("msg"); what a log shipper filters on is in
+ * fields of its own: "event" (start, done, fail, output, … or "log" for the rest), the
+ * job's class, jid and queue (from the thread's job context, so the handler's output lines
+ * carry them too) and the event's fields (duration, outcome, …).
+ *
+ * The site functions implement the outage summarising of doc/protocol.md §7.24: during a
+ * Redis outage every thread fails every few hundred milliseconds, and one line per failure
  * buried everything else (lesson 73).
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdatomic.h>
+#include "json.h"
 #include "log.h"
+#include "util.h"
 
 static atomic_int current_level = LOG_INFO;
+static atomic_int current_format = LOG_FORMAT_TEXT;
 static const char *level_names[] = { "DEBUG", "INFO", "WARN", "ERROR" };
+static const char *level_json[] = { "debug", "info", "warn", "error" };
+/* sd-daemon(3) priorities: debug, info, warning, err. */
+static const char level_prio[] = { '7', '6', '4', '3' };
 
 void log_set_level(enum log_level l)
 {
@@ -28,9 +47,8 @@ void log_set_level(enum log_level l)
 
 int log_level_parse(const char *s, enum log_level *out)
 {
-	static const char *names[] = { "debug", "info", "warn", "error" };
 	for (int i = 0; i < 4; i++) {
-		if (strcasecmp(s, names[i]) == 0) {
+		if (strcasecmp(s, level_json[i]) == 0) {
 			*out = (enum log_level)i;
 			return 0;
 		}
@@ -38,18 +56,92 @@ int log_level_parse(const char *s, enum log_level *out)
 	return -1;
 }
 
-void log_vmsg(enum log_level l, const char *fmt, va_list ap)
+void log_set_format(enum log_format f)
 {
-	if ((int)l < atomic_load(&current_level))
+	atomic_store(&current_format, (int)f);
+}
+
+int log_format_parse(const char *s, enum log_format *out)
+{
+	if (strcmp(s, "text") == 0)
+		*out = LOG_FORMAT_TEXT;
+	else if (strcmp(s, "json") == 0)
+		*out = LOG_FORMAT_JSON;
+	else
+		return -1;
+	return 0;
+}
+
+static int journal;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+
+static void journal_detect(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char tail;
+
+	if (!v || sscanf(v, "%llu:%llu%c", &dev, &ino, &tail) != 2)
 		return;
-	char line[16384];
+	if (fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino)
+		journal = 1;
+}
+
+static int to_journal(void)
+{
+	pthread_once(&journal_once, journal_detect);
+	return journal;
+}
+
+static __thread const char *job_cls, *job_jid, *job_queue;
+
+void log_job_begin(const char *cls, const char *jid, const char *queue)
+{
+	job_cls = cls;
+	job_jid = jid;
+	job_queue = queue;
+}
+
+void log_job_end(void)
+{
+	job_cls = job_jid = job_queue = NULL;
+}
+
+static void write_all(const char *s, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t w = write(STDERR_FILENO, s + off, len - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+}
+
+static void iso_now(char out[64])
+{
 	struct timespec ts;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ pid=%d %s: ",
-	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	                 tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), level_names[l]);
+	snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	         ts.tv_nsec / 1000000);
+}
+
+static void text_line(enum log_level l, const char *fmt, va_list ap)
+{
+	char line[16384];
+	int n;
+	if (to_journal()) {
+		n = snprintf(line, sizeof line, "<%c>%s: ", level_prio[l], level_names[l]);
+	} else {
+		char t[64];
+		iso_now(t);
+		n = snprintf(line, sizeof line, "%s pid=%d %s: ", t, (int)getpid(), level_names[l]);
+	}
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof line - 2)
@@ -59,20 +151,90 @@ void log_vmsg(enum log_level l, const char *fmt, va_list ap)
 		if (line[i] == '\n' || line[i] == '\r')
 			line[i] = ' ';
 	line[len++] = '\n';
-	size_t off = 0;
-	while (off < len) {
-		ssize_t w = write(STDERR_FILENO, line + off, len - off);
-		if (w <= 0)
-			break;
-		off += (size_t)w;
+	write_all(line, len);
+}
+
+static void json_str(struct sbuf *b, const char *key, const char *v)
+{
+	char *q = json_quote(v, strlen(v));
+	sb_printf(b, ",\"%s\":%s", key, q);
+	free(q);
+}
+
+static void json_num(struct sbuf *b, const char *key, double v)
+{
+	if (isnan(v))
+		return;
+	if (v == floor(v) && fabs(v) < 1e15)
+		sb_printf(b, ",\"%s\":%.0f", key, v);
+	else
+		sb_printf(b, ",\"%s\":%.3f", key, v);
+}
+
+static void json_line(enum log_level l, const char *event, const struct log_field *f, int nf,
+                      const char *fmt, va_list ap)
+{
+	char t[64];
+	struct sbuf b;
+	iso_now(t);
+	sb_init(&b);
+	if (to_journal())
+		sb_printf(&b, "<%c>", level_prio[l]);
+	sb_printf(&b, "{\"time\":\"%s\",\"level\":\"%s\",\"pid\":%d", t, level_json[l],
+	          (int)getpid());
+	json_str(&b, "event", event ? event : "log");
+	if (job_cls)
+		json_str(&b, "class", job_cls);
+	if (job_jid)
+		json_str(&b, "jid", job_jid);
+	if (job_queue)
+		json_str(&b, "queue", job_queue);
+	for (int i = 0; i < nf; i++) {
+		if (f[i].str)
+			json_str(&b, f[i].key, f[i].str);
+		else
+			json_num(&b, f[i].key, f[i].num);
 	}
+	char *msg = NULL;
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	json_str(&b, "msg", msg ? msg : "");
+	free(msg);
+	sb_adds(&b, "}\n");
+	write_all(b.s, b.len);
+	sb_free(&b);
+}
+
+static void log_line(enum log_level l, const char *event, const struct log_field *f, int nf,
+                     const char *fmt, va_list ap)
+{
+	if ((int)l < atomic_load(&current_level))
+		return;
+	if (atomic_load(&current_format) == LOG_FORMAT_JSON)
+		json_line(l, event, f, nf, fmt, ap);
+	else
+		text_line(l, fmt, ap);
+}
+
+void log_vmsg(enum log_level l, const char *fmt, va_list ap)
+{
+	log_line(l, NULL, NULL, 0, fmt, ap);
 }
 
 void log_msg(enum log_level l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_vmsg(l, fmt, ap);
+	log_line(l, NULL, NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
+               const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(l, event, fields, n, fmt, ap);
 	va_end(ap);
 }
 

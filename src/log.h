@@ -1,19 +1,54 @@
-/* log.h: one line per event on stderr, `<UTC ISO8601> pid=<pid> <LEVEL>: <message>`. */
+/*
+ * log.h: one line per event on stderr.
+ *
+ *   text (default)   <UTC ISO8601> pid=<pid> <LEVEL>: <message>
+ *   text, journal    <N><LEVEL>: <message>            (stderr is the journal: JOURNAL_STREAM)
+ *   json             {"time":…,"level":…,"event":…,"msg":…, the job's fields, …}
+ *
+ * Under journald the line starts with the sd-daemon priority <N> (journald strips it and
+ * files the line at that priority, so `journalctl -p warning` works) and leaves out the
+ * time and pid, which the journal records itself. JSON lines get the same prefix there.
+ */
 #ifndef COGWORKERD_LOG_H
 #define COGWORKERD_LOG_H
 
 #include <stdarg.h>
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
 
 void log_set_level(enum log_level l);
 int log_level_parse(const char *s, enum log_level *out);
+void log_set_format(enum log_format f);
+int log_format_parse(const char *s, enum log_format *out);
+
 void log_msg(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level l, const char *fmt, va_list ap);
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/*
+ * The job the calling thread is running: every line the thread logs until log_job_end
+ * (the handler's output, warnings about it) carries its class, jid and queue in JSON.
+ * The strings are borrowed: they must outlive the log_job_end.
+ */
+void log_job_begin(const char *cls, const char *jid, const char *queue);
+void log_job_end(void);
+
+/*
+ * One named event with fields of its own (JSON only; the text line is the message). A
+ * field is a string (str) or, with str NULL, a number; nothing is printed for a number
+ * that is NaN, so optional fields can be left NAN.
+ */
+struct log_field {
+	const char *key;
+	const char *str;
+	double num;
+};
+void log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Per-site summarising of Redis availability errors (doc/protocol.md §7.24): the first

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "handler.h"
 #include "manager.h"
 #include "util.h"
 
@@ -21,9 +22,15 @@ static void usage(FILE *to)
 	        "  -C N            concurrency: handler children at once\n"
 	        "  -q Q[,W]        a queue to read, with an optional weight (repeatable;\n"
 	        "                  replaces the conf's queues)\n"
-	        "  -n, --check     validate the conf and exit\n"
+	        "  -n, --check     validate the conf (and that every command can be run) and exit\n"
 	        "  -V, --version   print the version\n"
 	        "environment: REDIS_URL overrides redis.url\n");
+}
+
+static void check_report(void *ctx, const char *problem)
+{
+	(void)ctx;
+	fprintf(stderr, "cogworkerd: %s\n", problem);
 }
 
 int main(int argc, char **argv)
@@ -86,9 +93,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (check) {
-		printf("%s: configuration OK\n", path);
+		int bad = conf_check_commands(&conf, check_report, NULL);
+		if (bad == 0)
+			printf("%s: configuration OK\n", path);
 		conf_free(&conf);
-		return 0;
+		return bad ? 2 : 0;
 	}
 	int status = manager_run(path, &ov, &conf);
 	fflush(stdout);

@@ -31,6 +31,7 @@
 #include <systemd/sd-daemon.h>
 #include "fetch.h"
 #include "fetcher.h"
+#include "handler.h"
 #include "heartbeat.h"
 #include "keys.h"
 #include "manager.h"
@@ -123,6 +124,12 @@ static enum event wait_event(double timeout)
 static const char *conf_path;
 static struct conf_overrides overrides;
 
+static void warn_command(void *ctx, const char *problem)
+{
+	(void)ctx;
+	log_warn("%s (its jobs will fail until it is fixed)", problem);
+}
+
 static void reload(void)
 {
 	char err[1024];
@@ -155,6 +162,8 @@ static void reload(void)
 	conf_release(old);
 	fresh.concurrency = concurrency;
 	log_set_level(fresh.log_level);
+	log_set_format(fresh.log_format);
+	conf_check_commands(&fresh, warn_command, NULL);
 	conf_install(&fresh);
 	log_info("reloaded %s: %d handler(s), %d periodic entr%s", conf_path ? conf_path : "(defaults)",
 	         fresh.nhandlers, fresh.nperiodic, fresh.nperiodic == 1 ? "y" : "ies");
@@ -277,6 +286,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	state_init(conf);
 	struct conf *c = conf_acquire();
 	log_set_level(c->log_level);
+	log_set_format(c->log_format);
 	make_identity();
 	D.started_at = now_float();
 	reaper_start();                 /* before any thread: it is a fork */
@@ -285,6 +295,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 		return 1;
 	}
 	check_periodic_classes(c);
+	conf_check_commands(c, warn_command, NULL);
 	rconn_init(&mconn, &c->redis);
 	double beat_every = c->heartbeat_interval;
 	int concurrency = c->concurrency;

@@ -18,6 +18,7 @@
  * request" (cogworkerctl jobs cancel), each followed by
  * the stderr tail as job_error_message joins them.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,37 @@ static void failed(struct run_outcome *o, const char *error_class, const char *d
 {
 	o->error_class = error_class;
 	o->error_message = job_error_message(error_class, detail, tail, tail_len);
+	o->detail = xstrdup(detail);
+}
+
+/* "exec failed: <what>: <strerror> (<ENAME>)", what being the step that failed: the
+ * program (as resolved, or the name and the PATH it was not found in), or the cwd. */
+static char *spawn_detail(const struct job_run *run, const struct run_result *res)
+{
+	const char *prog = res->exec_path ? res->exec_path
+	                   : run->req.command && run->req.command->v ? run->req.command->v[0]
+	                   : "?";
+	const char *ename = strerrorname_np(res->code);
+	char why[160];
+	snprintf(why, sizeof why, "%s (%s)", strerror(res->code), ename ? ename : "?");
+	switch (res->spawn_step) {
+	case SPAWN_STEP_RESOLVE:
+		if (res->search_path)
+			return xasprintf("exec failed: %s not found in PATH %s: %s", prog,
+			                 res->search_path, why);
+		return xasprintf("exec failed: %s: %s", prog, why);
+	case SPAWN_STEP_CWD:
+		return xasprintf("exec failed: chdir %s: %s", run->req.cwd ? run->req.cwd : "?", why);
+	case SPAWN_STEP_RLIMIT:
+		return xasprintf("exec failed: setrlimit: %s", why);
+	case SPAWN_STEP_IDS:
+		return xasprintf("exec failed: switching user/group: %s", why);
+	case SPAWN_STEP_SETUP:
+		return xasprintf("exec failed: starting %s: %s", prog, why);
+	case SPAWN_STEP_EXEC:
+		break;
+	}
+	return xasprintf("exec failed: %s: %s", prog, why);
 }
 
 static void outcome_clear(struct run_outcome *o)
@@ -161,10 +193,13 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 		snprintf(detail, sizeof detail, "timed out after %gs", run->req.timeout);
 		failed(o, "Cogworker::HandlerTimeout", detail, tail, tail_len);
 		return;
-	case RUN_SPAWN_FAILED:
-		snprintf(detail, sizeof detail, "exec failed: %s", strerror(res->code));
-		failed(o, "Cogworker::HandlerSpawnFailed", detail, tail, tail_len);
+	case RUN_SPAWN_FAILED: {
+		char *what = spawn_detail(run, res);
+		o->spawn_errno = res->code;
+		failed(o, "Cogworker::HandlerSpawnFailed", what, tail, tail_len);
+		free(what);
 		return;
+	}
 	case RUN_ABORTED:
 		o->aborted = 1;
 		return;
@@ -187,15 +222,55 @@ void outcome_free(struct run_outcome *o)
 {
 	free(o->error_message);
 	o->error_message = NULL;
+	free(o->detail);
+	o->detail = NULL;
 }
 
-enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code)
+enum decision decide_failure(const struct job *j, const struct handler *h,
+                             const struct run_outcome *o)
 {
+	int code = o->exit_code;
 	if (j->retry_count + 1 > j->max_retries)
 		return DECIDE_DEAD;
-	if (h && exit_code > 0 && in_list(h->dead_codes, h->ndead, exit_code))
+	if (o->spawn_errno == E2BIG)
 		return DECIDE_KILLED;
-	if (h && exit_code > 0 && in_list(h->discard_codes, h->ndiscard, exit_code))
+	if (h && code > 0 && in_list(h->dead_codes, h->ndead, code))
+		return DECIDE_KILLED;
+	if (h && code > 0 && in_list(h->discard_codes, h->ndiscard, code))
 		return DECIDE_DISCARD;
 	return DECIDE_RETRY;
+}
+
+void decision_reason(enum decision d, const struct job *j, const struct run_outcome *o,
+                     char *out, size_t n)
+{
+	if (o->cancelled) {     /* the caller decided: dead, or discarded on request */
+		snprintf(out, n, "%s", d == DECIDE_DISCARD ? "cancelled, --discard" : "cancelled");
+		return;
+	}
+	switch (d) {
+	case DECIDE_RETRY:
+		snprintf(out, n, "%s", "");
+		return;
+	case DECIDE_DEAD:
+		if (j->max_retries > 0)
+			snprintf(out, n, "retries exhausted");
+		else if (cJSON_IsFalse(j->obj ? cJSON_GetObjectItemCaseSensitive(j->obj, "retry")
+		                       : NULL))
+			snprintf(out, n, "retry is false: no retries");
+		else
+			snprintf(out, n, "retry is 0: no retries");
+		return;
+	case DECIDE_KILLED:
+		if (o->spawn_errno == E2BIG)
+			snprintf(out, n, "the arguments do not fit in an argv (E2BIG): no retry can "
+			         "succeed");
+		else
+			snprintf(out, n, "exit code %d is in dead_exit_codes", o->exit_code);
+		return;
+	case DECIDE_DISCARD:
+		snprintf(out, n, "exit code %d is in discard_exit_codes", o->exit_code);
+		return;
+	}
+	snprintf(out, n, "%s", "");
 }

@@ -30,8 +30,11 @@ struct run_outcome {
 	int cancelled;              /* cancelled (Cogworker::Cancelled): dead or discarded,
 	                             * whatever the retry budget and the exit-code map say */
 	int exit_code;              /* a non-zero exit status, for the exit-code map; else -1 */
+	int spawn_errno;            /* the errno of a spawn that failed; else 0 */
 	const char *error_class;    /* NULL for a success or an abort */
 	char *error_message;        /* malloc'd, NULL when error_class is */
+	char *detail;               /* the message without the stderr tail ("exit status 4"),
+	                             * for the log line; malloc'd, NULL when error_class is */
 };
 
 /*
@@ -63,10 +66,19 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 void outcome_no_handler(struct run_outcome *o, const char *cls);
 void outcome_free(struct run_outcome *o);
 
-/* Where a failure goes (doc/protocol.md §7.5): the retry budget first, then the handler's
- * dead_exit_codes and discard_exit_codes (h may be NULL: no handler), else a retry. */
+/*
+ * Where a failure goes (doc/protocol.md §7.5): the retry budget first, then the handler's
+ * dead_exit_codes and discard_exit_codes (h may be NULL: no handler), else a retry. A
+ * spawn that no retry can fix (E2BIG: the job's args do not fit in an argv) is cut short
+ * like a dead exit code: retrying it 25 times only delays the dead entry by three weeks.
+ */
 enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
-enum decision decide_failure(const struct job *j, const struct handler *h, int exit_code);
+enum decision decide_failure(const struct job *j, const struct handler *h,
+                             const struct run_outcome *o);
+/* Why the decision d was taken, for people: "exit code 3 is in dead_exit_codes",
+ * "retries exhausted", "cancelled", …; "" for a plain retry. */
+void decision_reason(enum decision d, const struct job *j, const struct run_outcome *o,
+                     char *out, size_t n);
 
 /* The elements of a JSON array as argv strings: strings decoded, anything else as its
  * original text (a big integer keeps its digits). NULL with *n = 0 for an empty array or

@@ -130,8 +130,10 @@ static void emit_line(struct pump *p, int is_err, const char *s, size_t n)
 	 * callback, but no longer logged.
 	 */
 	if (req->log_output && p->logged[is_err] < HANDLER_LOG_BUDGET) {
-		log_info("%s %s: %.*s", req->log_tag ? req->log_tag : "handler",
-		         is_err ? "stderr" : "stdout", (int)n, s);
+		const char *stream = is_err ? "stderr" : "stdout";
+		const struct log_field f[] = { { "stream", stream, 0 } };
+		log_event(LOG_INFO, "output", f, 1, "%s %s: %.*s",
+		          req->log_tag ? req->log_tag : "handler", stream, (int)n, s);
 		p->logged[is_err] += n + 1;
 		if (p->logged[is_err] >= HANDLER_LOG_BUDGET)
 			log_warn("%s %s: more than %d KiB of output; the rest is not logged",

@@ -429,7 +429,7 @@ static int interrupt_write(struct rconn *r, const char *raw, size_t len, const c
 
 static enum disposition interrupt_job(struct rconn *r, const struct job *j, enum decision d,
                                       const char *error_class, const char *error_message,
-                                      int *died, char **dead_entry)
+                                      int *died, char **dead_entry, struct filing *where)
 {
 	double now = now_float();
 	long count = j->interrupted_count + 1;
@@ -443,6 +443,8 @@ static enum disposition interrupt_job(struct rconn *r, const struct job *j, enum
 		payload = job_minimal_dead_entry(j->raw, j->raw_len, j->jid, error_class,
 		                                 error_message, now);
 	int filed = interrupt_write(r, j->raw, j->raw_len, j->jid, set, score, payload);
+	*where = (struct filing){ .set = set, .delay = to_dead ? 0 : score - now,
+	                          .interrupted = 1, .owed = filed < 0, .gone = filed == 0 };
 	if (filed < 0) {
 		log_error("couldn't file failed job jid=%s into %s (kept in memory, filed later): %s",
 		          j->jid ? j->jid : "?", set, r->err);
@@ -476,10 +478,15 @@ const char *attempt_outcome(enum decision d)
 
 enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,
                                const char *error_class, const char *error_message,
-                               struct log_site *site, int *died, char **dead_entry)
+                               struct log_site *site, int *died, char **dead_entry,
+                               struct filing *where)
 {
 	double now = now_float();
 	long n = j->retry_count + 1;
+	struct filing unused;
+	if (!where)
+		where = &unused;
+	memset(where, 0, sizeof *where);
 	*died = 0;
 	*dead_entry = NULL;
 	if (d == DECIDE_DISCARD) {
@@ -489,7 +496,7 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 	}
 	char *payload = job_failure_payload(j, error_class, error_message, now, n, 0, 0);
 	if (!payload)
-		return interrupt_job(r, j, d, error_class, error_message, died, dead_entry);
+		return interrupt_job(r, j, d, error_class, error_message, died, dead_entry, where);
 	double delay = d == DECIDE_RETRY ? job_backoff(n) : 0;
 	char score[64];
 	snprintf(score, sizeof score, "%.6f", now + delay);
@@ -499,9 +506,11 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 		log_error("couldn't file failed job jid=%s into %s: %s; interrupting",
 		          j->jid ? j->jid : "?", argv[1], r->err);
 		free(payload);
-		return interrupt_job(r, j, d, error_class, error_message, died, dead_entry);
+		return interrupt_job(r, j, d, error_class, error_message, died, dead_entry, where);
 	}
 	freeReplyObject(rep);
+	where->set = argv[1];
+	where->delay = delay;
 	if (d == DECIDE_RETRY) {
 		extend_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json, delay);
 	} else {

@@ -36,11 +36,22 @@ struct pending {
 /* What a run leaves to settle. */
 enum disposition { DISP_ACK, DISP_SETTLED, DISP_GIVE_BACK, DISP_ABANDON };
 
+/* Where route_failure put a failure, for the job's log line. */
+struct filing {
+	const char *set;        /* K_RETRY or K_DEAD; NULL: discarded */
+	double delay;           /* into retry: seconds until it is due */
+	int interrupted;        /* filed by the interrupt path (the plain write failed) */
+	int owed;               /* not written: kept in memory, reconcile or stop files it */
+	int gone;               /* the interrupt found the job no longer ours: not filed */
+};
+
 /* Route a failure; returns the disposition, and *died = 1 with *dead_entry (malloc'd) when
- * this write put the job in dead (on_death is then owed, after settling). */
+ * this write put the job in dead (on_death is then owed, after settling). *where (may be
+ * NULL) says where it went. */
 enum disposition route_failure(struct rconn *r, const struct job *j, enum decision d,
                                const char *error_class, const char *error_message,
-                               struct log_site *site, int *died, char **dead_entry);
+                               struct log_site *site, int *died, char **dead_entry,
+                               struct filing *where);
 /* A payload that is not a job goes to dead as an (unparseable) wrapper; no on_death. */
 enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct log_site *site);
 

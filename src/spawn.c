@@ -18,7 +18,8 @@
  * (as raw syscalls: glibc's set*id wrappers broadcast to the parent's threads, which a
  * vfork child must never do); execve. A failing step writes its errno into a CLOEXEC
  * "report" pipe and _exits: the parent reads that pipe until EOF, so it learns both "exec
- * succeeded" (EOF) and "step X failed with errno E" (RUN_SPAWN_FAILED, code = E). The same
+ * succeeded" (EOF) and "step X failed with errno E" (RUN_SPAWN_FAILED, code = E, the step
+ * for the error message: a missing cwd must not read as a missing program). The same
  * pipe works with fork(), which is used instead of vfork under ThreadSanitizer.
  */
 #include <errno.h>
@@ -64,6 +65,13 @@ static const char *env_get(const char *const *env, const char *name)
 	return NULL;
 }
 
+const char *exec_search_path(const char *const *env)
+{
+	const char *path = env_get(env, "PATH");
+
+	return path ? path : HANDLER_DEFAULT_PATH;
+}
+
 /*
  * argv[0] with a '/' is used as is (relative to the child's cwd); otherwise the first
  * regular, executable file in PATH. Relative PATH entries ("" = ".") are taken relative to
@@ -81,9 +89,7 @@ int resolve_exec_path(const char *file, const char *const *env, const char *cwd,
 		*out = xstrdup(file);
 		return 0;
 	}
-	path = env_get(env, "PATH");
-	if (!path)
-		path = HANDLER_DEFAULT_PATH;
+	path = exec_search_path(env);
 	for (p = path;; p++) {
 		const char *end = strchrnul(p, ':');
 		int dlen = (int)(end - p);
@@ -141,13 +147,15 @@ struct child_spec {
 	sigset_t empty_mask;
 };
 
+/* The step and its errno, in one write of 8 bytes (atomic on a pipe). */
 __attribute__((noreturn))
-static void child_fail(int report_fd, int err)
+static void child_fail(int report_fd, int step, int err)
 {
+	int msg[2] = { step, err };
 	ssize_t w;
 
 	do
-		w = write(report_fd, &err, sizeof err);
+		w = write(report_fd, msg, sizeof msg);
 	while (w < 0 && errno == EINTR);
 	_exit(127);
 }
@@ -171,11 +179,11 @@ static void child_exec(const struct child_spec *c)
 	int rep = c->fd_report;
 
 	if (setsid() < 0)
-		child_fail(rep, errno);
+		child_fail(rep, SPAWN_STEP_SETUP, errno);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		child_fail(rep, errno);
+		child_fail(rep, SPAWN_STEP_SETUP, errno);
 	if (getppid() != c->parent)         /* the daemon died before the prctl */
-		child_fail(rep, ESRCH);
+		child_fail(rep, SPAWN_STEP_SETUP, ESRCH);
 
 	/*
 	 * The raw system call, not sigaction(3): glibc refuses to touch the two real-time
@@ -186,32 +194,32 @@ static void child_exec(const struct child_spec *c)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			syscall(SYS_rt_sigaction, sig, &c->ksa_default, NULL, _NSIG / 8);
 	if (sigprocmask(SIG_SETMASK, &c->empty_mask, NULL) < 0)
-		child_fail(rep, errno);
+		child_fail(rep, SPAWN_STEP_SETUP, errno);
 
 	if (dup2(c->fd_in, 0) < 0 || dup2(c->fd_out, 1) < 0 || dup2(c->fd_err, 2) < 0)
-		child_fail(rep, errno);
+		child_fail(rep, SPAWN_STEP_SETUP, errno);
 	if (rep != 3) {
 		if (dup3(rep, 3, O_CLOEXEC) < 0)
-			child_fail(rep, errno);
+			child_fail(rep, SPAWN_STEP_SETUP, errno);
 		rep = 3;
 	}
 	child_close_from(4);
 
 	if (c->cwd && chdir(c->cwd) < 0)
-		child_fail(rep, errno);
+		child_fail(rep, SPAWN_STEP_CWD, errno);
 	for (int i = 0; i < c->nrlimits; i++)
 		if (setrlimit(c->rl_resource[i], &c->rl[i]) < 0)
-			child_fail(rep, errno);
+			child_fail(rep, SPAWN_STEP_RLIMIT, errno);
 	if (c->set_ids) {
 		if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
-			child_fail(rep, errno);
+			child_fail(rep, SPAWN_STEP_IDS, errno);
 		if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0)
-			child_fail(rep, errno);
+			child_fail(rep, SPAWN_STEP_IDS, errno);
 		if (syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0)
-			child_fail(rep, errno);
+			child_fail(rep, SPAWN_STEP_IDS, errno);
 	}
 	execve(c->path, c->argv, c->envp);
-	child_fail(rep, errno);
+	child_fail(rep, SPAWN_STEP_EXEC, errno);
 }
 
 /* The only function that forks: kept tiny so nothing lives across vfork's second return. */
@@ -285,18 +293,19 @@ static void spec_add_rlimit(struct child_spec *c, int resource, long long v)
  * an errno (io closed; *pid set when a child was forked, already reaped).
  */
 int spawn_handler(const struct run_request *req, const char *path, char **argv,
-                  char *const *envp, pid_t *pid, struct child_io *io)
+                  char *const *envp, pid_t *pid, struct child_io *io, int *step)
 {
 	static char *const empty_env[] = { NULL };
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 },
 	    prep[2] = { -1, -1 };
 	struct child_spec c;
 	sigset_t all, old;
-	int err = 0, child_err = 0;
+	int err = 0, child_msg[2] = { 0, 0 };
 	ssize_t r;
 
 	memset(&c, 0, sizeof c);
 	*pid = 0;
+	*step = SPAWN_STEP_SETUP;       /* the pipes and the fork */
 	io->in = io->out = io->err = -1;
 	if (make_pipe(pin) < 0 || make_pipe(pout) < 0 || make_pipe(perr) < 0 ||
 	    make_pipe(prep) < 0) {
@@ -339,10 +348,11 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 
 	close_fd(&prep[1]);
 	do
-		r = read(prep[0], &child_err, sizeof child_err);
+		r = read(prep[0], child_msg, sizeof child_msg);
 	while (r < 0 && errno == EINTR);
-	if (r == (ssize_t)sizeof child_err) {
-		err = child_err ? child_err : EIO;
+	if (r == (ssize_t)sizeof child_msg) {
+		*step = child_msg[0];
+		err = child_msg[1] ? child_msg[1] : EIO;
 		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		goto out;

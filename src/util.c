@@ -200,3 +200,20 @@ char *sb_steal(struct sbuf *b)
 	b->len = b->cap = 0;
 	return s;
 }
+
+void human_duration(double secs, int decimals, char *out, size_t n)
+{
+	if (secs < 0)
+		secs = -secs;
+	long long s = (long long)(secs + 0.5);
+	if (decimals > 0 && secs < 59.995)
+		snprintf(out, n, "%.*fs", decimals, secs);
+	else if (s < 60)
+		snprintf(out, n, "%llds", s);
+	else if (s < 3600)
+		snprintf(out, n, "%lldm %02llds", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(out, n, "%lldh %02lldm", s / 3600, s % 3600 / 60);
+	else
+		snprintf(out, n, "%lldd %02lldh", s / 86400, s % 86400 / 3600);
+}

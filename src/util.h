@@ -13,6 +13,9 @@ void random_bytes(void *buf, size_t n);
 void random_hex(char *out, size_t nbytes);   /* writes 2*nbytes hex chars + NUL */
 void new_jid(char out[25]);
 double random_unit(void);           /* uniform in [0, 1) */
+/* A duration for people: "1.24s" (decimals 2) or "12s" under a minute, then "4m 05s",
+ * "3h 02m", "2d 04h". A negative one is shown as its size. */
+void human_duration(double secs, int decimals, char *out, size_t n);
 
 /* A growable, always NUL-terminated byte buffer. */
 struct sbuf {

@@ -129,17 +129,7 @@ void ctl_iso_time(double t, char out[32])
 
 void ctl_duration(double secs, char *out, size_t n)
 {
-	if (secs < 0)
-		secs = -secs;
-	long long s = (long long)floor(secs + 0.5);
-	if (s < 60)
-		snprintf(out, n, "%llds", s);
-	else if (s < 3600)
-		snprintf(out, n, "%lldm %02llds", s / 60, s % 60);
-	else if (s < 86400)
-		snprintf(out, n, "%lldh %02lldm", s / 3600, s % 3600 / 60);
-	else
-		snprintf(out, n, "%lldd %02lldh", s / 86400, s % 86400 / 3600);
+	human_duration(secs, 0, out, n);
 }
 
 void ctl_relative(double t, double now, char *out, size_t n)

@@ -81,16 +81,19 @@ static const char *const status_name[] = {
 	[RUN_CANCELLED] = "cancelled",
 };
 
-/* What each failure decision would do to the job, in the report's words. */
+/*
+ * What each failure decision would do to the job: the outcome as the attempts log files
+ * it (--json), and in the report's words. "killed" is the attempts log's word for a job
+ * cut short to dead; people read "dead (exit code 3 is in dead_exit_codes)".
+ */
 static const struct {
-	const char *outcome, *why;
+	const char *outcome, *said, *why;
 } decided[] = {
-	[DECIDE_RETRY] = { "retrying", "a failure: it would be retried with the default backoff" },
-	[DECIDE_DEAD] = { "dead", "a failure with no retries left: it would go to dead" },
-	[DECIDE_KILLED] = { "killed",
-	                    "the exit code is in dead_exit_codes: it would go straight to dead" },
-	[DECIDE_DISCARD] = { "discarded",
-	                     "the exit code is in discard_exit_codes: it would be dropped" },
+	[DECIDE_RETRY] = { "retrying", "retrying",
+	                   "a failure: it would be retried with the default backoff" },
+	[DECIDE_DEAD] = { "dead", "dead", "it would go to dead" },
+	[DECIDE_KILLED] = { "killed", "dead", "it would go straight to dead, with no retry" },
+	[DECIDE_DISCARD] = { "discarded", "discarded", "it would be dropped" },
 };
 
 int cmd_exec(struct ctl *c, int argc, char **argv)
@@ -188,6 +191,7 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 
 	const struct handler *h = conf_find_handler(&c->conf, p.cls);
 	struct report rep = { .exit_code = -1, .signal = -1 };
+	char said[200] = "";                /* the outcome for people, when it differs */
 	struct run_outcome o;
 	struct run_result res;
 	memset(&res, 0, sizeof res);
@@ -235,9 +239,15 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		rep.outcome = "success";
 		rep.why = "exit 0";
 	} else {
-		enum decision d = decide_failure(&j, h, o.exit_code);
+		enum decision d = decide_failure(&j, h, &o);
+		char reason[160];
+		decision_reason(d, &j, &o, reason, sizeof reason);
 		rep.outcome = decided[d].outcome;
 		rep.why = decided[d].why;
+		if (*reason)
+			snprintf(said, sizeof said, "%s (%s)", decided[d].said, reason);
+		else
+			snprintf(said, sizeof said, "%s", decided[d].said);
 	}
 	double duration = ran ? res.finished - res.started : 0;
 	char *stderr_text = ran ? utf8_scrub(res.tail, res.tail_len, 0) : xstrdup("");
@@ -306,7 +316,7 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 			printf("exit       %s", rep.status);
 		if (ran)
 			printf(" after %.3fs (pid %d)", duration, res.pid);
-		printf("\noutcome    %s: %s\n", rep.outcome, rep.why);
+		printf("\noutcome    %s: %s\n", said[0] ? said : rep.outcome, rep.why);
 		if (o.error_class)
 			printf("error      %s: %s\n", o.error_class, o.error_message);
 		if (out.b.len) {

@@ -199,12 +199,15 @@ class Misbehaviour(JobTestCase):
         member, _ = self.wait_member(RETRY)
         e = loads(member)
         self.assertEqual(e["error_class"], "Cogworker::HandlerSpawnFailed")
-        self.assertEqual(e["error_message"], "exec failed: No such file or directory")
+        # The message names the program and the errno
+        self.assertEqual(e["error_message"], "exec failed: %s: No such file or directory "
+                         "(ENOENT)" % self.path("no/such/program"))
         self.assertEqual(e["retry_count"], 1)
         dead, _ = self.wait_member(DEAD)
         e = loads(dead)
         self.assertEqual(e["error_class"], "Cogworker::HandlerSpawnFailed")
-        self.assertTrue(e["error_message"].startswith("exec failed: "))
+        self.assertRegex(e["error_message"], r"^exec failed: no-such-program-cogworkerd-test "
+                         r"not found in PATH \S+: No such file or directory \(ENOENT\)$")
         self.wait_settled(d)
         self.still_serving(d)
 

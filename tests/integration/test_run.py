@@ -379,8 +379,9 @@ class Running(JobTestCase):
         self.assertEqual(e["retry_count"], 1)
         self.wait_settled(d)
         self.assertEqual(self.r.zcard(RETRY), 0)
-        self.assertEqual(len(d.log_lines("fail: Nobody jid=%s: Cogworker::NoHandler"
-                                         % e["jid"])), 1)
+        [line] = d.log_lines("fail: Nobody jid=%s " % e["jid"])
+        self.assertRegex(line, r"\d\.\d\ds: no handler configured for class Nobody → dead "
+                         r"\(retry is 0: no retries\)$")
 
     def test_wildcard_handler_runs_unknown_classes(self):
         d = self.daemon(handlers=[{"class": "R", "command": handler("fail")},
@@ -395,8 +396,10 @@ class Running(JobTestCase):
         p = self.push(job("F", retry=2))
         jid = loads(p)["jid"]
         line = self.wait_fail(d, "F", jid)
-        self.assertRegex(line, r"fail: F jid=%s: Cogworker::HandlerFailed: exit status 1: kaboom"
+        # What happened and where it went (the stderr tail is in the output lines before)
+        self.assertRegex(line, r"fail: F jid=%s \d+\.\d\ds: exit status 1 → retry 1/2 in \d+s$"
                          % jid)
+        self.assertEqual(len(d.log_lines("jid=%s stderr: kaboom" % jid)), 1)
         self.assertEqual(len(d.log_lines("start: F jid=%s" % jid)), 1)
         self.assertEqual(d.log_lines("done: F jid=%s" % jid), [])
 

@@ -26,7 +26,7 @@ static const char *const base_env[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NUL
 
 static struct argv_list mkargv(char **v)
 {
-	struct argv_list a = { v, 0 };
+	struct argv_list a = { v, 0, NULL };
 	while (v[a.n])
 		a.n++;
 	return a;
@@ -210,7 +210,7 @@ START_TEST(test_spawn_failures)
 	struct argv_list nopath = mkargv(ARGV("/no/such/file"));
 	struct argv_list noexec = mkargv(ARGV("/etc/passwd"));
 	struct argv_list t = mkargv(ARGV("true"));
-	struct argv_list empty = { ARGV(""), 0 };
+	struct argv_list empty = { ARGV(""), 0, NULL };
 	const char *const badpath_env[] = { "PATH=/nonexistent", NULL };
 	struct run_request r;
 

@@ -94,8 +94,6 @@ START_TEST(test_messages)
 	check(RUN_SIGNALED, SIGKILL, "", 4096, "Cogworker::HandlerSignaled",
 	      "killed by signal 9 (SIGKILL)", -1);
 	check(RUN_TIMEOUT, 0, "", 4096, "Cogworker::HandlerTimeout", "timed out after 0.5s", -1);
-	check(RUN_SPAWN_FAILED, ENOENT, "", 4096, "Cogworker::HandlerSpawnFailed",
-	      "exec failed: No such file or directory", -1);
 
 	struct job_run run = run_of(0, 4096);
 	struct run_result res = { .status = RUN_EXITED, .code = 0, .tail = "noise" };
@@ -119,11 +117,54 @@ START_TEST(test_messages)
 }
 END_TEST
 
+/* A failed spawn names what failed (the program as resolved, or the cwd) and its errno. */
+static char *spawn_message(enum spawn_step step, int err, const char *exec_path,
+                           const char *search_path, const char *cwd)
+{
+	char *cmd[] = { "prog", NULL };
+	struct argv_list command = { cmd, 1, NULL };
+	struct job_run run = run_of(0, 4096);
+	run.req.command = &command;
+	run.req.cwd = cwd;
+	struct run_result res = { .status = RUN_SPAWN_FAILED, .code = err, .tail = "",
+	                          .spawn_step = step, .exec_path = (char *)exec_path,
+	                          .search_path = search_path };
+	struct run_outcome o;
+	outcome_of_run(&o, &run, &res);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerSpawnFailed");
+	ck_assert_int_eq(o.spawn_errno, err);
+	ck_assert_str_eq(o.detail, o.error_message);        /* no tail */
+	char *m = xstrdup(o.error_message);
+	outcome_free(&o);
+	return m;
+}
+
+START_TEST(test_spawn_messages)
+{
+	char *m = spawn_message(SPAWN_STEP_RESOLVE, ENOENT, "prog", "/usr/bin:/bin", NULL);
+	ck_assert_str_eq(m, "exec failed: prog not found in PATH /usr/bin:/bin: "
+	                    "No such file or directory (ENOENT)");
+	free(m);
+	m = spawn_message(SPAWN_STEP_RESOLVE, ENOENT, "/opt/x", NULL, NULL);
+	ck_assert_str_eq(m, "exec failed: /opt/x: No such file or directory (ENOENT)");
+	free(m);
+	m = spawn_message(SPAWN_STEP_EXEC, EACCES, "/opt/x", NULL, NULL);
+	ck_assert_str_eq(m, "exec failed: /opt/x: Permission denied (EACCES)");
+	free(m);
+	m = spawn_message(SPAWN_STEP_CWD, ENOENT, "/bin/true", NULL, "/gone");
+	ck_assert_str_eq(m, "exec failed: chdir /gone: No such file or directory (ENOENT)");
+	free(m);
+	m = spawn_message(SPAWN_STEP_EXEC, E2BIG, "/bin/true", NULL, NULL);
+	ck_assert_str_eq(m, "exec failed: /bin/true: Argument list too long (E2BIG)");
+	free(m);
+}
+END_TEST
+
 START_TEST(test_unresolvable_user_is_a_failed_exec)
 {
 	char user[] = "cw-no-such-user-here";
 	char *cmd[] = { "/bin/true", NULL };
-	struct handler h = { .class_name = "U", .command = { cmd, 1 }, .user = user,
+	struct handler h = { .class_name = "U", .command = { cmd, 1, NULL }, .user = user,
 	                     .output_tail = 4096, .rlimit_cpu = -1, .rlimit_as = -1,
 	                     .rlimit_nofile = -1, .rlimit_nproc = -1 };
 	char raw[] = "{\"class\":\"U\",\"args\":[],\"jid\":\"abc\"}";
@@ -138,22 +179,51 @@ START_TEST(test_unresolvable_user_is_a_failed_exec)
 }
 END_TEST
 
+static enum decision decide(const struct job *j, const struct handler *h, int exit_code,
+                            int spawn_errno)
+{
+	struct run_outcome o = { .exit_code = exit_code, .spawn_errno = spawn_errno };
+	return decide_failure(j, h, &o);
+}
+
+static void reason_is(enum decision d, const struct job *j, int exit_code, int spawn_errno,
+                      const char *want)
+{
+	struct run_outcome o = { .exit_code = exit_code, .spawn_errno = spawn_errno };
+	char got[160];
+	decision_reason(d, j, &o, got, sizeof got);
+	ck_assert_str_eq(got, want);
+}
+
 START_TEST(test_decide_failure)
 {
 	int dead[] = { 3 }, discard[] = { 4, 0 };
 	struct handler h = { .dead_codes = dead, .ndead = 1, .discard_codes = discard,
 	                     .ndiscard = 2 };
 	struct job j = { .retry_count = 0, .max_retries = 3 };
-	ck_assert_int_eq(decide_failure(&j, &h, 5), DECIDE_RETRY);
-	ck_assert_int_eq(decide_failure(&j, &h, 3), DECIDE_KILLED);
-	ck_assert_int_eq(decide_failure(&j, &h, 4), DECIDE_DISCARD);
-	ck_assert_int_eq(decide_failure(&j, &h, -1), DECIDE_RETRY);  /* not an exit */
-	ck_assert_int_eq(decide_failure(&j, &h, 0), DECIDE_RETRY);   /* 0 is never mapped */
-	ck_assert_int_eq(decide_failure(&j, NULL, 3), DECIDE_RETRY);
+	ck_assert_int_eq(decide(&j, &h, 5, 0), DECIDE_RETRY);
+	ck_assert_int_eq(decide(&j, &h, 3, 0), DECIDE_KILLED);
+	ck_assert_int_eq(decide(&j, &h, 4, 0), DECIDE_DISCARD);
+	ck_assert_int_eq(decide(&j, &h, -1, 0), DECIDE_RETRY);      /* not an exit */
+	ck_assert_int_eq(decide(&j, &h, 0, 0), DECIDE_RETRY);       /* 0 is never mapped */
+	ck_assert_int_eq(decide(&j, NULL, 3, 0), DECIDE_RETRY);
+	ck_assert_int_eq(decide(&j, &h, -1, ENOENT), DECIDE_RETRY); /* may be installed later */
+	ck_assert_int_eq(decide(&j, &h, -1, E2BIG), DECIDE_KILLED); /* never fits */
+	ck_assert_int_eq(decide(&j, NULL, -1, E2BIG), DECIDE_KILLED);
+	reason_is(DECIDE_KILLED, &j, 3, 0, "exit code 3 is in dead_exit_codes");
+	reason_is(DECIDE_DISCARD, &j, 4, 0, "exit code 4 is in discard_exit_codes");
+	reason_is(DECIDE_KILLED, &j, -1, E2BIG,
+	          "the arguments do not fit in an argv (E2BIG): no retry can succeed");
+	reason_is(DECIDE_RETRY, &j, 5, 0, "");
 	j.retry_count = 3;                  /* the retries are spent: the budget wins */
-	ck_assert_int_eq(decide_failure(&j, &h, 3), DECIDE_DEAD);
-	ck_assert_int_eq(decide_failure(&j, &h, 4), DECIDE_DEAD);
-	ck_assert_int_eq(decide_failure(&j, NULL, -1), DECIDE_DEAD);
+	ck_assert_int_eq(decide(&j, &h, 3, 0), DECIDE_DEAD);
+	ck_assert_int_eq(decide(&j, &h, 4, 0), DECIDE_DEAD);
+	ck_assert_int_eq(decide(&j, NULL, -1, 0), DECIDE_DEAD);
+	ck_assert_int_eq(decide(&j, NULL, -1, E2BIG), DECIDE_DEAD);
+	reason_is(DECIDE_DEAD, &j, 1, 0, "retries exhausted");
+	j.max_retries = 0;
+	j.retry_count = 0;
+	reason_is(DECIDE_DEAD, &j, 1, 0, "retry is 0: no retries");
 }
 END_TEST
 
@@ -165,6 +235,7 @@ int main(void)
 	tcase_add_test(tc, test_args_as_argv);
 	tcase_add_test(tc, test_args_as_argv_many);
 	tcase_add_test(tc, test_messages);
+	tcase_add_test(tc, test_spawn_messages);
 	tcase_add_test(tc, test_unresolvable_user_is_a_failed_exec);
 	tcase_add_test(tc, test_decide_failure);
 	suite_add_tcase(s, tc);

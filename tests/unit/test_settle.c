@@ -165,10 +165,14 @@ START_TEST(test_interrupt_extends_lock)
 	int died = 0;
 	char *dead = NULL;
 	double t = now_float();
+	struct filing w;
 	enum disposition d = route_failure(&R, &j, DECIDE_RETRY, "Cogworker::HandlerFailed",
-	                                   "exit status 1", &s, &died, &dead);
+	                                   "exit status 1", &s, &died, &dead, &w);
 	ck_assert_int_eq(d, DISP_SETTLED);
 	ck_assert_int_eq(died, 0);
+	ck_assert_int_eq(w.interrupted, 1);         /* what the log line says */
+	ck_assert_int_eq(w.owed, 0);
+	ck_assert_str_eq(w.set, K_RETRY);
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
 	ck_assert_int_eq(integer("ZCARD %s", "cogworker:retry"), 1);
 	char *entry = string("ZRANGE %s 0 0", "cogworker:retry");
@@ -199,10 +203,12 @@ START_TEST(test_interrupt_pending_then_filed)
 	struct log_site s = LOG_SITE("Processor");
 	int died = 0;
 	char *dead = NULL;
+	struct filing w;
 	enum disposition d = route_failure(&R, &j, DECIDE_DEAD, "Cogworker::HandlerFailed",
-	                                   "exit status 1: kaboom", &s, &died, &dead);
+	                                   "exit status 1: kaboom", &s, &died, &dead, &w);
 	ck_assert_int_eq(d, DISP_SETTLED);
 	ck_assert_int_eq(died, 0);                  /* no on_death while it isn't filed */
+	ck_assert_int_eq(w.owed, 1);
 	ck_assert(pending_has(raw));
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
 	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 0);
@@ -237,7 +243,7 @@ START_TEST(test_pending_retry_filing_extends_lock)
 	int died = 0;
 	char *dead = NULL;
 	enum disposition d = route_failure(&R, &j, DECIDE_RETRY, "Cogworker::HandlerFailed",
-	                                   "exit status 1", &s, &died, &dead);
+	                                   "exit status 1", &s, &died, &dead, NULL);
 	ck_assert_int_eq(d, DISP_SETTLED);
 	ck_assert(pending_has(UNIQUE_JOB));
 	ck_assert(integer("TTL %s", key) <= 5);

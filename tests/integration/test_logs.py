@@ -1,0 +1,165 @@
+"""LG — the daemon's log as an operator reads it (doc/behaviours.md group LG): one line per
+settled job saying where it went and how long it ran, the sd-daemon priority prefix when
+stderr is the journal (JOURNAL_STREAM), and `log_format = "json"` for log shippers.
+
+Run: python3 tests/integration/run.py test_logs
+"""
+
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import handler, job, wait_for  # noqa: E402
+from runkit import JobTestCase, loads, sh  # noqa: E402
+
+DUR = r"\d+\.\d\ds"
+
+
+def exit_handler(**extra):
+    h = {"class": "Exit", "command": handler("exit"), "args_as_argv": True,
+         "dead_exit_codes": [3], "discard_exit_codes": [4]}
+    h.update(extra)
+    return h
+
+
+class JobLines(JobTestCase):
+
+    def settle_all(self, d, jids):
+        """The done: or fail: line of each jid, once all are there."""
+        def lines():
+            got = {}
+            for jid in jids:
+                found = [l for l in d.log().splitlines()
+                         if re.search(r"(done|fail): \S+ jid=%s " % jid, l)]
+                if not found:
+                    return None
+                self.assertEqual(len(found), 1, found)
+                got[jid] = found[0]
+            return got
+        return wait_for(lines, timeout=15, message="a settled line per job")
+
+    def test_lg1_one_line_per_outcome(self):
+        d = self.daemon(concurrency=3, handlers=[
+            {"class": "Nap", "command": sh("sleep 0.3")}, exit_handler()])
+        jids = {}
+        for name, payload in (
+                ("done", job("Nap")),
+                ("retry", job("Exit", [5])),
+                ("code", job("Exit", [3])),
+                ("discard", job("Exit", [4])),
+                ("exhausted", job("Exit", [5], retry=2, retry_count=2)),
+                ("false", job("Exit", [5], retry=False))):
+            jids[name] = loads(self.push(payload))["jid"]
+        got = self.settle_all(d, list(jids.values()))
+        want = {
+            "done": r"INFO: done: Nap jid=%s 0\.[3-9]\ds$",
+            "retry": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 5 → retry 1/25 in "
+                     r"(\d+s|\dm \d\ds)$",
+            "code": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 3 → dead \(exit code 3 "
+                    r"is in dead_exit_codes\)$",
+            "discard": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 4 → discarded "
+                       r"\(exit code 4 is in discard_exit_codes\)$",
+            "exhausted": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 5 → dead "
+                         r"\(retries exhausted\)$",
+            "false": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 5 → dead \(retry is "
+                     r"false: no retries\)$",
+        }
+        for name, jid in jids.items():
+            with self.subTest(name):
+                self.assertRegex(got[jid], want[name] % jid)
+                self.assertEqual(len(d.log_lines("start: %s jid=%s" % (
+                    "Nap" if name == "done" else "Exit", jid))), 1)
+        # A retry says when: the backoff of attempt 1 (1 + 15 + 0..29 × 2 seconds)
+        m = re.search(r"in (?:(\d)m )?(\d+)s$", got[jids["retry"]])
+        delay = int(m.group(1) or 0) * 60 + int(m.group(2))
+        self.assertGreaterEqual(delay, 15)
+        self.assertLessEqual(delay, 75)
+
+    def test_lg2_journal_stream_lines_carry_the_priority(self):
+        d = self.daemon(start=False, handlers=[{"class": "Ok", "command": handler("ok")},
+                                               {"class": "F", "command": handler("fail")}])
+        open(d.log_path, "ab").close()
+        st = os.stat(d.log_path)
+        d.start(env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+        ok = loads(self.push(job("Ok")))["jid"]
+        bad = loads(self.push(job("F", retry=1)))["jid"]
+        d.wait_log("done: Ok jid=%s" % ok)
+        d.wait_log("fail: F jid=%s" % bad)
+        lines = d.log().splitlines()
+        for line in lines:
+            self.assertRegex(line, r"^<[3467]>(DEBUG|INFO|WARN|ERROR): ", line)
+        self.assertRegex(d.log_lines("started, identity=")[0], r"^<6>INFO: cogworkerd ")
+        self.assertRegex(d.log_lines("done: Ok jid=" + ok)[0], r"^<6>INFO: done: ")
+        self.assertRegex(d.log_lines("fail: F jid=" + bad)[0], r"^<4>WARN: fail: ")
+        self.assertRegex(d.log_lines("jid=%s stderr: kaboom" % bad)[0], r"^<6>INFO: ")
+        self.assertEqual(d.stop(), 0)
+
+    def test_lg2_a_stale_journal_stream_is_not_believed(self):
+        """JOURNAL_STREAM naming another file (inherited from a service by a shell that
+        started the daemon elsewhere): the ordinary format."""
+        d = self.daemon(start=False)
+        d.start(env={"JOURNAL_STREAM": "1:2"})
+        line = d.log_lines("started, identity=")[0]
+        self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z pid=\d+ INFO: ")
+
+    def test_lg3_json_lines_parse_with_the_job_fields(self):
+        d = self.daemon(log_format="json", handlers=[
+            {"class": "Ok", "command": sh('echo "hello from $COGWORKER_JID"')},
+            exit_handler()])
+        ok = loads(self.push(job("Ok", queue="default")))["jid"]
+        bad = loads(self.push(job("Exit", [5], retry=3)))["jid"]
+        code = loads(self.push(job("Exit", [3], retry=3)))["jid"]
+
+        def events():
+            out = [json.loads(l) for l in d.log().splitlines()]
+            done = {e.get("jid") for e in out if e["event"] in ("done", "fail")}
+            return out if {ok, bad, code} <= done else None
+        evs = wait_for(events, timeout=15, message="three settled jobs")
+        for e in evs:
+            self.assertTrue({"time", "level", "pid", "event", "msg"} <= set(e), e)
+            self.assertRegex(e["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+            self.assertIn(e["level"], ("debug", "info", "warn", "error"))
+        self.assertTrue(any(e["event"] == "log" and "started, identity=" in e["msg"]
+                            for e in evs))
+
+        def one(event, jid):
+            [e] = [e for e in evs if e["event"] == event and e.get("jid") == jid]
+            return e
+        start = one("start", ok)
+        self.assertEqual((start["class"], start["queue"], start["level"]), ("Ok", "default", "info"))
+        done = one("done", ok)
+        self.assertEqual((done["class"], done["queue"], done["outcome"]),
+                         ("Ok", "default", "success"))
+        self.assertIsInstance(done["duration"], (int, float))
+        self.assertGreaterEqual(done["duration"], 0)
+        self.assertEqual(done["msg"], "done: Ok jid=%s %.2fs" % (ok, done["duration"]))
+        out = one("output", ok)                 # the handler's output carries the job
+        self.assertEqual((out["class"], out["stream"]), ("Ok", "stdout"))
+        self.assertIn("hello from " + ok, out["msg"])
+
+        fail = one("fail", bad)
+        self.assertEqual((fail["level"], fail["outcome"], fail["attempt"], fail["max_retries"],
+                          fail["error_class"], fail["error_message"]),
+                         ("warn", "retry", 1, 3, "Cogworker::HandlerFailed", "exit status 5"))
+        self.assertGreater(fail["retry_in"], 0)
+        self.assertNotIn("reason", fail)
+        dead = one("fail", code)
+        self.assertEqual((dead["outcome"], dead["reason"]),
+                         ("dead", "exit code 3 is in dead_exit_codes"))
+        self.assertNotIn("retry_in", dead)
+
+    def test_lg3_json_under_the_journal(self):
+        d = self.daemon(start=False, log_format="json")
+        open(d.log_path, "ab").close()
+        st = os.stat(d.log_path)
+        d.start(env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+        line = d.log_lines("started, identity=")[0]
+        self.assertTrue(line.startswith("<6>{"), line)
+        self.assertEqual(json.loads(line[3:])["level"], "info")
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
