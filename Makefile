@@ -126,7 +126,8 @@ clean:
 #   $(PREFIX)/sbin/cogworkerd, $(PREFIX)/bin/cogworkerctl, $(SYSCONFDIR)/cogworkerd/cogworkerd.conf
 #   (only if absent, else cogworkerd.conf.example beside it), the units in
 #   $(PREFIX)/lib/systemd/system (paths rewritten for PREFIX and SYSCONFDIR), the sysusers.d and
-#   tmpfiles.d snippets in $(PREFIX)/lib, man pages in $(PREFIX)/share/man. Without DESTDIR, as
+#   tmpfiles.d snippets in $(PREFIX)/lib, man pages in $(PREFIX)/share/man, bash and zsh
+#   completion for cogworkerctl in $(PREFIX)/share. Without DESTDIR, as
 #   root on a systemd host, it also creates the cogworker user and reloads systemd.
 PREFIX      ?= /usr/local
 SYSCONFDIR  ?= /etc
@@ -136,6 +137,12 @@ MANDIR      ?= $(PREFIX)/share/man
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+# Where bash-completion and zsh look by default: bash-completion searches
+# $XDG_DATA_DIRS/bash-completion/completions (/usr/local/share and /usr/share), and
+# Debian's zsh has /usr/local/share/zsh/site-functions on its fpath; under /usr, zsh
+# packages use vendor-completions.
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
 INSTALL_SED := sed -e 's|/usr/local/sbin/cogworkerd|$(SBINDIR)/cogworkerd|g' \
                -e 's|/usr/local/bin/cogworkerctl|$(BINDIR)/cogworkerctl|g' \
                -e 's|/usr/local/lib/systemd/system|$(UNITDIR)|g' \
@@ -144,8 +151,11 @@ INSTALL_SED := sed -e 's|/usr/local/sbin/cogworkerd|$(SBINDIR)/cogworkerd|g' \
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/cogworkerd \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
-	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
 	install -m 0755 $(BUILD)/cogworkerd $(DESTDIR)$(SBINDIR)/cogworkerd
+	install -m 0644 completion/cogworkerctl.bash $(DESTDIR)$(BASHCOMPDIR)/cogworkerctl
+	install -m 0644 completion/_cogworkerctl $(DESTDIR)$(ZSHCOMPDIR)/_cogworkerctl
 	install -m 0755 $(BUILD)/cogworkerctl $(DESTDIR)$(BINDIR)/cogworkerctl
 	@conf=$(DESTDIR)$(SYSCONFDIR)/cogworkerd/cogworkerd.conf; \
 	if [ -e "$$conf" ]; then \

@@ -152,6 +152,8 @@ static int apply_redis(struct loader *L, struct conf *c)
 	const char *env = getenv("REDIS_URL");
 	char why[512];
 
+	c->redis.url_in_file = L->root && config_setting_lookup(L->root, "redis.url") != NULL;
+	c->redis.url_from_env = env && *env;
 	if (env && *env)
 		set_str(&c->redis.url, env);
 	if (redis_url_parse(c->redis.url, &c->redis, why, sizeof why) < 0) {

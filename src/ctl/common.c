@@ -24,8 +24,16 @@ void ctl_error(const char *fmt, ...)
 
 int ctl_connect(struct ctl *c)
 {
+	if (c->notice) {
+		ctl_error("%s", c->notice);
+		free(c->notice);
+		c->notice = NULL;
+	}
 	if (rconn_connect(&c->r, 1) != 0) {
-		ctl_error("%s", c->r.err);
+		if (c->origin)
+			ctl_error("%s (Redis from %s)", c->r.err, c->origin);
+		else
+			ctl_error("%s", c->r.err);
 		return -1;
 	}
 	return 0;
@@ -54,6 +62,11 @@ int ctl_common_opt(struct ctl *c, int ch, char **argv)
 	if (ch == CTL_OPT_YES) {
 		c->yes = 1;
 		return 1;
+	}
+	if (ch == CTL_OPT_HELP && c->help) {
+		c->help(argv[0]);
+		fflush(stdout);
+		exit(CTL_OK);
 	}
 	const char *bad = optind > 0 ? argv[optind - 1] : "?";
 	if (optopt && ch == '?' && bad[0] == '-' && bad[1] != '-')

@@ -1,11 +1,23 @@
 /*
- * ctl.c: cogworkerctl's entry point: global options, the conf (for Redis settings), and
- * the dispatch to one function per command.
+ * ctl.c: cogworkerctl's entry point: global options, the conf (for Redis settings), the
+ * dispatch to one function per command, and the help of every command.
  *
  *   cogworkerctl [-c FILE] [--json] [--yes] COMMAND ...
+ *   cogworkerctl --version | --help | help [COMMAND] | COMMAND --help
  *
- * The conf file is optional here: without -c, the default path is used when it exists,
- * else built-in defaults; REDIS_URL overrides either.
+ * The conf file is optional here: without -c, the default path is used when it is
+ * readable, else built-in defaults. REDIS_URL overrides redis.url of either, as it does
+ * for the daemon (and `make run` tells people to set it). Because a wrong Redis is the
+ * quiet mistake (an empty queue list, "no job"), the first connection says on stderr
+ * where the Redis settings came from whenever something other than the conf's own
+ * redis.url decided: REDIS_URL replacing a conf's url, or the built-in default because
+ * there is no conf file or it sets no url. REDIS_URL with no url in any conf is not
+ * remarked on: it is what the user typed. A connection error names the source too.
+ *
+ * The help: one table, one row per command: its usage lines, a one-line summary for the
+ * overview and a paragraph for `help COMMAND`. A new command is a new row (and its
+ * function); the completion scripts (completion/) list the same names, which a test
+ * checks.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -19,40 +31,170 @@
 struct command {
 	const char *name;
 	int (*fn)(struct ctl *c, int argc, char **argv);
-	const char *help;
+	const char *usage;          /* lines after "cogworkerctl ", '\n'-separated */
+	const char *summary;        /* one line, for the overview */
+	const char *help;           /* the rest of `help COMMAND` */
 };
 
 static const struct command commands[] = {
-	{ "push", cmd_push, "push [--queue Q] [--in S | --at T] [--retry N|false] [--unique]\n"
-	  "                [--json-args JSON] [--jid JID] [--stdin] CLASS [ARG...]" },
-	{ "stats", cmd_stats, "stats" },
-	{ "queues", cmd_queues, "queues [list] | queues pause|resume QUEUE | queues clear QUEUE --yes" },
-	{ "jobs", cmd_jobs, "jobs list [--set queued|scheduled|retry|dead|running] [--queue Q]\n"
-	  "                [--class C] [--limit N]\n"
-	  "  jobs show JID\n"
-	  "  jobs retry|delete|kill [--set S] JID...\n"
-	  "  jobs retry --all --set retry|dead|scheduled [--queue Q] [--class C]\n"
-	  "  jobs delete|kill --all --set S [--queue Q] [--class C] --yes\n"
-	  "  jobs reschedule JID MINUTES\n"
-	  "  jobs log JID [--run N] [--follow]   (a run's output, kept by output_keep)\n"
-	  "  jobs cancel JID [--discard]   (stop a running job: dead as Cogworker::Cancelled)" },
-	{ "processes", cmd_processes, "processes [list] | processes quiet|resume|stop IDENTITY...|--all"
-	  " (stop --all needs --yes)" },
-	{ "periodic", cmd_periodic, "periodic [list] | periodic run|enable|disable PJID" },
-	{ "exec", cmd_exec, "exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID]\n"
-	  "                [--timeout S] CLASS [ARG...]   (runs the handler locally; no Redis)" },
-	{ "metrics", cmd_metrics, "metrics   (Prometheus text: cogworker's eight metrics)" },
-	{ "history", cmd_history, "history [--class C] [--status success|failed] [--since T] [--limit N]\n"
-	  "                (finished runs, newest first; T: epoch, ISO 8601 UTC or 12h / 7d ago)" },
-	{ "top", cmd_top, "top   (a live view, refreshed every second; a snapshot when not a terminal)" },
-	{ NULL, NULL, NULL },
+	{ "push", cmd_push,
+	  "push [--queue Q] [--in S | --at T] [--retry N|true|false] [--unique] [--jid JID]\n"
+	  "     [--json-args JSON | --stdin] CLASS [ARG...]",
+	  "enqueue a job; prints its jid",
+	  "ARGs are strings; --json-args gives typed args ('[1, {\"k\": 2}]'), --stdin one args\n"
+	  "array per line. --in SECONDS or --at EPOCH|ISO8601 schedules it. --retry false: the\n"
+	  "first failure goes to dead (cogworker's rule, not Sidekiq's discard). --unique skips\n"
+	  "the push while an identical job is queued or running (exit 1)." },
+	{ "stats", cmd_stats, "stats",
+	  "processed, failed, queued, scheduled, retry, dead, busy; hourly throughput",
+	  "The counters cogworker's dashboard shows, and the last 24 hours of throughput." },
+	{ "queues", cmd_queues,
+	  "queues [list]\nqueues pause|resume QUEUE\nqueues clear QUEUE --yes",
+	  "queues with size, latency, paused; pause, resume, clear",
+	  "latency is the age of a queue's oldest job. A paused queue keeps its jobs; no\n"
+	  "process takes any from it until it is resumed." },
+	{ "jobs", cmd_jobs,
+	  "jobs list [--set queued|scheduled|retry|dead|running] [--queue Q] [--class C]\n"
+	  "          [--limit N]\n"
+	  "jobs show [--full] JID\n"
+	  "jobs retry|delete|kill [--set S] JID...\n"
+	  "jobs retry --all --set retry|dead|scheduled [--queue Q] [--class C]\n"
+	  "jobs delete|kill --all --set S [--queue Q] [--class C] --yes\n"
+	  "jobs reschedule JID MINUTES\n"
+	  "jobs log JID [--run N] [--follow]\n"
+	  "jobs cancel JID [--discard]",
+	  "list, show, retry, delete, kill, reschedule, cancel jobs; show a run's output",
+	  "show: where the job is, its payload, error, attempts and status (with progress);\n"
+	  "args and payloads over 2 KiB are cut (their size shown) unless --full.\n"
+	  "retry puts retry, dead or scheduled entries back on their queue; kill moves\n"
+	  "scheduled or retry entries to dead; reschedule moves a scheduled or retry entry to\n"
+	  "MINUTES from now (a whole number, 1 to 10080). A JID may also be an entry's exact\n"
+	  "text (for unparseable entries).\n"
+	  "log: the output of the job's last run (or run N) as kept by output_keep; --follow\n"
+	  "streams a running job's output and ends with its outcome.\n"
+	  "cancel: stop a running job's handler (TERM, kill_grace, KILL); it goes to dead as\n"
+	  "Cogworker::Cancelled, or is dropped with --discard." },
+	{ "processes", cmd_processes,
+	  "processes [list]\nprocesses quiet|resume|stop IDENTITY...|--all   (stop --all needs --yes)",
+	  "live processes; quiet, resume or stop them",
+	  "quiet: fetch nothing new, finish what runs; resume undoes it; stop: drain and exit\n"
+	  "(exit 0, so systemd leaves it stopped)." },
+	{ "periodic", cmd_periodic, "periodic [list]\nperiodic run|enable|disable PJID",
+	  "periodic (cron) entries; run one now, enable, disable",
+	  "A PJID may be abbreviated to an unambiguous prefix. enable and disable act across\n"
+	  "the fleet." },
+	{ "history", cmd_history,
+	  "history [--class C] [--status success|failed] [--since T] [--limit N]",
+	  "finished runs, newest first, and per-day counts",
+	  "T: an epoch, an ISO 8601 UTC time or a duration back from now (90m, 12h, 7d).\n"
+	  "Needs daemons with history_retention_days > 0." },
+	{ "exec", cmd_exec,
+	  "exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID] [--timeout S]\n"
+	  "     CLASS [ARG...]",
+	  "run CLASS's handler once, locally, as the daemon would (no Redis)",
+	  "Shows the exit, stdout, stderr, timing and where the daemon would send the job\n"
+	  "(success, retrying, dead, discarded)." },
+	{ "metrics", cmd_metrics, "metrics",
+	  "cogworker's Prometheus exposition (the eight fleet-wide metrics)",
+	  "For a node_exporter textfile collector. The daemon's own /metrics has more." },
+	{ "top", cmd_top, "top",
+	  "a live view of processes, running jobs, queues and failures",
+	  "Refreshed every second, with keys to quiet a process, pause a queue, retry a dead\n"
+	  "job or cancel a running one; a one-shot snapshot when stdout is not a terminal." },
+	{ NULL, NULL, NULL, NULL, NULL },
 };
 
-static void usage(FILE *to)
+static const char *const global_usage =
+	"usage: cogworkerctl [-c FILE] [--json] [--yes] COMMAND ...\n"
+	"       cogworkerctl --version | help [COMMAND] | COMMAND --help\n";
+
+static const struct command *find_command(const char *name)
 {
-	fprintf(to, "usage: cogworkerctl [-c FILE] [--json] [--yes] COMMAND ...\ncommands:\n");
 	for (const struct command *cmd = commands; cmd->name; cmd++)
-		fprintf(to, "  %s\n", cmd->help);
+		if (strcmp(cmd->name, name) == 0)
+			return cmd;
+	return NULL;
+}
+
+/* Each usage line after "cogworkerctl ", the first after "usage: "; a line that starts
+ * with a space goes on the one before it. */
+static void print_usage_lines(FILE *to, const char *usage)
+{
+	const char *p = usage;
+	for (int i = 0; *p; i++) {
+		size_t n = strcspn(p, "\n");
+		if (*p == ' ')
+			fprintf(to, "       %13s%.*s\n", "", (int)n, p);
+		else
+			fprintf(to, "%scogworkerctl %.*s\n", i == 0 ? "usage: " : "       ", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+}
+
+static void overview(FILE *to)
+{
+	fputs(global_usage, to);
+	fputs("\ncommands:\n", to);
+	for (const struct command *cmd = commands; cmd->name; cmd++)
+		fprintf(to, "  %-10s %s\n", cmd->name, cmd->summary);
+	fputs("\noptions:\n"
+	      "  -c FILE    the conf to read the Redis settings from (default " DEFAULT_CONF_PATH
+	      "\n             when readable); REDIS_URL, when set, replaces its redis.url\n"
+	      "  --json     one JSON document on stdout (also after the command)\n"
+	      "  --yes      confirm a destructive action (also after the command)\n"
+	      "  --version  print the version\n"
+	      "\nexit status: 0 done; 1 not found or nothing done; 2 usage, Redis or conf error.\n"
+	      "'cogworkerctl help COMMAND' (or COMMAND --help) for a command's options.\n", to);
+}
+
+static void command_help(const char *name)
+{
+	const struct command *cmd = find_command(name);
+	if (!cmd) {
+		overview(stdout);
+		return;
+	}
+	print_usage_lines(stdout, cmd->usage);
+	printf("\n%s.\n\n%s\n", cmd->summary, cmd->help);
+	printf("\n--json and --yes may follow the command; see cogworkerctl(1).\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 2 || (argc == 2 && !find_command(argv[1]))) {
+		ctl_error("help: no command \"%s\" (try cogworkerctl help)", argv[argc - 1]);
+		return CTL_USAGE;
+	}
+	if (argc == 2)
+		command_help(argv[1]);
+	else
+		overview(stdout);
+	return CTL_OK;
+}
+
+/*
+ * Where the Redis settings came from, when that is worth a line on stderr (see the top of
+ * the file), and the source to name in a connection error.
+ */
+static void redis_origin(struct ctl *c, const char *path, char *src, size_t n)
+{
+	const struct redis_conf *rc = &c->conf.redis;
+	if (rc->url_from_env) {
+		snprintf(src, n, "REDIS_URL");
+		if (rc->url_in_file)
+			c->notice = xasprintf("using REDIS_URL (%s), not redis.url of %s", rc->display,
+			                      path);
+	} else if (path && rc->url_in_file) {
+		snprintf(src, n, "redis.url of %s", path);
+	} else if (path) {
+		snprintf(src, n, "the default url: %s sets no redis.url", path);
+		c->notice = xasprintf("%s sets no redis.url and REDIS_URL is unset: using %s",
+		                      path, rc->display);
+	} else {
+		snprintf(src, n, "the default url: no conf file");
+		c->notice = xasprintf("no conf file (%s is not readable) and REDIS_URL is unset: "
+		                      "using %s", DEFAULT_CONF_PATH, rc->display);
+	}
 }
 
 int main(int argc, char **argv)
@@ -62,19 +204,22 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "yes", no_argument, NULL, 'y' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *path = NULL;
 	struct ctl c;
 	memset(&c, 0, sizeof c);
+	c.help = command_help;
 	int ch;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+c:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+c:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': path = optarg; break;
 		case 'j': c.json = 1; break;
 		case 'y': c.yes = 1; break;
-		case 'h': usage(stdout); return CTL_OK;
+		case 'h': overview(stdout); return CTL_OK;
+		case 'V': printf("cogworkerctl %s\n", COGWORKERD_VERSION); return CTL_OK;
 		default:
 			ctl_error("unknown option or missing argument: %s (try --help)",
 			          argv[optind - 1]);
@@ -82,7 +227,15 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		usage(stderr);
+		overview(stderr);
+		return CTL_USAGE;
+	}
+	const char *name = argv[optind];
+	if (strcmp(name, "help") == 0)
+		return cmd_help(argc - optind, argv + optind);
+	const struct command *cmd = find_command(name);
+	if (!cmd) {
+		ctl_error("unknown command \"%s\" (try cogworkerctl help)", name);
 		return CTL_USAGE;
 	}
 	if (!path && access(DEFAULT_CONF_PATH, R_OK) == 0)
@@ -93,20 +246,14 @@ int main(int argc, char **argv)
 		ctl_error("%s", err);
 		return CTL_USAGE;
 	}
+	char src[4200];
+	redis_origin(&c, path, src, sizeof src);
 	log_set_level(LOG_WARN);
 	rconn_init(&c.r, &c.conf.redis);
-	const char *name = argv[optind];
-	int status = CTL_USAGE;
-	const struct command *cmd;
-	for (cmd = commands; cmd->name; cmd++)
-		if (strcmp(cmd->name, name) == 0)
-			break;
-	if (!cmd->name) {
-		ctl_error("unknown command \"%s\" (try --help)", name);
-	} else {
-		optind++;
-		status = cmd->fn(&c, argc - optind + 1, argv + optind - 1);
-	}
+	c.origin = src;
+	optind++;
+	int status = cmd->fn(&c, argc - optind + 1, argv + optind - 1);
+	free(c.notice);
 	rconn_free(&c.r);
 	conf_free(&c.conf);
 	return status;

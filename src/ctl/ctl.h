@@ -19,6 +19,12 @@ struct ctl {
 	struct rconn r;
 	int json;                   /* --json output */
 	int yes;                    /* --yes given */
+	/* Said on stderr at the first connection ("using REDIS_URL …"), or NULL. */
+	char *notice;
+	/* Where the Redis settings came from, for a connection error ("REDIS_URL"). */
+	const char *origin;
+	/* Prints a command's --help (ctl.c's table; the commands sit below it). */
+	void (*help)(const char *command);
 };
 
 /* One line on stderr: "cogworkerctl: <message>". */
@@ -33,16 +39,19 @@ int ctl_redis_error_family(struct ctl *c, const char *prefix);
 static inline int ctl_worse(int a, int b) { return a > b ? a : b; }
 
 /*
- * Options every subcommand accepts anywhere on its command line (--json, --yes), so that
- * `cogworkerctl queues clear default --yes` works as well as `cogworkerctl --yes queues
- * clear default`. Put CTL_COMMON_OPTS into a getopt_long table and call ctl_common_opt()
- * for an option the table's owner does not know: 1 = handled; 0 = a bad option, already
- * reported in one line (getopt's own messages are off).
+ * Options every subcommand accepts anywhere on its command line (--json, --yes, --help),
+ * so that `cogworkerctl queues clear default --yes` works as well as `cogworkerctl --yes
+ * queues clear default`. Put CTL_COMMON_OPTS into a getopt_long table and call
+ * ctl_common_opt() for an option the table's owner does not know: 1 = handled; 0 = a bad
+ * option, already reported in one line (getopt's own messages are off). --help prints the
+ * command's help and exits 0.
  */
 #define CTL_OPT_JSON 0x1001
 #define CTL_OPT_YES 0x1002
+#define CTL_OPT_HELP 0x1003
 #define CTL_COMMON_OPTS { "json", no_argument, NULL, CTL_OPT_JSON }, \
-                        { "yes", no_argument, NULL, CTL_OPT_YES }
+                        { "yes", no_argument, NULL, CTL_OPT_YES }, \
+                        { "help", no_argument, NULL, CTL_OPT_HELP }
 int ctl_common_opt(struct ctl *c, int ch, char **argv);
 /* getopt_long over argv with a fresh state; wraps the reset that glibc needs. */
 void ctl_getopt_reset(void);

@@ -2,7 +2,7 @@
  * jobs.c: `cogworkerctl jobs`: the Web UI's job pages and buttons (doc/protocol.md §7.28).
  *
  *   jobs list [--set S] [--queue Q] [--class C] [--limit N]
- *   jobs show JID
+ *   jobs show [--full] JID
  *   jobs retry JID...          | jobs retry --all --set retry|dead|scheduled [filters]
  *   jobs delete JID...         | jobs delete --all --set S [filters] --yes
  *   jobs kill JID...           | jobs kill --all --set scheduled|retry [filters] --yes
@@ -13,10 +13,12 @@
  * wants --set and, when destructive, --yes) before anything talks to Redis; the work is
  * done by jobs_find.c, jobs_show.c and jobs_act.c (see jobs.h).
  */
-#include <math.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "jobs.h"
+
+#define MAX_RESCHEDULE_MINUTES 10080
 
 static int parse_set(const char *s)
 {
@@ -41,10 +43,11 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		{ "class", required_argument, NULL, 'C' },
 		{ "limit", required_argument, NULL, 'l' },
 		{ "all", no_argument, NULL, 'a' },
+		{ "full", no_argument, NULL, 'F' },
 		CTL_COMMON_OPTS,
 		{ 0, 0, 0, 0 },
 	};
-	int ch, set = -1, all = 0;
+	int ch, set = -1, all = 0, full = 0;
 	long limit = 100;
 	struct filter f = { 0 };
 	/* log and cancel have options of their own (jobs_run.c). */
@@ -76,6 +79,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 			break;
 		}
 		case 'a': all = 1; break;
+		case 'F': full = 1; break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;
@@ -105,12 +109,12 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 	}
 	if (!strcmp(sub, "show")) {
 		if (nargs != 1 || all) {
-			ctl_error("usage: cogworkerctl jobs show JID");
+			ctl_error("usage: cogworkerctl jobs show [--full] JID");
 			return CTL_USAGE;
 		}
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
-		return jobs_show(c, args[0]);
+		return jobs_show(c, args[0], full);
 	}
 	enum action a;
 	if (!strcmp(sub, "retry"))
@@ -138,17 +142,17 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 			ctl_error("usage: cogworkerctl jobs reschedule JID MINUTES");
 			return CTL_USAGE;
 		}
+		/* A whole number of minutes in range, or an error: a typo must not be clamped
+		 * into a schedule nobody asked for (0 once meant "in a minute", 20000 a week). */
 		char *end;
-		minutes = strtod(args[1], &end);
-		if (*end || end == args[1] || isnan(minutes)) {
-			ctl_error("jobs reschedule: MINUTES must be a number, not \"%s\"", args[1]);
+		errno = 0;
+		long m = strtol(args[1], &end, 10);
+		if (*end || end == args[1] || errno || m < 1 || m > MAX_RESCHEDULE_MINUTES) {
+			ctl_error("jobs reschedule: MINUTES must be a whole number from 1 to %d (a week), "
+			          "not \"%s\"", MAX_RESCHEDULE_MINUTES, args[1]);
 			return CTL_USAGE;
 		}
-		minutes = floor(minutes);
-		if (minutes < 1)
-			minutes = 1;
-		if (minutes > 10080)
-			minutes = 10080;
+		minutes = (double)m;
 		nargs = 1;
 	}
 	if (all) {

@@ -63,7 +63,8 @@ const char *jobs_string_member(const struct entry *e, const char *name);
 
 /* ---- jobs_show.c ---- */
 int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit);
-int jobs_show(struct ctl *c, const char *arg);
+/* full: args, payload and error in full, not cut at SHOW_CUT characters. */
+int jobs_show(struct ctl *c, const char *arg, int full);
 
 /* ---- jobs_act.c ---- */
 enum action { A_RETRY, A_DELETE, A_KILL, A_RESCHEDULE };

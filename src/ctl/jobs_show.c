@@ -173,7 +173,77 @@ int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
 
 /* ---- jobs show ---- */
 
-static void show_human(const struct entry *e, double now)
+/* Characters of args, payload and error shown before the cut (without --full). */
+#define SHOW_CUT 2000
+
+/* "label      text" on one line; cut at SHOW_CUT characters, the size said, unless full. */
+static void show_field(const char *label, const char *s, size_t len, int full)
+{
+	char *line = ctl_oneline(s, len, full ? 0 : SHOW_CUT);
+	size_t chars = 0;
+	for (size_t i = 0; i < len; i++)
+		chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+	printf("%-10s %s", label, line);
+	if (!full && chars > SHOW_CUT)
+		printf(" (cut: %zu bytes in all; --full shows everything)", len);
+	printf("\n");
+	free(line);
+}
+
+/* "3" from an error message "exit status 3…", else -1. */
+static int exit_status_of(const char *msg)
+{
+	int code;
+	if (msg && sscanf(msg, "exit status %d", &code) == 1)
+		return code;
+	return -1;
+}
+
+/* How the retry budget stands, in words that fit where the entry is: a dead entry says
+ * why it is dead, not "1 of 25 allowed". */
+static void show_retries(const struct entry *e)
+{
+	long n = e->j.retry_count;
+	int max = e->j.max_retries;
+	const cJSON *retry = cJSON_GetObjectItemCaseSensitive(e->j.obj, "retry");
+	if (e->set != S_DEAD) {
+		printf("retries    %ld failure(s) so far; %d retr%s allowed\n", n, max,
+		       max == 1 ? "y" : "ies");
+		return;
+	}
+	int code = exit_status_of(jobs_string_member(e, "error_message"));
+	const char *ec = jobs_string_member(e, "error_class");
+	const char *em = jobs_string_member(e, "error_message");
+	printf("retries    dead after %ld failure(s): ", n);
+	if (max == 0)
+		printf("retry is %s, so the first failure goes to dead\n",
+		       cJSON_IsFalse(retry) ? "false" : "0");
+	else if (n > max)
+		printf("retries exhausted (%d allowed)\n", max);
+	else if (code > 0 && ec && !strcmp(ec, "Cogworker::HandlerFailed"))
+		printf("dead (exit code %d), cut short with %ld of %d retries left\n", code,
+		       max - n + 1, max);
+	else if (em && strstr(em, "(E2BIG)"))
+		printf("dead (E2BIG): its args do not fit in an argv, no retry could run it\n");
+	else
+		printf("cut short with %ld of %d retries left (killed, orphaned or interrupted "
+		       "too often)\n", max - n + 1, max);
+}
+
+/* An attempt's outcome for people: the attempts log says "killed" for a job cut short to
+ * dead, which reads like a signal; say what happened instead. */
+static void attempt_outcome(const char *oc, const char *msg, char *out, size_t n)
+{
+	int code = exit_status_of(msg);
+	if (oc && !strcmp(oc, "killed") && code > 0)
+		snprintf(out, n, "dead (exit code %d)", code);
+	else if (oc && !strcmp(oc, "killed"))
+		snprintf(out, n, "dead (cut short)");
+	else
+		snprintf(out, n, "%s", oc ? oc : "?");
+}
+
+static void show_human(const struct entry *e, double now, int full)
 {
 	char iso[32], rel[48];
 	printf("where      %s", jobs_set_names[e->set]);
@@ -199,11 +269,8 @@ static void show_human(const struct entry *e, double now)
 	} else {
 		const char *q = jobs_payload_queue(e);
 		printf("class      %s\nqueue      %s\n", e->j.cls ? e->j.cls : "?", q ? q : "-");
-		char *args = ctl_oneline(e->j.args_json, strlen(e->j.args_json), 0);
-		printf("args       %s\n", args);
-		free(args);
-		printf("retries    %ld failure(s) recorded of %d allowed\n", e->j.retry_count,
-		       e->j.max_retries);
+		show_field("args", e->j.args_json, strlen(e->j.args_json), full);
+		show_retries(e);
 		static const char *const times[][2] = {
 			{ "created_at", "created" }, { "enqueued_at", "enqueued" }, { "at", "at" },
 			{ "failed_at", "failed" },
@@ -218,12 +285,10 @@ static void show_human(const struct entry *e, double now)
 		}
 		char *err = entry_error(e);
 		if (*err)
-			printf("error      %s\n", err);
+			show_field("error", err, strlen(err), full);
 		free(err);
 	}
-	char *raw = ctl_oneline(e->raw, e->raw_len, 0);
-	printf("payload    %s\n", raw);
-	free(raw);
+	show_field("payload", e->raw, e->raw_len, full);
 }
 
 /* The status hash (HGETALL reply, or NULL) as a JSON object of strings, or null. */
@@ -305,7 +370,7 @@ static void status_human(const redisReply *st, double now)
 	}
 }
 
-int jobs_show(struct ctl *c, const char *arg)
+int jobs_show(struct ctl *c, const char *arg, int full)
 {
 	struct filter f = { .arg = arg };
 	struct found fd = { 0 };
@@ -381,7 +446,7 @@ int jobs_show(struct ctl *c, const char *arg)
 		for (int i = 0; i < fd.n; i++) {
 			if (i)
 				printf("\n");
-			show_human(&fd.v[i], now);
+			show_human(&fd.v[i], now, full);
 		}
 		if (fd.n == 0) {
 			printf("where      nowhere (finished, or deleted); only its status is left\n");
@@ -405,10 +470,12 @@ int jobs_show(struct ctl *c, const char *arg)
 				ctl_iso_time(t->valuedouble, iso);
 			const char *msg = cJSON_IsString(em) ? em->valuestring : "";
 			char *line = ctl_oneline(msg, strlen(msg), 200);
+			char said[48];
+			attempt_outcome(cJSON_IsString(oc) ? oc->valuestring : NULL, msg, said,
+			                sizeof said);
 			if (o)
 				printf("  #%-3d %s  %-9s  %s: %s\n",
-				       cJSON_IsNumber(n) ? (int)n->valuedouble : (int)i + 1, iso,
-				       cJSON_IsString(oc) ? oc->valuestring : "?",
+				       cJSON_IsNumber(n) ? (int)n->valuedouble : (int)i + 1, iso, said,
 				       cJSON_IsString(ec) ? ec->valuestring : "?", line);
 			else
 				printf("  (unreadable) %.*s\n", (int)a->len, a->str);

@@ -122,6 +122,7 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		{ "json-args", required_argument, NULL, 'J' },
 		{ "jid", required_argument, NULL, 'j' },
 		{ "stdin", no_argument, NULL, 's' },
+		CTL_COMMON_OPTS,
 		{ 0, 0, 0, 0 },
 	};
 	struct push p = { .unique_lock_ttl = c->conf.unique_lock_ttl,

@@ -383,6 +383,66 @@ class JobsRead(CtlCase):
         self.assertIn("where      scheduled (cogworker:schedule), due ",
                       self.ok("jobs", "show", jid_of(s)).out)
 
+    def test_show_cuts_huge_args_and_payload_unless_full(self):
+        big = '["%s",1]' % ("é" * 5000)                  # 5000 characters, 10 009 bytes
+        e = entry("Big", args=big)
+        self.r.zadd(RETRY, {e: time.time() + 60})
+        text = self.ok("jobs", "show", jid_of(e)).out
+        lines = {l[:10].strip(): l for l in text.splitlines() if l[:10].strip()}
+        self.assertLess(len(lines["args"]), 2200)
+        self.assertTrue(lines["args"].endswith(
+            "… (cut: %d bytes in all; --full shows everything)" % len(big.encode())),
+            lines["args"][-120:])
+        self.assertTrue(lines["payload"].endswith(
+            "… (cut: %d bytes in all; --full shows everything)" % len(e.encode())))
+        full = self.ok("jobs", "show", "--full", jid_of(e)).out
+        self.assertIn("args       " + big + "\n", full)
+        self.assertIn("payload    " + e + "\n", full)
+        self.assertNotIn("(cut:", full)
+        # --json is for programs: always whole
+        self.assertEqual(self.js("jobs", "show", jid_of(e))["locations"][0]["raw"], e)
+        # a small one is not cut
+        s = entry("Small")
+        self.r.zadd(RETRY, {s: time.time() + 60})
+        self.assertNotIn("(cut:", self.ok("jobs", "show", jid_of(s)).out)
+
+    def test_show_says_why_a_dead_job_is_dead(self):
+        """Not "1 of 25 allowed" for a dead job, not "killed" for a dead exit code."""
+        cases = [
+            ({"retry_count": 1}, "exit status 3", "killed",
+             "retries    dead after 1 failure(s): dead (exit code 3), cut short with 25 of 25 "
+             "retries left", "dead (exit code 3)"),
+            ({"retry_count": 26}, "exit status 1: kaboom", "dead",
+             "retries    dead after 26 failure(s): retries exhausted (25 allowed)", "dead"),
+            ({"retry_count": 1, "retry": False}, "exit status 1", "dead",
+             "retries    dead after 1 failure(s): retry is false, so the first failure goes "
+             "to dead", "dead"),
+        ]
+        for fields, message, outcome, retries, shown in cases:
+            with self.subTest(retries):
+                e = json.loads(entry("D"))
+                e.update(fields, error_message=message)
+                raw = json.dumps(e, separators=(",", ":"))
+                self.r.zadd(DEAD, {raw: time.time()})
+                a = json.dumps({"attempt": e["retry_count"], "failed_at": time.time(),
+                                "outcome": outcome, "error_class": "Cogworker::HandlerFailed",
+                                "error_message": message})
+                self.r.rpush(attempts_key(e["jid"]), a)
+                text = self.ok("jobs", "show", e["jid"]).out
+                self.assertIn(retries + "\n", text)
+                self.assertNotIn("allowed\n" if outcome == "killed" else "of 25 allowed", text)
+                [line] = [l for l in text.splitlines() if l.startswith("  #")]
+                self.assertRegex(line, r"^  #\d+ +\S+  %s +Cogworker::HandlerFailed: "
+                                 % re.escape(shown))
+                self.assertNotIn("killed", text)
+                # the attempts log keeps its word for programs
+                self.assertEqual(self.js("jobs", "show", e["jid"])["attempts"][0]["outcome"],
+                                 outcome)
+        r = entry("R")
+        self.r.zadd(RETRY, {r: time.time() + 60})
+        self.assertIn("retries    1 failure(s) so far; 25 retries allowed\n",
+                      self.ok("jobs", "show", jid_of(r)).out)
+
     def test_ctl13_corrupt_entries_are_listed_and_deleted_by_raw_value(self):
         for key in (RETRY, DEAD):
             self.r.zadd(key, {"{not json": 1, "[1, 2]": 2})
@@ -488,12 +548,16 @@ class JobsAct(CtlCase):
             self.assertAlmostEqual(out["results"][0]["at"], now + 300, delta=2)
             self.assertEqual(self.zmembers(key), [e])
         now = self.now()
-        self.ok("jobs", "reschedule", jid_of(s), "0")
-        self.assertAlmostEqual(self.r.zscore(SCHEDULE, s), now + 60, delta=2)
-        now = self.now()
-        res = self.ok("jobs", "reschedule", jid_of(s), "20000")
+        res = self.ok("jobs", "reschedule", jid_of(s), "10080")
         self.assertAlmostEqual(self.r.zscore(SCHEDULE, s), now + 604800, delta=2)
         self.assertIn("rescheduled %s (scheduled) to " % jid_of(s), res.out)
+        # Out of range or not a whole number: refused, nothing moves (no clamping)
+        before = self.r.zscore(SCHEDULE, s)
+        for bad in ("0", "-5", "1.5", "10081", "20000", "5m", "", "99999999999999999999"):
+            res = self.fails(2, "jobs", "reschedule", jid_of(s), "--", bad)
+            self.assertIn("MINUTES must be a whole number from 1 to 10080", res.err, bad)
+        self.fails(2, "jobs", "reschedule", jid_of(s), "-5")     # read as an option
+        self.assertEqual(self.r.zscore(SCHEDULE, s), before)
         # not for queued or dead jobs
         d = entry("D")
         self.r.zadd(DEAD, {d: 1})
@@ -951,6 +1015,12 @@ class Exec(CtlCase):
         out = self.js("exec", "Fail", conf=conf, rc=1)
         self.assertEqual((out["outcome"], out["stderr"], out["error_message"]),
                          ("retrying", "kaboom\n", "exit status 1: kaboom"))
+        res = self.ctl("exec", "Exit", "3", conf=conf)
+        self.assertIn("outcome    dead (exit code 3 is in dead_exit_codes): it would go "
+                      "straight to dead, with no retry\n", res.out)
+        res = self.ctl("exec", "--retry", "false", "Exit", "5", conf=conf)
+        self.assertIn("outcome    dead (retry is false: no retries): it would go to dead\n",
+                      res.out)
         res = self.ctl("exec", "Fail", conf=conf)
         self.assertEqual(res.rc, 1)
         self.assertIn("outcome    retrying", res.out)

@@ -311,6 +311,8 @@ class Install(unittest.TestCase):
             "usr/local/share/man/man1/cogworkerctl.1": 0o644,
             "usr/local/share/man/man5/cogworkerd.conf.5": 0o644,
             "usr/local/share/man/man8/cogworkerd.8": 0o644,
+            "usr/local/share/bash-completion/completions/cogworkerctl": 0o644,
+            "usr/local/share/zsh/site-functions/_cogworkerctl": 0o644,
         }
         files = set()
         for root, _, names in os.walk(self.dest):

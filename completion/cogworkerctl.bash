@@ -1,0 +1,92 @@
+# bash completion for cogworkerctl(1); `make install` puts it where bash-completion looks
+# ($(PREFIX)/share/bash-completion/completions/cogworkerctl). To try it from a checkout:
+#   source completion/cogworkerctl.bash
+#
+# Commands, subcommands and options are listed here by hand, as `cogworkerctl help` names
+# them (tests/integration/test_ctl_help.py checks that both say the same). Queue names
+# after --queue and `queues pause|resume|clear` come from `cogworkerctl queues`, with the
+# -c given on the command line, when Redis answers.
+
+_cogworkerctl_queues()
+{
+	cogworkerctl ${1:+-c "$1"} --json queues 2>/dev/null |
+		tr ',' '\n' | sed -n 's/.*"name":"\([^"]*\)".*/\1/p'
+}
+
+_cogworkerctl()
+{
+	local cur prev conf= cmd= sub= i
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	COMPREPLY=()
+	for ((i = 1; i < COMP_CWORD; i++)); do
+		case ${COMP_WORDS[i]} in
+		-c|--config) conf=${COMP_WORDS[i+1]}; ((i++)) ;;
+		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run)
+			((i++)) ;;
+		-*) ;;
+		*)
+			if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}
+			elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}
+			fi ;;
+		esac
+	done
+
+	case $prev in
+	-c|--config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--set) COMPREPLY=($(compgen -W "queued scheduled retry dead running" -- "$cur")); return ;;
+	--status) COMPREPLY=($(compgen -W "success failed" -- "$cur")); return ;;
+	--retry) COMPREPLY=($(compgen -W "true false 0 1 3 5 10 25" -- "$cur")); return ;;
+	--queue) COMPREPLY=($(compgen -W "$(_cogworkerctl_queues "$conf")" -- "$cur")); return ;;
+	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run) return ;;
+	esac
+
+	local common="--json --yes --help"
+	if [[ -z $cmd ]]; then
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-c --config --json --yes --help --version" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec metrics top help" -- "$cur"))
+		fi
+		return
+	fi
+
+	local words=
+	case $cmd in
+	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec metrics top" ;;
+	push) words="--queue --in --at --retry --unique --jid --json-args --stdin $common" ;;
+	stats|metrics|top) words=$common ;;
+	queues)
+		case $sub in
+		'') words="list pause resume clear $common" ;;
+		pause|resume|clear) words="$(_cogworkerctl_queues "$conf") $common" ;;
+		*) words=$common ;;
+		esac ;;
+	jobs)
+		case $sub in
+		'') words="list show retry delete kill reschedule log cancel $common" ;;
+		list) words="--set --queue --class --limit $common" ;;
+		show) words="--full $common" ;;
+		log) words="--run --follow $common" ;;
+		cancel) words="--discard $common" ;;
+		retry|delete|kill) words="--set --all --queue --class $common" ;;
+		*) words=$common ;;
+		esac ;;
+	processes)
+		case $sub in
+		'') words="list quiet resume stop $common" ;;
+		quiet|resume|stop) words="--all $common" ;;
+		*) words=$common ;;
+		esac ;;
+	periodic)
+		case $sub in
+		'') words="list run enable disable $common" ;;
+		*) words=$common ;;
+		esac ;;
+	history) words="--class --status --since --limit $common" ;;
+	exec) words="--json-args --queue --retry --jid --timeout $common" ;;
+	esac
+	COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}
+
+complete -F _cogworkerctl cogworkerctl
