@@ -8,8 +8,11 @@
  *                  (busy, concurrency, quiet, redis_up). While Redis does not answer, the
  *                  eight are left out, cogworkerd_redis_up is 0, and the answer is still
  *                  200, so the process's own counters are never lost to a scrape error.
+ *                  Every metric has a # HELP line (added here: the exporter renders
+ *                  cogworker's exposition, which has none).
  *   GET /healthz   200 "ok" while Redis answers PING and every tracked thread is alive;
  *                  else 503 with one line per problem. 503 "stopping" during the drain.
+ *   GET /          a short index of the two, for whoever opens the address in a browser.
  *   anything else  404 (405 for methods other than GET and HEAD).
  *
  * libmicrohttpd runs one internal polling thread (epoll), so requests are served one at a
@@ -95,9 +98,65 @@ static void own_metrics(struct sbuf *b, int redis_up)
 	          "cogworkerd_build_info{version=\"%s\"} 1\n", COGWORKERD_VERSION);
 }
 
-static void render_metrics(struct sbuf *b)
+/*
+ * # HELP of every metric served, by name. The eight of cogworker are rendered by the
+ * exporter exactly as `cogworkerctl metrics` prints them (cogworker's own exposition has no
+ * HELP lines); the endpoint adds a HELP line before each TYPE line, so that promtool and
+ * people reading a scrape know what each one is. A metric missing here gets a HELP line
+ * saying so, which the integration test of the endpoint fails on.
+ */
+static const char *const metric_help[][2] = {
+	{ "cogworker_processed_total", "Jobs processed successfully, fleet-wide." },
+	{ "cogworker_failed_total", "Job runs that failed, fleet-wide." },
+	{ "cogworker_retry_size", "Jobs waiting in the retry set." },
+	{ "cogworker_scheduled_size", "Jobs waiting in the schedule set." },
+	{ "cogworker_dead_size", "Jobs in the dead set." },
+	{ "cogworker_queue_size", "Jobs waiting on each queue." },
+	{ "cogworker_queue_latency_seconds", "Age of the oldest job waiting on each queue." },
+	{ "cogworker_busy_workers", "Jobs running now, over the live processes of the fleet." },
+	{ "cogworkerd_jobs_total", "Jobs this process finished, by outcome." },
+	{ "cogworkerd_job_run_seconds", "How long this process's handler runs took." },
+	{ "cogworkerd_handler_timeouts_total", "Handler runs stopped at their timeout." },
+	{ "cogworkerd_redis_reconnects_total", "Redis connections made again after losing one." },
+	{ "cogworkerd_orphans_recovered_total", "Jobs of dead processes put back on their queues." },
+	{ "cogworkerd_keys_quarantined_total", "Keys of the wrong type this process moved aside." },
+	{ "cogworkerd_cron_slots_fired_total", "Periodic slots this process claimed and pushed." },
+	{ "cogworkerd_cron_slots_skipped_total", "Periodic slots this process skipped." },
+	{ "cogworkerd_busy", "Handler children this process runs now." },
+	{ "cogworkerd_concurrency", "The most handler children this process runs at once." },
+	{ "cogworkerd_quiet", "1 while this process fetches no new jobs (quiet or stopping)." },
+	{ "cogworkerd_redis_up", "1 when this scrape could read the fleet-wide metrics from Redis." },
+	{ "cogworkerd_start_time_seconds", "When this process started, in seconds since the epoch." },
+	{ "cogworkerd_build_info", "The version of this cogworkerd, as a label; always 1." },
+};
+
+/* in with a "# HELP name text" line before each "# TYPE name …" line, into out. */
+static void add_help(const struct sbuf *in, struct sbuf *out)
+{
+	const char *p = in->s, *end = in->s + in->len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+		if (len > 7 && memcmp(p, "# TYPE ", 7) == 0) {
+			const char *name = p + 7;
+			size_t nlen = strcspn(name, " \n");
+			const char *help = "(undocumented)";
+			for (size_t i = 0; i < sizeof metric_help / sizeof *metric_help; i++)
+				if (strlen(metric_help[i][0]) == nlen &&
+				    memcmp(metric_help[i][0], name, nlen) == 0)
+					help = metric_help[i][1];
+			sb_printf(out, "# HELP %.*s %s\n", (int)nlen, name, help);
+		}
+		sb_add(out, p, len);
+		p += len;
+	}
+}
+
+static void render_metrics(struct sbuf *out)
 {
 	const char *what = "";
+	struct sbuf plain, *b = &plain;
+	sb_init(&plain);
 	pthread_mutex_lock(&mconn_mu);
 	int rc = exporter_render(&mconn, b, &what);
 	if (rc != 0) {
@@ -110,6 +169,8 @@ static void render_metrics(struct sbuf *b)
 	}
 	pthread_mutex_unlock(&mconn_mu);
 	own_metrics(b, rc == 0);
+	add_help(&plain, out);
+	sb_free(&plain);
 }
 
 /* 1 when healthy; otherwise the reasons, one per line, in why. */
@@ -189,7 +250,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return respond(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, &body,
 		               "text/plain");
 	}
-	sb_adds(&body, "not found: try /metrics or /healthz\n");
+	if (strcmp(url, "/") == 0) {
+		sb_printf(&body, "cogworkerd %s, process %s\n\n"
+		          "/metrics  Prometheus metrics: cogworker's eight, read from Redis for the "
+		          "whole fleet, and this process's own\n"
+		          "/healthz  200 \"ok\" while Redis answers and every thread runs, else 503 "
+		          "with the reasons\n", COGWORKERD_VERSION, D.identity);
+		return respond(conn, MHD_HTTP_OK, &body, "text/plain; charset=utf-8");
+	}
+	sb_adds(&body, "not found: try /, /metrics or /healthz\n");
 	return respond(conn, MHD_HTTP_NOT_FOUND, &body, "text/plain");
 }
 

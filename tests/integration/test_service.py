@@ -112,6 +112,10 @@ def parse_prometheus(text):
         assert line == line.strip() and line, "line %d: empty or padded: %r" % (n, line)
         if line.startswith("#"):
             parts = line.split(None, 3)
+            if len(parts) >= 2 and parts[1] == "HELP":
+                assert len(parts) >= 3 and re.fullmatch(METRIC_NAME, parts[2]), line
+                assert parts[2] not in seen_samples_of, "line %d: HELP after samples" % n
+                continue
             if len(parts) >= 2 and parts[1] == "TYPE":
                 assert len(parts) == 4, "line %d: bad TYPE line %r" % (n, line)
                 name, typ = parts[2], parts[3]
@@ -134,6 +138,43 @@ def parse_prometheus(text):
         seen_samples_of.add(family)
         samples.append((name, labels, v))
     return types, samples
+
+
+def lint_prometheus(text):
+    """The checks `promtool check metrics` makes (Prometheus 2.42, promlint), done here
+    because Debian's promtool comes with the whole Prometheus server: every family has one
+    HELP line (before its TYPE line, not empty), counters and only counters end in _total,
+    no _count/_sum/_bucket outside histograms and summaries, snake_case names, base units
+    (seconds, bytes; not milliseconds). Returns [problem, …]."""
+    problems, helps = [], {}
+    types, _ = parse_prometheus(text)
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        parts = line.split(None, 3)
+        if line.startswith("# HELP "):
+            name = parts[2]
+            if name in helps:
+                problems.append("line %d: second HELP for %s" % (n, name))
+            if name in types and text.index(line) > text.index("# TYPE %s " % name):
+                problems.append("line %d: HELP after TYPE for %s" % (n, name))
+            helps[name] = parts[3] if len(parts) == 4 else ""
+    for name, typ in types.items():
+        if not helps.get(name, "").strip():
+            problems.append("%s: no help text" % name)
+        if typ == "counter" and not name.endswith("_total"):
+            problems.append('%s: counter metrics should have "_total" suffix' % name)
+        if typ != "counter" and name.endswith("_total"):
+            problems.append('%s: non-counter metrics should not have "_total" suffix' % name)
+        if typ not in ("histogram", "summary") and re.search(r"_(count|sum|bucket)$", name):
+            problems.append("%s: _count/_sum/_bucket outside a histogram or summary" % name)
+        if name != name.lower() or "__" in name:
+            problems.append("%s: metric names should be written in snake_case" % name)
+        if re.search(r"_(milliseconds|microseconds|nanoseconds|minutes|hours|days|kilobytes|"
+                     r"megabytes)(_|$)", name):
+            problems.append("%s: use base units" % name)
+    for name in helps:
+        if name not in types:
+            problems.append("%s: HELP without TYPE" % name)
+    return problems
 
 
 def sample(samples, name, **labels):
@@ -453,6 +494,24 @@ class ManPages(unittest.TestCase):
 # The running daemon
 
 
+class Lint(unittest.TestCase):
+    """lint_prometheus finds what promtool would (a check that cannot fail passes anything)."""
+
+    def test_lint_finds_each_problem(self):
+        bad = ("# TYPE jobs counter\njobs 1\n"
+               "# HELP busy_total\n# TYPE busy_total gauge\nbusy_total 1\n"
+               "# TYPE run_milliseconds gauge\nrun_milliseconds 3\n"
+               "# HELP ok_total Fine.\n# TYPE ok_total counter\nok_total 2\n")
+        problems = lint_prometheus(bad)
+        self.assertEqual(sorted(problems), sorted([
+            "jobs: no help text", 'jobs: counter metrics should have "_total" suffix',
+            "busy_total: no help text",
+            'busy_total: non-counter metrics should not have "_total" suffix',
+            "run_milliseconds: no help text", "run_milliseconds: use base units"]))
+        self.assertEqual(lint_prometheus("# HELP ok_total Fine.\n# TYPE ok_total counter\n"
+                                         "ok_total 2\n"), [])
+
+
 class ServiceCase(DaemonTestCase):
 
     def notify_daemon(self, **settings):
@@ -612,8 +671,14 @@ class Metrics(ServiceCase):
         wait_for(lambda: self.r.llen(b"cogworker:inprogress:" + d.identity.encode()) == 0)
 
         body = self.scrape()
-        self.assertNotIn("# HELP", body)
         types, samples = parse_prometheus(body)
+        # What promtool check metrics would say (lint_prometheus): nothing; every metric
+        # has its HELP line
+        self.assertEqual(lint_prometheus(body), [])
+        self.assertNotIn("(undocumented)", body)
+        self.assertEqual(body.count("# HELP "), body.count("# TYPE "))
+        self.assertIn("# HELP cogworker_queue_size Jobs waiting on each queue.\n"
+                      "# TYPE cogworker_queue_size gauge\n", body)
         for name, typ in EIGHT.items():
             self.assertEqual(types.get(name), typ, name)
         self.assertEqual(sample(samples, "cogworker_processed_total"),
@@ -677,11 +742,18 @@ class Metrics(ServiceCase):
                 return [re.sub(r"^(cogworker_queue_latency_seconds\{[^}]*\}) \S+$", r"\1", l)
                         for l in lines]
             ctl_lines = ctl.stdout.splitlines()
-            self.assertEqual(strip(ctl_lines), strip(body.splitlines()[:len(ctl_lines)]))
+            self.assertNotIn("# HELP", ctl.stdout)      # cogworker's exposition, exactly
+            served = [l for l in body.splitlines() if not l.startswith("# HELP ")]
+            self.assertEqual(strip(ctl_lines), strip(served[:len(ctl_lines)]))
 
         # Other paths and methods.
         self.assertEqual(http(self.base + "/nope")[0], 404)
-        self.assertEqual(http(self.base + "/")[0], 404)
+        status, headers, index = http(self.base + "/")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+        self.assertIn("\n/metrics  Prometheus metrics", index)
+        self.assertIn("\n/healthz  200 \"ok\"", index)
+        self.assertIn(d.identity, index)
         self.assertEqual(http(self.base + "/metrics", method="POST")[0], 405)
         self.assertEqual(d.stop(), 0)
 
