@@ -123,9 +123,9 @@ class Completion(unittest.TestCase):
         self.assertTrue(zsh.startswith("#compdef cogworkerctl\n"))
         for name in commands():
             with self.subTest(name):
-                self.assertRegex(bash, r"\n\t%s\)|\|%s\)|\b%s\|" % (name, name, name))
+                self.assertRegex(bash, r"(\n\t|\|)%s(\||\))" % name)
                 self.assertIn("'%s:" % name, zsh)
-                self.assertRegex(zsh, r"\n\t\t%s\)|\|%s\)|\n\t\t%s\|" % (name, name, name))
+                self.assertRegex(zsh, r"(\n\t\t|\|)%s(\||\))" % name)   # a case of its own
 
 
 class Notices(DaemonTestCase):
