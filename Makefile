@@ -6,6 +6,9 @@
 #   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
+#   make deb        the Debian package, build/deb/cogworkerd_<version>_<arch>.deb, lintian-checked
+#   make check-systemd   the package installed, purged and run as a service by a real
+#                   systemd, in a container (part of make check too)
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
 CC       ?= cc
@@ -45,7 +48,8 @@ CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check lint unit integration run bench clean install compile_commands.json
+.PHONY: all deps check lint unit integration run bench clean install compile_commands.json \
+        deb container-root check-systemd
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -59,7 +63,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -Isrc -c -o $@ $<
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/src -name '*.d' -type f 2>/dev/null)
 
 # Every lua/*.lua becomes a C string in the binary; "--@include NAME" lines pull in
 # lua/lib/NAME.lua, so shared fragments are written once. The expanded scripts are also
@@ -121,6 +125,26 @@ $(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
 
 clean:
 	rm -rf build
+
+# The Debian package (debian/, built by tools/deb.sh from a copy of the tree), remade when a
+# file it is built from changed. DEB_BUILD_OPTIONS=nocheck skips its unit-test run.
+DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
+DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null)
+DEB         := build/deb/cogworkerd_$(DEB_VERSION)_$(DEB_ARCH).deb
+DEB_INPUTS  := Makefile $(wildcard src/*.[ch] src/ctl/*.[ch]) $(LUA) conf/cogworkerd.conf \
+               $(wildcard man/* systemd/* debian/* debian/source/*) tools/deb.sh tools/embed-lua.sh
+deb: $(DEB)
+$(DEB): $(DEB_INPUTS)
+	sh tools/deb.sh build/deb
+
+# The Debian tree the container tests boot (tools/container-root.sh): made once, remade
+# only when the package's dependencies change.
+container-root: $(DEB)
+	sh tools/container-root.sh build/container/root $(DEB)
+
+# The tests make both of the above themselves (under a lock, the first one that needs them).
+check-systemd: deps
+	python3 tests/integration/run.py --build $(BUILD) test_package test_systemd
 
 # make install [PREFIX=/usr/local] [DESTDIR=staging] [SYSCONFDIR=/etc]
 #   $(PREFIX)/sbin/cogworkerd, $(PREFIX)/bin/cogworkerctl, $(SYSCONFDIR)/cogworkerd/cogworkerd.conf
