@@ -63,7 +63,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -Isrc -c -o $@ $<
 
--include $(shell find $(BUILD)/src -name '*.d' -type f 2>/dev/null)
+# build/deb and build/container (make deb, the container tree) are package trees, full of
+# directories and files named *.d that are no makefiles.
+-include $(shell find $(BUILD) \( -path build/deb -o -path build/container \) -prune \
+                 -o -name '*.d' -type f -print 2>/dev/null)
 
 # Every lua/*.lua becomes a C string in the binary; "--@include NAME" lines pull in
 # lua/lib/NAME.lua, so shared fragments are written once. The expanded scripts are also
