@@ -135,7 +135,8 @@ DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null)
 DEB         := build/deb/cogworkerd_$(DEB_VERSION)_$(DEB_ARCH).deb
 DEB_INPUTS  := Makefile $(wildcard src/*.[ch] src/ctl/*.[ch]) $(LUA) conf/cogworkerd.conf \
-               $(wildcard man/* systemd/* debian/* debian/source/*) tools/deb.sh tools/embed-lua.sh
+               $(wildcard man/* systemd/* completion/* debian/* debian/source/*) tools/deb.sh \
+               tools/embed-lua.sh
 deb: $(DEB)
 $(DEB): $(DEB_INPUTS)
 	sh tools/deb.sh build/deb
