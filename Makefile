@@ -65,7 +65,7 @@ $(BUILD)/%.o: %.c
 
 # build/deb and build/container (make deb, the container tree) are package trees, full of
 # directories and files named *.d that are no makefiles.
--include $(shell find $(BUILD) \( -path build/deb -o -path build/container \) -prune \
+-include $(shell find $(BUILD) \( -path $(BUILD)/deb -o -path $(BUILD)/container \) -prune \
                  -o -name '*.d' -type f -print 2>/dev/null)
 
 # Every lua/*.lua becomes a C string in the binary; "--@include NAME" lines pull in
