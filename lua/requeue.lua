@@ -4,12 +4,16 @@
 -- KEYS: [1] cogworker:inprogress:<owner>  [2] cogworker:process:<owner> (presence)
 --       [3] cogworker:last_beat  [4] cogworker:repeat_orphans  [5] cogworker:dead
 --       [6] cogworker:queues  [7] cogworker:live_queues
+--       [8] cogworker:at_most_once:<owner> (optional: the classes the owner declared
+--       at most once)  [9] cogworker:at_most_once_orphans (optional: their parking list)
 -- ARGV: [1] cogworker:queue:  [2] default  [3] periodic:running:  [4] queued_ttl
 --       [5] owner identity  [6] orphan threshold in seconds ("" = unconditional: the
 --       process's own list at shutdown)  [7] caller's epoch seconds (TIME fallback, and
 --       the score of a raw burial)  [8] cogworker:orphanings:  [9] 604800
---       [10] max_orphanings  [11..] marked jobs: "d:<raw>" = finished, drop it (this is
---       its ack); "k:<raw>" = keep it on the list.
+--       [10] max_orphanings  [11..] marks: "d:<raw>" = finished, drop it (this is its
+--       ack); "k:<raw>" = keep it on the list; "o:<class>" = a class the caller runs at
+--       most once (on_orphan = "dead", doc/protocol.md §7.31): "o:*" = every class
+--       without a handler of its own, "o:!<class>" = except this one, which has one.
 -- Returns {-1, 0, 0} when the owner is alive (nothing touched), otherwise
 --   {moved, failed, n_unlisted, <n unlisted queue names>, <raw-buried jobs...>}
 --   moved  = jobs written somewhere (a queue, the parking list, or raw into dead);
@@ -22,10 +26,13 @@
 -- Order:
 --   1. (threshold given) EXISTS presence -> alive; HGET last_beat owner (not a number =
 --      absent); a stamp within the threshold of TIME (or ARGV[7]) -> alive.
---   2. Sort the marks; clock = TIME (or ARGV[7]).
+--   2. Sort the marks; clock = TIME (or ARGV[7]); (dead owner) pcall SMEMBERS of the
+--      owner's at-most-once classes.
 --   3. LLEN times, at the head: peek LINDEX 0 ->
 --      finished: LPOP, pcall DEL counter | keep: LPOP into `kept` |
---      otherwise: (dead owner, readable jid) pcall GET counter, over the limit -> pcall
+--      otherwise: (dead owner) a class at most once (owner's set or "o:" marks) -> pcall
+--      RPUSH at_most_once_orphans (failing: not written), never requeued; (dead owner,
+--      readable jid) pcall GET counter, over the limit -> pcall
 --      RPUSH repeat_orphans, else pcall ZADD dead raw -> not parked: pcall requeue_job ->
 --      queued: pcall ZSCORE live_queues, stale/missing -> pcall SADD queues -> LPOP ->
 --      written: moved+1 (queued from a dead owner: pcall INCR + EXPIRE counter) /
@@ -40,6 +47,11 @@
 --   popped: a script stopped by an error keeps its writes, so nothing is removed first.
 --   A job that can't be written goes to the back, so it can't block the jobs behind it
 --   (lesson 30).
+-- * A job of an at-most-once class is parked for burial (Cogworker::ProcessDied, filed by
+--   the caller) in the same atomic call that judged its owner dead, so no recoverer can
+--   requeue it in between; it is never requeued, even when parking fails (it stays on the
+--   list, at the back, for the next pass). The owner's own declaration counts, so the
+--   rule holds whichever cogworkerd recovers the list.
 -- * The orphan counter is INCRed only after the job was requeued, and only when
 --   recovering a dead owner: shutdown requeues never count as orphanings.
 -- * Index 0 is the newest fetch and each requeue is an RPUSH, so the oldest-fetched job
@@ -55,6 +67,7 @@ local queue_prefix, default_queue, lock_prefix, lock_ttl = ARGV[1], ARGV[2], ARG
 local owner, threshold, caller_now = ARGV[5], ARGV[6], ARGV[7]
 local counter_prefix, counter_ttl = ARGV[8], ARGV[9]
 local max_orphanings = tonumber(ARGV[10])
+local amo_set, amo_parking = KEYS[8] or '', KEYS[9] or ''
 
 -- A finite number, or nil ("garbage", "nan", "inf" all count as no number).
 local function finite(v)
@@ -70,13 +83,13 @@ local function now_seconds()
 	return finite(caller_now)
 end
 
--- The job's jid when the payload decodes to an object with a non-empty string jid.
+-- The job's jid when the payload decodes to an object with a non-empty string jid, and
+-- its class when that is a string (each nil otherwise).
 local function jid_of(raw)
 	local ok, job = pcall(cjson.decode, raw)
-	if ok and type(job) == 'table' and type(job.jid) == 'string' and job.jid ~= '' then
-		return job.jid
-	end
-	return nil
+	if not ok or type(job) ~= 'table' then return nil, nil end
+	local jid = type(job.jid) == 'string' and job.jid ~= '' and job.jid or nil
+	return jid, type(job.class) == 'string' and job.class or nil
 end
 
 -- The orphan counter as a number. A counter that can't be read as an integer (garbage,
@@ -100,12 +113,19 @@ if recovering then
 end
 
 -- 2. The marks, and the clock for the live_queues check.
-local finished, keep = {}, {}
+local finished, keep, at_most_once = {}, {}, {}
 for i = 11, #ARGV do
 	local mark, raw = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
-	if mark == 'd:' then finished[raw] = true elseif mark == 'k:' then keep[raw] = true end
+	if mark == 'd:' then finished[raw] = true elseif mark == 'k:' then keep[raw] = true
+	elseif mark == 'o:' then at_most_once[raw] = true end
 end
 local clock = now_seconds()
+if recovering and amo_set ~= '' then
+	local ok, classes = pcall(redis.call, 'SMEMBERS', amo_set)
+	if ok and type(classes) == 'table' then
+		for _, c in ipairs(classes) do at_most_once[c] = true end
+	end
+end
 
 -- 3. Walk the list once, always at its head.
 local moved, failed = 0, 0
@@ -124,8 +144,15 @@ for _ = 1, n do
 		kept[#kept + 1] = raw
 	else
 		local where, queue -- where: 'queue' | 'parked' | 'dead' | nil (not written)
-		local jid = recovering and jid_of(raw)
-		if jid and orphanings(counter_prefix .. jid) + 1 > max_orphanings then
+		local jid, class
+		if recovering then jid, class = jid_of(raw) end
+		local once = class and (at_most_once[class] or
+			(at_most_once['*'] and not at_most_once['!' .. class]))
+		if once then
+			if amo_parking ~= '' and pcall(redis.call, 'RPUSH', amo_parking, raw) then
+				where = 'parked'
+			end -- not parked: not written, rotated to the back, retried; never requeued
+		elseif jid and orphanings(counter_prefix .. jid) + 1 > max_orphanings then
 			if pcall(redis.call, 'RPUSH', parking, raw) then
 				where = 'parked'
 			elseif pcall(redis.call, 'ZADD', dead, caller_now, raw) then
@@ -133,7 +160,7 @@ for _ = 1, n do
 				buried_raw[#buried_raw + 1] = raw
 			end -- both failed: treated as not parked
 		end
-		if not where then
+		if not where and not once then
 			local ok, q = pcall(requeue_job, raw, queue_prefix, default_queue, lock_prefix,
 				lock_ttl)
 			if ok then where, queue = 'queue', q end

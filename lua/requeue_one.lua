@@ -3,7 +3,8 @@
 --
 -- KEYS: [1] cogworker:inprogress:<self>
 -- ARGV: [1] raw job  [2] cogworker:queue:  [3] default  [4] periodic:running:
---       [5] lock ttl (whole seconds)
+--       [5] lock ttl (whole seconds)  [6] "back" (optional): to the back of the queue
+--       (LPUSH), for a job a saturated handler gives away (§7.29); else the front
 -- Returns 1 when the job was requeued, 0 when it is not on the list (any more).
 --
 -- Order: LPOS list raw (check) -> requeue_job (re-take the running lock, RPUSH onto its
@@ -15,6 +16,6 @@
 --@include requeue_job
 
 if not redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
-requeue_job(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+requeue_job(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] == 'back')
 redis.call('LREM', KEYS[1], 1, ARGV[1])
 return 1

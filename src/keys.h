@@ -72,6 +72,15 @@
 #define K_LAST_SLOT "periodic:last_slot:"       /* + <pjid>: epoch of the last claimed slot */
 #define K_SLOT_LOCK "periodic:lock:"            /* + <pjid>:<slot>: one claim per slot */
 
+/* ---- limits, deadlines, at-most-once handlers (doc/protocol.md §7.29-§7.31) ---- */
+#define K_LIMITS "cogworker:limits"             /* hash class -> its limits, as declared */
+#define K_SLOTS "cogworker:limit:"              /* + <class>: zset holder -> lease expiry */
+#define K_RATE "cogworker:rate:"                /* + <class>: zset of starts in the window */
+#define K_WAITERS "cogworker:limit_waiters:"    /* + <class>: zset jid -> its next try */
+#define K_AT_MOST_ONCE "cogworker:at_most_once:"        /* + <id>: set of classes */
+/* list of orphaned jobs of at-most-once classes awaiting burial */
+#define K_AT_MOST_ONCE_ORPHANS "cogworker:at_most_once_orphans"
+
 /*
  * Not a key: the prefix of the handler's stdout line that reports progress into K_STATUS.
  * It lives here because it is a cogworker-namespaced name of the same contract.

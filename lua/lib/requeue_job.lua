@@ -1,8 +1,9 @@
--- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl): shared fragment
--- (doc/protocol.md §6.3). Needs retake_running_lock included before it.
+-- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl, back): shared
+-- fragment (doc/protocol.md §6.3). Needs retake_running_lock included before it.
 --
 -- Puts an already-fetched job back at the FRONT of its queue (RPUSH: consumers take from
--- the right) and returns the queue name it went to.
+-- the right), or at the back when `back` is true (LPUSH: a job a saturated handler gives
+-- away must not block the jobs behind it), and returns the queue name it went to.
 --   1. pcall-decode the job (decode only: the original string is what gets pushed);
 --   2. queue = its `queue` field when that is a non-empty string, else default_queue
 --      (a job whose queue can't be read still has to go somewhere; on `default` the
@@ -10,9 +11,9 @@
 --   3. `periodic_until_executed` == true with string `periodic_pjid` and `jid`:
 --      retake_running_lock(lock_prefix .. pjid, jid, lock_ttl), BEFORE the push, so a
 --      requeued run is never queued without its lock (lesson 66);
---   4. RPUSH the original string onto queue_prefix .. queue.
+--   4. RPUSH (LPUSH when back) the original string onto queue_prefix .. queue.
 -- Errors (e.g. WRONGTYPE on the queue or the lock) propagate to the caller.
-local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl)
+local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl, back)
 	local queue = default_queue
 	local ok, job = pcall(cjson.decode, raw)
 	if ok and type(job) == 'table' then
@@ -24,6 +25,6 @@ local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_t
 			retake_running_lock(lock_prefix .. job.periodic_pjid, job.jid, lock_ttl)
 		end
 	end
-	redis.call('RPUSH', queue_prefix .. queue, raw)
+	redis.call(back and 'LPUSH' or 'RPUSH', queue_prefix .. queue, raw)
 	return queue
 end

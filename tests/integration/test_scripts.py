@@ -45,7 +45,7 @@ PROTOCOL_SCRIPTS = [
     "fetch", "requeue", "bury_orphan", "requeue_one", "interrupt", "park_unsettled",
     "file_unsettled", "swap_dead_entry", "ack", "requeue_entry", "retake", "claim",
     "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
-    "delete_if_owned", "kill", "output_write",
+    "delete_if_owned", "kill", "output_write", "admit", "release_slot",
 ]
 
 
@@ -1246,6 +1246,196 @@ class TestReadOnlyReplica(ScriptTestCase):
         self.r.hset(PRESENCE, "busy", "0")
         self.r.replicaof("127.0.0.1", free_port())
         self.assertEqual(self.requeue(), [-1, 0, 0])
+
+
+# ======================================================================================
+# 6.20 ADMIT, 6.21 RELEASE_SLOT (limits, §7.29)
+
+SLOTS = b"cogworker:limit:Dump"
+STARTS = b"cogworker:rate:Dump"
+WAITERS = b"cogworker:limit_waiters:Dump"
+LIMITS = b"cogworker:limits"
+SELF_LIST = b"cogworker:inprogress:me:1:abc"
+
+
+class TestAdmit(ScriptTestCase):
+
+    def admit(self, raw, fleet=0, rate=0, window=2, jid="j1", holder=None, decl='{}',
+              listed=True, delay=1):
+        keys = [SLOTS if fleet else b"", STARTS if rate else b"", WAITERS, LIMITS,
+                SELF_LIST if listed else b"", SCHEDULE]
+        args = [raw, "Dump", decl, fleet, holder or ("me:1:abc f1 " + jid), 60, rate, window,
+                jid, delay, self.now()]
+        return self.run_script("admit", keys, args)
+
+    def clock(self):
+        s, us = self.r.time()
+        return s + us / 1e6
+
+    def test_fleet_admits_up_to_n_then_turns_away_to_the_schedule(self):
+        raws = [job("j%d" % i) for i in range(3)]
+        self.r.rpush(SELF_LIST, *raws)
+        for i in range(2):
+            st, expiry, why, prev = self.admit(raws[i], fleet=2, jid="j%d" % i)
+            self.assertEqual((st, why), (1, b""))
+            self.assertAlmostEqual(float(expiry), self.clock() + 60, delta=2)
+        self.assertEqual(self.r.zcard(SLOTS), 2)
+        before = self.clock()
+        st, at, why, _ = self.admit(raws[2], fleet=2, jid="j2", delay=1)
+        self.assertEqual((st, why), (0, b"fleet"))
+        self.assertAlmostEqual(float(at), before + 1, delta=0.5)
+        self.assertEqual(self.r.zscore(SCHEDULE, raws[2]), float(at.decode()))
+        self.assertEqual(self.r.lrange(SELF_LIST, 0, -1), raws[:2], "moved, not copied")
+        self.assertEqual(self.r.zscore(WAITERS, "j2"), float(at.decode()))
+        self.assertEqual(self.r.zcard(SLOTS), 2, "no lease for the one turned away")
+
+    def test_expired_leases_do_not_count(self):
+        now = self.clock()
+        self.r.zadd(SLOTS, {"dead:1:x f j8": now - 1, "dead:1:x f j9": now - 5})
+        self.r.rpush(SELF_LIST, job("j1"))
+        self.assertEqual(self.admit(job("j1"), fleet=1)[0], 1)
+        self.assertEqual(self.r.zrange(SLOTS, 0, -1), [b"me:1:abc f1 j1"])
+
+    def test_waiters_ahead_push_the_next_try_back(self):
+        now = self.clock()
+        self.r.zadd(SLOTS, {"h f a": now + 60})
+        self.r.zadd(WAITERS, {"w%d" % i: now + 10 for i in range(4)})
+        self.r.zadd(WAITERS, {"due": now - 1})           # not ahead: its turn has come
+        self.r.rpush(SELF_LIST, job("j1"))
+        self.r.zadd(SLOTS, {"h f b": now + 60})
+        _, at, _, _ = self.admit(job("j1"), fleet=2, delay=1)
+        self.assertAlmostEqual(float(at), now + 1 * (1 + 4 // 2), delta=0.5)
+
+    def test_rate_window_and_its_room(self):
+        raws = [job("j%d" % i) for i in range(4)]
+        self.r.rpush(SELF_LIST, *raws)
+        for i in range(3):
+            self.assertEqual(self.admit(raws[i], rate=3, window=2, jid="j%d" % i)[0], 1)
+        self.assertEqual(self.r.zcard(STARTS), 3)
+        first = float(self.r.zrange(STARTS, 0, 0, withscores=True)[0][1])
+        self.assertGreater(self.r.pttl(STARTS), 2000)
+        st, at, why, _ = self.admit(raws[3], rate=3, window=2, jid="j3")
+        self.assertEqual((st, why), (0, b"rate"))
+        self.assertAlmostEqual(float(at), first + 2, delta=0.01)
+        # The window slides: a start older than the window no longer counts.
+        self.r.zadd(STARTS, {m: first - 5 for m in self.r.zrange(STARTS, 0, -1)})
+        self.r.rpush(SELF_LIST, raws[3])
+        self.assertEqual(self.admit(raws[3], rate=3, window=2, jid="j3")[0], 1)
+        self.assertEqual(self.r.zcard(STARTS), 1)
+        self.assertIsNone(self.r.zscore(WAITERS, "j3"), "admitted: no longer waiting")
+
+    def test_no_slot_means_no_start_counted(self):
+        self.r.zadd(SLOTS, {"h f a": self.clock() + 60})
+        self.r.rpush(SELF_LIST, job("j1"))
+        self.assertEqual(self.admit(job("j1"), fleet=1, rate=5)[2], b"fleet")
+        self.assertEqual(self.r.zcard(STARTS), 0)
+
+    def test_not_listed_touches_nothing(self):
+        self.r.zadd(SLOTS, {"h f a": self.clock() + 60})
+        self.assertEqual(self.admit(job("j1"), fleet=1)[0], -1)
+        self.assertEqual(self.r.zcard(SCHEDULE), 0)
+        self.assertEqual(self.r.zcard(WAITERS), 0)
+
+    def test_basic_mode_schedules_without_a_list(self):
+        self.r.zadd(SLOTS, {"h f a": self.clock() + 60})
+        self.assertEqual(self.admit(job("j1"), fleet=1, listed=False)[0], 0)
+        self.assertEqual(self.r.zcard(SCHEDULE), 1)
+
+    def test_declaration_is_recorded_and_a_different_one_reported(self):
+        self.r.rpush(SELF_LIST, job("j1"), job("j2"))
+        self.assertEqual(self.admit(job("j1"), fleet=3, decl='{"fleet_concurrency":3}')[3], b"")
+        self.assertEqual(self.r.hget(LIMITS, "Dump"), b'{"fleet_concurrency":3}')
+        prev = self.admit(job("j2"), fleet=5, jid="j2", decl='{"fleet_concurrency":5}')[3]
+        self.assertEqual(prev, b'{"fleet_concurrency":3}')
+        self.assertEqual(self.r.hget(LIMITS, "Dump"), b'{"fleet_concurrency":5}')
+
+    def test_the_payload_travels_byte_for_byte(self):
+        raw = job("j1")                                  # big integer in args
+        self.r.zadd(SLOTS, {"h f a": self.clock() + 60})
+        self.r.rpush(SELF_LIST, raw)
+        self.admit(raw, fleet=1)
+        self.assertEqual(self.r.zrange(SCHEDULE, 0, -1), [raw])
+
+
+class TestReleaseSlot(ScriptTestCase):
+
+    def test_releases_its_own_and_trims_the_expired(self):
+        now = int(self.r.time()[0])
+        self.r.zadd(SLOTS, {"me f j1": now + 60, "other f j2": now + 60, "dead f j3": now - 1})
+        self.assertEqual(self.run_script("release_slot", [SLOTS], ["me f j1", now]), 1)
+        self.assertEqual(self.r.zrange(SLOTS, 0, -1), [b"other f j2"])
+        self.assertEqual(self.run_script("release_slot", [SLOTS], ["me f j1", now]), 0)
+
+
+# ======================================================================================
+# 6.4 REQUEUE and 6.6 REQUEUE_ONE additions: at-most-once classes (§7.31), give back last
+
+AMO_SET = ("cogworker:at_most_once:" + OWNER).encode()
+AMO_PARKING = b"cogworker:at_most_once_orphans"
+
+
+class TestRequeueAtMostOnce(ScriptTestCase):
+
+    def requeue9(self, marks=(), threshold="300"):
+        keys = [INPROGRESS, PRESENCE, LAST_BEAT, PARKING, DEAD, QUEUES, LIVE, AMO_SET,
+                AMO_PARKING]
+        args = [QUEUE, "default", RUNNING, QUEUED_TTL, OWNER, threshold, self.now(), ORPH,
+                604800, 3]
+        return self.run_script("requeue", keys, args + list(marks))
+
+    def jobs(self):
+        once = json.loads(job("j1"))
+        once["class"] = "Charge"
+        other = job("j2")
+        once = json.dumps(once, separators=(",", ":")).encode()
+        self.r.rpush(INPROGRESS, once, other)
+        return once, other
+
+    def test_owner_declared_class_is_parked_never_requeued(self):
+        once, other = self.jobs()
+        self.r.sadd(AMO_SET, "Charge")
+        self.assertEqual(self.requeue9()[:2], [2, 0])
+        self.assertEqual(self.r.lrange(AMO_PARKING, 0, -1), [once])
+        self.assertEqual(self.queue(), [other])
+        self.assertFalse(self.r.exists(counter("j1")), "not counted as an orphaning")
+
+    def test_callers_marks_count_too_and_the_fallback_with_exceptions(self):
+        once, other = self.jobs()
+        self.requeue9(marks=["o:Charge"])
+        self.assertEqual(self.r.lrange(AMO_PARKING, 0, -1), [once])
+        self.r.delete(AMO_PARKING, qkey("default"))
+        self.r.rpush(INPROGRESS, once, other)
+        self.r.sadd(AMO_SET, "*", "!Charge")             # every class but Charge
+        self.requeue9()
+        self.assertEqual(self.r.lrange(AMO_PARKING, 0, -1), [other])
+        self.assertEqual(self.queue(), [once])
+
+    def test_parking_that_fails_leaves_it_listed(self):
+        once, other = self.jobs()
+        self.r.sadd(AMO_SET, "Charge")
+        self.r.set(AMO_PARKING, "wrong type")
+        self.assertEqual(self.requeue9()[:2], [1, 1])
+        self.assertEqual(self.inprogress(), [once])
+        self.assertEqual(self.queue(), [other])
+
+    def test_live_owner_and_shutdown_requeue_are_untouched_by_it(self):
+        once, other = self.jobs()
+        self.r.sadd(AMO_SET, "Charge")
+        self.r.set(PRESENCE, "x")
+        self.assertEqual(self.requeue9()[0], -1)
+        self.r.delete(PRESENCE)
+        self.requeue9(threshold="")                      # the own list at shutdown
+        self.assertEqual(sorted(self.queue()), sorted([once, other]))
+        self.assertEqual(self.r.llen(AMO_PARKING), 0)
+
+    def test_requeue_one_back_goes_behind_the_queue(self):
+        raw = job("j1")
+        self.r.rpush(INPROGRESS, raw)
+        self.r.lpush(qkey("default"), b"waiting")
+        self.assertEqual(self.run_script("requeue_one", [INPROGRESS],
+                                         [raw, QUEUE, "default", RUNNING, QUEUED_TTL, "back"]), 1)
+        self.assertEqual(self.r.rpop(qkey("default")), b"waiting", "the others first")
+        self.assertEqual(self.r.rpop(qkey("default")), raw)
 
 
 # ======================================================================================
