@@ -448,6 +448,78 @@ static int read_redis(struct loader *L, const config_setting_t *s, const char *n
 
 /* --- handlers ---------------------------------------------------------------------------- */
 
+int conf_parse_rate(const char *s, int *n, double *window)
+{
+	char *end;
+	errno = 0;
+	long count = isdigit((unsigned char)*s) ? strtol(s, &end, 10) : 0;
+	if (count < 1 || count > 1000000 || errno || *end != '/' ||
+	    !isdigit((unsigned char)end[1]))
+		return -1;
+	const char *w = end + 1;
+	double secs = strtod(w, &end);
+	double unit = 1;
+	if (*end == 's' || *end == 'm' || *end == 'h') {
+		unit = *end == 'm' ? 60 : *end == 'h' ? 3600 : 1;
+		end++;
+	}
+	if (*end || !(secs > 0) || secs * unit > 86400)
+		return -1;
+	*n = (int)count;
+	*window = secs * unit;
+	return 0;
+}
+
+/* A string that must be one of words (NULL-terminated); *index = its position. */
+static int read_word(struct loader *L, const config_setting_t *s, const char *name,
+                     const char *const *words, int *index)
+{
+	const char *v = config_setting_type(s) == CONFIG_TYPE_STRING
+	                ? config_setting_get_string(s) : NULL;
+	for (int i = 0; v && words[i]; i++)
+		if (strcmp(v, words[i]) == 0) {
+			*index = i;
+			return 0;
+		}
+	char list[128] = "";
+	for (int i = 0; words[i]; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? " or " : "",
+		         words[i]);
+	return failf(L, s, "%s must be %s", name, list);
+}
+
+static int read_rate_limit(struct loader *L, const config_setting_t *s, const char *name,
+                           void *base)
+{
+	struct handler *h = base;
+	const char *v = NULL;
+	if (read_string(L, s, name, &v) < 0)
+		return -1;
+	if (!*v) {
+		h->rate_limit_n = 0;
+		h->rate_limit_window = 0;
+		return 0;
+	}
+	if (conf_parse_rate(v, &h->rate_limit_n, &h->rate_limit_window) != 0)
+		return failf(L, s, "%s: '%s' is not N/W, starts per window (e.g. \"10/60s\", "
+		             "\"100/1m\"; N from 1 to 1000000, W up to a day)", name, v);
+	return 0;
+}
+
+static int read_expired(struct loader *L, const config_setting_t *s, const char *name,
+                        void *base)
+{
+	static const char *const words[] = { "dead", "discard", NULL };
+	return read_word(L, s, name, words, &((struct handler *)base)->expired_discard);
+}
+
+static int read_on_orphan(struct loader *L, const config_setting_t *s, const char *name,
+                          void *base)
+{
+	static const char *const words[] = { "requeue", "dead", NULL };
+	return read_word(L, s, name, words, &((struct handler *)base)->on_orphan_dead);
+}
+
 #define H(f) offsetof(struct handler, f)
 static const struct spec handler_specs[] = {
 	{ .name = "class", .kind = K_STRING, .off = H(class_name), .flags = F_NONEMPTY },
@@ -473,6 +545,14 @@ static const struct spec handler_specs[] = {
 	{ .name = "on_death", .kind = K_ARGV, .off = H(on_death) },
 	{ .name = "on_death_timeout", .kind = K_SECONDS, .off = H(on_death_timeout),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "max_concurrency", .kind = K_INT, .off = H(max_concurrency),
+	  .max = MAX_CONCURRENCY },
+	{ .name = "fleet_concurrency", .kind = K_INT, .off = H(fleet_concurrency),
+	  .max = 1000000 },
+	{ .name = "rate_limit", .kind = K_CUSTOM, .read = read_rate_limit },
+	{ .name = "expires_in", .kind = K_SECONDS, .off = H(expires_in), .max = MAX_SECONDS },
+	{ .name = "expired", .kind = K_CUSTOM, .read = read_expired },
+	{ .name = "on_orphan", .kind = K_CUSTOM, .read = read_on_orphan },
 };
 #undef H
 

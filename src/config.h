@@ -31,6 +31,18 @@ struct handler {
 	long long rlimit_cpu, rlimit_as, rlimit_nofile, rlimit_nproc;  /* -1 = unset */
 	struct argv_list on_death;      /* empty = none */
 	double on_death_timeout;        /* default: the global on_death_timeout (30) */
+	/* Limits (doc/protocol.md §7.29): 0 = none. max_concurrency counts this process's
+	 * runs of the handler, fleet_concurrency every process's (leases in Redis); the rate
+	 * limit allows rate_limit_n starts per rate_limit_window seconds fleet-wide. */
+	int max_concurrency;
+	int fleet_concurrency;
+	int rate_limit_n;
+	double rate_limit_window;       /* seconds, > 0 when rate_limit_n > 0 */
+	/* Deadlines (§7.30): expires_in seconds after enqueued_at, 0 = none; an expired job is
+	 * buried as Cogworker::JobExpired, or dropped when expired_discard. */
+	double expires_in;
+	int expired_discard;
+	int on_orphan_dead;             /* on_orphan = "dead": at most once (§7.31) */
 	int line;                       /* where it was declared, for messages */
 };
 
@@ -122,6 +134,13 @@ const struct handler *conf_find_handler(const struct conf *c, const char *class_
 int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t errlen);
 /* Free every string of rc (the password is wiped first) and zero it. */
 void redis_conf_clear(struct redis_conf *rc);
+
+/*
+ * A rate limit as the conf writes it, "N/W" with W in seconds and an optional unit s, m or h
+ * ("10/60s", "100/1m", "5/2.5s"): 0 with *n (1..1000000) and *window (seconds, > 0, at
+ * most a day); -1 when it does not read so.
+ */
+int conf_parse_rate(const char *s, int *n, double *window);
 
 /* Derived TTLs (doc/protocol.md §7.17): whole seconds, rounded up. */
 long conf_queued_ttl(const struct conf *c);

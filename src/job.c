@@ -144,6 +144,34 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	j->unique = u && strcmp(u, "until_executed") == 0;
 }
 
+/* A positive finite number field, else 0. */
+static double time_field(const cJSON *obj, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+	return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble > 0
+	       ? v->valuedouble : 0;
+}
+
+double job_deadline(const cJSON *obj, double expires_in, int *from_job)
+{
+	*from_job = 0;
+	if (!cJSON_IsObject(obj))
+		return 0;
+	double at = time_field(obj, "expires_at");
+	if (at > 0) {
+		*from_job = 1;
+		return at;
+	}
+	if (!(expires_in > 0))
+		return 0;
+	double base = time_field(obj, "enqueued_at");
+	if (base == 0)
+		base = time_field(obj, "at");
+	if (base == 0)
+		base = time_field(obj, "created_at");
+	return base > 0 ? base + expires_in : 0;
+}
+
 void job_free(struct job *j)
 {
 	free(j->raw);

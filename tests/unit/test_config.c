@@ -642,6 +642,76 @@ START_TEST(test_handler_settings)
 }
 END_TEST
 
+/* Limits, deadlines and at-most-once (doc/protocol.md §7.29-§7.31): defaults and values. */
+START_TEST(test_handler_limits)
+{
+	struct conf c;
+	const struct handler *h;
+
+	LOAD_OK("handlers = (\n"
+	        "  { class = \"A\"; command = [ \"/bin/true\" ]; max_concurrency = 2;\n"
+	        "    fleet_concurrency = 3; rate_limit = \"10/60s\"; expires_in = 90.5;\n"
+	        "    expired = \"discard\"; on_orphan = \"dead\"; },\n"
+	        "  { class = \"B\"; command = [ \"/bin/true\" ]; rate_limit = \"100/1m\"; },\n"
+	        "  { class = \"C\"; command = [ \"/bin/true\" ]; rate_limit = \"5/2.5s\";\n"
+	        "    expired = \"dead\"; on_orphan = \"requeue\"; },\n"
+	        "  { class = \"D\"; command = [ \"/bin/true\" ]; rate_limit = \"1/1h\"; },\n"
+	        "  { class = \"E\"; command = [ \"/bin/true\" ]; rate_limit = \"\"; }\n"
+	        ");\n", &c);
+	h = &c.handlers[0];
+	ck_assert_int_eq(h->max_concurrency, 2);
+	ck_assert_int_eq(h->fleet_concurrency, 3);
+	ck_assert_int_eq(h->rate_limit_n, 10);
+	ck_assert_double_eq(h->rate_limit_window, 60);
+	ck_assert_double_eq(h->expires_in, 90.5);
+	ck_assert_int_eq(h->expired_discard, 1);
+	ck_assert_int_eq(h->on_orphan_dead, 1);
+	ck_assert_int_eq(c.handlers[1].rate_limit_n, 100);
+	ck_assert_double_eq(c.handlers[1].rate_limit_window, 60);
+	ck_assert_double_eq(c.handlers[2].rate_limit_window, 2.5);
+	ck_assert_double_eq(c.handlers[3].rate_limit_window, 3600);
+	/* The defaults: no limit, no deadline, buried when expired, requeued when orphaned. */
+	for (int i = 2; i < 5; i++) {
+		h = &c.handlers[i];
+		ck_assert_int_eq(h->max_concurrency, 0);
+		ck_assert_int_eq(h->fleet_concurrency, 0);
+		ck_assert_double_eq(h->expires_in, 0);
+		ck_assert_int_eq(h->expired_discard, 0);
+		ck_assert_int_eq(h->on_orphan_dead, 0);
+	}
+	ck_assert_int_eq(c.handlers[4].rate_limit_n, 0);
+	conf_free(&c);
+
+	static const char *const bad_rates[] = { "10", "10/", "/60s", "0/60s", "10/0s", "10/60x",
+	                                         "10/-1s", "1000001/1s", "10/2d", "10/90000s",
+	                                         "ten/60s", "10/60s ", NULL };
+	for (int i = 0; bad_rates[i]; i++) {
+		char *text;
+		ck_assert_int_gt(asprintf(&text, "handlers = ( { class = \"A\"; command = "
+		                          "[ \"/bin/true\" ];\n  rate_limit = \"%s\"; } );\n",
+		                          bad_rates[i]), 0);
+		expect_error(text, 2, "handler.rate_limit: ");
+		free(text);
+	}
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  max_concurrency = -1; } );\n", 2, "handler.max_concurrency must be an integer");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  max_concurrency = 1001; } );\n", 2, "at most 1000");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  fleet_concurrency = 1.5; } );\n", 2, "must be an integer");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  rate_limit = 10; } );\n", 2, "handler.rate_limit must be a string");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  expires_in = -5; } );\n", 2, "handler.expires_in must be a number >= 0");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  expired = \"drop\"; } );\n", 2,
+	             "handler.expired must be \"dead\" or \"discard\"");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  on_orphan = true; } );\n", 2,
+	             "handler.on_orphan must be \"requeue\" or \"dead\"");
+}
+END_TEST
+
 START_TEST(test_handler_errors)
 {
 	expect_error("handlers = (\n  { class = \"A\"; timeout = 5; }\n);\n", 2,
@@ -1057,6 +1127,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_test(tc, test_include_dir);
 	tcase_add_test(tc, test_handler_settings);
+	tcase_add_test(tc, test_handler_limits);
 	tcase_add_test(tc, test_handler_errors);
 	tcase_add_test(tc, test_global_on_death);
 	tcase_add_test(tc, test_periodic);

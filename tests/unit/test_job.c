@@ -38,6 +38,39 @@ START_TEST(test_retry_budget)
 }
 END_TEST
 
+static double deadline(const char *json, double expires_in, int *from_job)
+{
+	cJSON *v = cJSON_Parse(json);
+	double d = job_deadline(v, expires_in, from_job);
+	cJSON_Delete(v);
+	return d;
+}
+
+/* DL: the deadline (doc/protocol.md §7.30): expires_at wins; else expires_in after
+ * enqueued_at, at, created_at; a non-number expires_at is no deadline. */
+START_TEST(test_deadline)
+{
+	int own;
+	ck_assert_double_eq(deadline("{\"expires_at\":1700000000.5}", 0, &own), 1700000000.5);
+	ck_assert_int_eq(own, 1);
+	ck_assert_double_eq(deadline("{\"expires_at\":1700000000,\"enqueued_at\":1}", 60, &own),
+	                    1700000000);
+	ck_assert_double_eq(deadline("{\"enqueued_at\":1700000000,\"at\":5,\"created_at\":7}",
+	                             60, &own), 1700000060);
+	ck_assert_int_eq(own, 0);
+	ck_assert_double_eq(deadline("{\"at\":1700000000,\"created_at\":7}", 60, &own),
+	                    1700000060);
+	ck_assert_double_eq(deadline("{\"created_at\":1700000000}", 60, &own), 1700000060);
+	ck_assert_double_eq(deadline("{\"enqueued_at\":1700000000}", 0, &own), 0);
+	ck_assert_double_eq(deadline("{\"expires_at\":\"soon\",\"enqueued_at\":1700000000}", 10,
+	                             &own), 1700000010);
+	ck_assert_double_eq(deadline("{\"expires_at\":-1}", 0, &own), 0);
+	ck_assert_double_eq(deadline("{}", 60, &own), 0);
+	ck_assert_double_eq(deadline("[1]", 60, &own), 0);
+	ck_assert_double_eq(job_deadline(NULL, 60, &own), 0);
+}
+END_TEST
+
 START_TEST(test_backoff_bounds)
 {
 	for (long n = 1; n <= 5; n++) {
@@ -275,6 +308,7 @@ int main(void)
 	Suite *s = suite_create("job");
 	TCase *tc = tcase_create("rules");
 	tcase_add_test(tc, test_retry_budget);
+	tcase_add_test(tc, test_deadline);
 	tcase_add_test(tc, test_backoff_bounds);
 	tcase_add_test(tc, test_parse_fields);
 	tcase_add_test(tc, test_failure_payload_byte_exact);
