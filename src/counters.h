@@ -21,6 +21,7 @@ enum metric {
 	METRIC_JOBS_DEAD,               /* failed, filed into the dead set (or unparseable) */
 	METRIC_JOBS_DISCARDED,          /* failed with one of the handler's discard_exit_codes */
 	METRIC_JOBS_INTERRUPTED,        /* stopped at shutdown, left for the requeue */
+	METRIC_JOBS_EXPIRED,            /* past their deadline: buried or dropped unstarted */
 	/* failures by kind (also counted in the outcomes above) */
 	METRIC_HANDLER_TIMEOUTS,        /* the handler ran past its timeout */
 	/* Redis */

@@ -32,6 +32,7 @@
 #include "job.h"
 #include "json.h"
 #include "keys.h"
+#include "admission.h"
 #include "outcome.h"
 #include "outkeep.h"
 #include "settle.h"
@@ -371,7 +372,8 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	return disp;
 }
 
-static void process(struct fetcher *f, struct fetched *fj)
+/* from_held: fj had waited here for its handler (admission.c). */
+static void process(struct fetcher *f, struct fetched *fj, int from_held)
 {
 	/* A blocking fetch begun before quiet or stop may return a job after it: hand it
 	 * back unstarted (a quiet process starts nothing new, lesson 21). */
@@ -381,6 +383,13 @@ static void process(struct fetcher *f, struct fetched *fj)
 	}
 	struct job j;
 	job_parse(&j, fj->raw, fj->len, fj->queue);
+	/* Its deadline and its handler's limits: a job that may not start now has been seen
+	 * to (doc/protocol.md §7.29, §7.30). */
+	struct admission adm;
+	if (limits_gate(&f->r, &j, f->tid, from_held, &adm, &job_site) != GATE_RUN) {
+		job_free(&j);
+		return;
+	}
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
 	log_job_begin(j.cls, j.jid, j.queue);
@@ -388,6 +397,7 @@ static void process(struct fetcher *f, struct fetched *fj)
 	char *dead_entry = NULL;
 	double took;
 	enum disposition disp = execute(f, &j, &died, &dead_entry, &finish, &took);
+	limits_release(&f->r, &adm);
 	if (finish) {
 		finish_success(f, &j, took);    /* busy -1 and the ack included */
 	} else {
@@ -412,10 +422,16 @@ static void *fetcher_main(void *arg)
 			if (f->paused)          /* read before the pause: stale by now */
 				freeReplyObject(f->paused);
 			f->paused = NULL;
+			limits_give_back_held(&f->r);
 			sleep_quiet_or_error(0.5);
 			continue;
 		}
 		struct fetched fj;
+		if (limits_take_held(&fj)) {    /* waiting jobs first: never starved */
+			process(f, &fj, 1);
+			fetched_free(&fj);
+			continue;
+		}
 		int got = fetch_job(&f->r, f->index, &fj, &idle, f->paused);
 		f->paused = NULL;
 		if (got == -2) {
@@ -429,10 +445,11 @@ static void *fetcher_main(void *arg)
 		}
 		site_result(&fetch_site, &f->r, 1, "fetch");
 		if (got == 1) {
-			process(f, &fj);
+			process(f, &fj, 0);
 			fetched_free(&fj);
 		}
 	}
+	limits_give_back_held(&f->r);
 	if (f->paused)
 		freeReplyObject(f->paused);
 	f->paused = NULL;

@@ -19,10 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
+#include "admission.h"
 #include "counters.h"
 #include "heartbeat.h"
 #include "json.h"
 #include "keys.h"
+#include "recovery.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
@@ -201,6 +203,10 @@ int heartbeat_beat(struct rconn *r)
 	}
 	if (ok) {
 		refresh_running_locks(r, c, atomic_load(&D.prev_beat_failed));
+		/* Fleet slots live as long as their holder beats (doc/protocol.md §7.29); the
+		 * at-most-once classes are for whoever recovers our jobs (§7.31). */
+		limits_refresh_leases(r, c->process_ttl, atomic_load(&D.prev_beat_failed));
+		at_most_once_publish(r, c);
 		deferred_releases_retry(r);
 	}
 	conf_release(c);
@@ -228,12 +234,17 @@ void presence_remove(struct rconn *r)
 			freeReplyObject(rep[i]);
 	if (empty) {
 		/* A non-empty list stays registered, so others recover it after the threshold. */
+		char *once = xasprintf(K_AT_MOST_ONCE "%s", D.identity);
 		redisReply *a = rcmd(r, "SREM %s %s", K_IDENTITIES, D.identity);
 		redisReply *b = rcmd(r, "HDEL %s %s", K_LAST_BEAT, D.identity);
+		redisReply *d = rcmd(r, "DEL %s", once);
 		if (a)
 			freeReplyObject(a);
 		if (b)
 			freeReplyObject(b);
+		if (d)
+			freeReplyObject(d);
+		free(once);
 	}
 	free(process);
 	free(workers);

@@ -55,6 +55,7 @@ static const struct {
 	{ K_IDENTITIES, "set" }, { K_DISABLED, "set" },
 	{ K_LAST_BEAT, "hash" }, { K_PERIODIC_SCHEDULE, "hash" },
 	{ K_REPEAT_ORPHANS, "list" }, { K_UNSETTLED, "list" },
+	{ K_LIMITS, "hash" }, { K_AT_MOST_ONCE_ORPHANS, "list" },
 	{ K_PROCESSED, "string" }, { K_FAILED, "string" },
 };
 

@@ -35,8 +35,10 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+#include "admission.h"
 #include "counters.h"
 #include "exporter.h"
+#include "fleetlimits.h"
 #include "metrics.h"
 #include "state.h"
 #include "util.h"
@@ -58,7 +60,7 @@ static void own_metrics(struct sbuf *b, int redis_up)
 	static const struct { const char *outcome; enum metric m; } outcomes[] = {
 		{ "succeeded", METRIC_JOBS_SUCCEEDED }, { "retried", METRIC_JOBS_RETRIED },
 		{ "dead", METRIC_JOBS_DEAD }, { "discarded", METRIC_JOBS_DISCARDED },
-		{ "interrupted", METRIC_JOBS_INTERRUPTED },
+		{ "interrupted", METRIC_JOBS_INTERRUPTED }, { "expired", METRIC_JOBS_EXPIRED },
 	};
 	sb_adds(b, "# TYPE cogworkerd_jobs_total counter\n");
 	for (size_t i = 0; i < sizeof outcomes / sizeof *outcomes; i++)
@@ -82,6 +84,7 @@ static void own_metrics(struct sbuf *b, int redis_up)
 	own_counter(b, "cogworkerd_keys_quarantined_total", METRIC_KEYS_QUARANTINED);
 	own_counter(b, "cogworkerd_cron_slots_fired_total", METRIC_CRON_FIRED);
 	own_counter(b, "cogworkerd_cron_slots_skipped_total", METRIC_CRON_SKIPPED);
+	limits_metrics(b);
 
 	struct conf *c = conf_acquire();
 	int concurrency = c->concurrency;
@@ -159,7 +162,14 @@ static void render_metrics(struct sbuf *out)
 	sb_init(&plain);
 	pthread_mutex_lock(&mconn_mu);
 	int rc = exporter_render(&mconn, b, &what);
-	if (rc != 0) {
+	/* The fleet's limits (doc/protocol.md §7.29), from Redis like the eight; a failure
+	 * leaves them out and is logged like theirs. */
+	struct fleet_limit *fl = NULL;
+	int nfl = 0, frc = rc == 0 ? fleet_limits_read(&mconn, &fl, &nfl, &what) : 0;
+	if (rc == 0 && frc == 0)
+		fleet_limits_render(fl, nfl, b);
+	fleet_limits_free(fl, nfl);
+	if (rc != 0 || frc != 0) {
 		if (mconn.unavailable)
 			log_site_unavailable(&metrics_site, mconn.err, mono_now());
 		else

@@ -24,6 +24,13 @@
  * - When even the parking list is unusable, REQUEUE buries the job raw; only this process
  *   knows, so it keeps the raw job in memory and swaps it for the proper entry
  *   (SWAP_DEAD_ENTRY), retrying on every pass until it succeeds (lesson 33).
+ * - A job of an at-most-once class (a handler with on_orphan = "dead", §7.31) is never
+ *   requeued: REQUEUE parks it in its own list, inside the same atomic call that found its
+ *   owner dead, and it is filed into dead here like a repeat orphan, with its own reason.
+ *   Which classes are at most once is what the owner published (each process keeps the
+ *   set cogworker:at_most_once:<id> written at every beat) plus what this process's conf
+ *   says, so the rule holds whichever cogworkerd recovers the list (a Ruby worker does not
+ *   know it and requeues such a job).
  * - Unsettled records (filings handed over by a stopping process) are filed head-first by
  *   FILE_UNSETTLED; a record that can't be used is moved to a quarantine list so that it
  *   can't block the list behind it (lesson 35).
@@ -99,7 +106,63 @@ struct pass {
 	struct orphan_report *rep;
 	char threshold[32], queued_ttl[32], max_orphanings[16];
 	int max_n;
+	struct strs once_marks;         /* "o:<class>" REQUEUE marks (at_most_once_classes) */
 };
+
+/* The at-most-once classes of a conf as REQUEUE reads them (lua/requeue.lua): each class
+ * whose handler has on_orphan = "dead"; "*" when the fallback handler has it, and then
+ * "!<class>" for each class whose own handler has not. */
+static void at_most_once_classes(const struct conf *c, const char *prefix, struct strs *out)
+{
+	int fallback = 0;
+	for (int i = 0; i < c->nhandlers; i++)
+		if (strcmp(c->handlers[i].class_name, "*") == 0)
+			fallback = c->handlers[i].on_orphan_dead;
+	for (int i = 0; i < c->nhandlers; i++) {
+		const struct handler *h = &c->handlers[i];
+		int star = strcmp(h->class_name, "*") == 0;
+		if (h->on_orphan_dead || (fallback && !star)) {
+			char *v = xasprintf("%s%s%s", prefix, h->on_orphan_dead ? "" : "!",
+			                    h->class_name);
+			strs_add(out, v, strlen(v));
+			free(v);
+		}
+	}
+}
+
+void at_most_once_publish(struct rconn *r, const struct conf *c)
+{
+	static int published;           /* the heartbeat's thread only */
+	struct strs classes = { 0 };
+	if (!c->fetch_basic && atomic_load(&D.fetch_mode) != FETCH_BASIC)
+		at_most_once_classes(c, "", &classes);
+	if (classes.n == 0 && !published)
+		return;
+	char *key = xasprintf(K_AT_MOST_ONCE "%s", D.identity);
+	struct rpipe p;
+	redisReply *rep[2];
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "DEL %s", key);
+	if (classes.n > 0) {
+		const char **argv = xcalloc((size_t)classes.n + 2, sizeof *argv);
+		argv[0] = "SADD";
+		argv[1] = key;
+		for (int i = 0; i < classes.n; i++)
+			argv[2 + i] = classes.v[i];
+		rpipe_add_argv(r, &p, classes.n + 2, argv, NULL);
+		free(argv);
+	}
+	int n = p.n;
+	if (rpipe_exec(r, &p, rep) == 0)
+		published = classes.n > 0;
+	else
+		log_error("at-most-once classes not published in %s: %s", key, r->err);
+	for (int i = 0; i < n; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	free(key);
+	strs_free(&classes);
+}
 
 /* Log a failed call; an availability error marks the pass "connection lost". */
 static void pass_error(struct pass *p, const char *what)
@@ -112,13 +175,17 @@ static void pass_error(struct pass *p, const char *what)
 
 /* ---- the dead entries a repeat orphan gets ---- */
 
-/* ProcessDied entry (§4.6), or the (unparseable) wrapper when the job doesn't parse. */
+/* ProcessDied entry (§4.6), or the (unparseable) wrapper when the job doesn't parse;
+ * max_n 0: the at-most-once reason instead of the repeat orphan's (§7.31). */
 static char *process_died_entry(const struct job *j, int max_n, double now)
 {
 	char when[32];
 	job_format_time(now, when);
-	char *msg = xasprintf("its process died while running it more than %d times (killed by "
-	                      "the OOM killer or SIGKILL?); it is not retried again", max_n);
+	char *msg = max_n > 0
+	            ? xasprintf("its process died while running it more than %d times (killed by "
+	                        "the OOM killer or SIGKILL?); it is not retried again", max_n)
+	            : xstrdup("its process died while running it, and its handler runs a job at "
+	                      "most once (on_orphan = \"dead\"); it is not run again");
 	char *out = NULL;
 	if (j->obj) {
 		char *qm = json_quote(msg, strlen(msg));
@@ -141,8 +208,10 @@ static char *process_died_entry(const struct job *j, int max_n, double now)
 	return out;
 }
 
-/* What the one process that filed a repeat orphan into dead owes (§7.10 step 3). */
-static void repeat_orphan_followup(struct pass *p, const struct job *j, const char *entry)
+/* What the one process that filed a repeat orphan into dead owes (§7.10 step 3); also for
+ * an orphan of an at-most-once class (once). */
+static void repeat_orphan_followup(struct pass *p, const struct job *j, const char *entry,
+                                   int once)
 {
 	release_job_locks(p->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
 	if (j->jid) {
@@ -155,7 +224,11 @@ static void repeat_orphan_followup(struct pass *p, const struct job *j, const ch
 		free(counter);
 	}
 	bump_stats(p->r, 0, p->site);
-	log_warn("jid=%s orphaned too often, moved to dead", j->jid ? j->jid : "?");
+	if (once)
+		log_warn("jid=%s orphaned by a dead process, moved to dead: its handler is at most "
+		         "once (on_orphan = \"dead\")", j->jid ? j->jid : "?");
+	else
+		log_warn("jid=%s orphaned too often, moved to dead", j->jid ? j->jid : "?");
 	if (j->obj)             /* never for an unparseable payload (§4.6) */
 		on_death_run(j->cls, j->jid, entry);
 }
@@ -217,15 +290,18 @@ static void forget_identity_if_empty(struct pass *p, const char *id, const char 
 	if (n != 0)
 		return;
 	struct rpipe pp;
-	redisReply *r2[2];
+	redisReply *r3[3];
+	char *once = xasprintf(K_AT_MOST_ONCE "%s", id);
 	rpipe_begin(p->r, &pp);
 	rpipe_add(p->r, &pp, "SREM %s %s", K_IDENTITIES, id);
 	rpipe_add(p->r, &pp, "HDEL %s %s", K_LAST_BEAT, id);
-	if (rpipe_exec(p->r, &pp, r2) > 0)
+	rpipe_add(p->r, &pp, "DEL %s", once);
+	free(once);
+	if (rpipe_exec(p->r, &pp, r3) > 0)
 		pass_error(p, "registry entry not removed");
-	for (int i = 0; i < 2; i++)
-		if (r2[i])
-			freeReplyObject(r2[i]);
+	for (int i = 0; i < 3; i++)
+		if (r3[i])
+			freeReplyObject(r3[i]);
 }
 
 /* The REQUEUE reply: {moved, failed, n, <n queue names>, <raw-buried jobs...>}. */
@@ -258,13 +334,21 @@ static void recover_identity(struct pass *p, const char *id)
 {
 	char *list = xasprintf(K_INPROGRESS "%s", id);
 	char *presence = xasprintf(K_PROCESS "%s", id);
+	char *once = xasprintf(K_AT_MOST_ONCE "%s", id);
 	char now[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
 	const char *keys[] = { list, presence, K_LAST_BEAT, K_REPEAT_ORPHANS, K_DEAD, K_QUEUES,
-	                       K_LIVE_QUEUES };
-	const char *args[] = { K_QUEUE, "default", K_RUNNING, p->queued_ttl, id, p->threshold,
-	                       now, K_ORPHANINGS, ORPHAN_COUNTER_TTL, p->max_orphanings };
-	redisReply *rep = rscript(p->r, "requeue", 7, keys, 10, args, NULL);
+	                       K_LIVE_QUEUES, once, K_AT_MOST_ONCE_ORPHANS };
+	int nargs = 10 + p->once_marks.n;
+	const char **args = xcalloc((size_t)nargs, sizeof *args);
+	const char *fixed[] = { K_QUEUE, "default", K_RUNNING, p->queued_ttl, id, p->threshold,
+	                        now, K_ORPHANINGS, ORPHAN_COUNTER_TTL, p->max_orphanings };
+	memcpy(args, fixed, sizeof fixed);
+	for (int i = 0; i < p->once_marks.n; i++)
+		args[10 + i] = p->once_marks.v[i];
+	redisReply *rep = rscript(p->r, "requeue", 9, keys, nargs, args, NULL);
+	free(args);
+	free(once);
 	if (!rep) {
 		char *what = xasprintf("recovery of %s failed", id);
 		pass_error(p, what);
@@ -282,11 +366,16 @@ static void recover_identity(struct pass *p, const char *id)
 
 /* ---- after the identities: repeat orphans, raw burials, unsettled records ---- */
 
-static void bury_repeat_orphans(struct pass *p)
+/* File the jobs REQUEUE parked in list (K_REPEAT_ORPHANS, or K_AT_MOST_ONCE_ORPHANS:
+ * once) into dead as ProcessDied, head first; only the process whose BURY_ORPHAN filed a
+ * job does its follow-up. */
+static void bury_parked(struct pass *p, const char *list, int once)
 {
-	redisReply *rep = rcmd(p->r, "LRANGE %s 0 %d", K_REPEAT_ORPHANS, BATCH - 1);
+	redisReply *rep = rcmd(p->r, "LRANGE %s 0 %d", list, BATCH - 1);
 	if (!rep) {
-		pass_error(p, K_REPEAT_ORPHANS " unreadable");
+		char *what = xasprintf("%s unreadable", list);
+		pass_error(p, what);
+		free(what);
 		return;
 	}
 	for (size_t i = 0; i < rep->elements && !p->rep->conn_lost; i++) {
@@ -296,15 +385,15 @@ static void bury_repeat_orphans(struct pass *p)
 		double now = now_float();
 		char score[32];
 		job_format_time(now, score);
-		char *entry = process_died_entry(&j, p->max_n, now);
-		const char *keys[] = { K_REPEAT_ORPHANS, K_DEAD };
+		char *entry = process_died_entry(&j, once ? 0 : p->max_n, now);
+		const char *keys[] = { list, K_DEAD };
 		const char *args[] = { e->str, score, entry };
 		size_t lens[] = { e->len, strlen(score), strlen(entry) };
 		redisReply *b = rscript(p->r, "bury_orphan", 2, keys, 3, args, lens);
 		if (!b)
 			pass_error(p, "repeat orphan not buried");
 		else if (reply_integer(b, 0) == 1)
-			repeat_orphan_followup(p, &j, entry);
+			repeat_orphan_followup(p, &j, entry, once);
 		if (b)
 			freeReplyObject(b);
 		free(entry);
@@ -330,7 +419,7 @@ static int swap_raw_burial(struct pass *p, const char *raw, size_t len)
 	if (!rep)
 		pass_error(p, "raw dead entry not swapped (retried next pass)");
 	else if (reply_integer(rep, 0) == 1)
-		repeat_orphan_followup(p, &j, entry);
+		repeat_orphan_followup(p, &j, entry, 0);
 	if (rep)
 		freeReplyObject(rep);
 	free(entry);
@@ -460,6 +549,7 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 	snprintf(p.queued_ttl, sizeof p.queued_ttl, "%ld", conf_queued_ttl(c));
 	snprintf(p.max_orphanings, sizeof p.max_orphanings, "%d", c->max_orphanings);
 	p.max_n = c->max_orphanings;
+	at_most_once_classes(c, "o:", &p.once_marks);
 	conf_release(c);
 
 	struct strs cands = { 0 };
@@ -469,9 +559,13 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 	for (int i = 0; i < cands.n && !rep->conn_lost && !atomic_load(&D.stopping); i++)
 		recover_identity(&p, cands.v[i]);
 	strs_free(&cands);
+	strs_free(&p.once_marks);
 	/* Each step below is isolated: a command error in one never skips the next. */
 	if (!rep->conn_lost)
-		bury_repeat_orphans(&p);
+		bury_parked(&p, K_REPEAT_ORPHANS, 0);
+	/* cppcheck-suppress duplicateCondition ; each step may set it, through p.rep == rep */
+	if (!rep->conn_lost)
+		bury_parked(&p, K_AT_MOST_ONCE_ORPHANS, 1);
 	/* cppcheck-suppress duplicateCondition ; each step may set it, through p.rep == rep */
 	if (!rep->conn_lost)
 		complete_raw_burials(&p);

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "counters.h"
+#include "deadline.h"
 #include "job.h"
 #include "keyguard.h"
 #include "keys.h"
@@ -138,6 +139,12 @@ static int graduate_entry(struct rconn *r, const char *set, const char *raw, siz
 		cJSON_Delete(o);
 	if (!queue)
 		return bury_entry(r, set, raw, len, is_json);
+	/* Past its deadline: buried or dropped here, never queued (doc/protocol.md §7.30). */
+	int expired = deadline_settle_entry(r, set, raw, len);
+	if (expired != 0) {
+		free(queue);
+		return expired < 0 ? -1 : 0;
+	}
 	int rc = 0;
 	char *payload = job_restamp_enqueued(raw, len, now_float());
 	char *qkey = xasprintf(K_QUEUE "%s", queue);

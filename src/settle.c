@@ -344,15 +344,20 @@ int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw
 
 redisReply *requeue_one(struct rconn *r, const char *raw, size_t len)
 {
+	return requeue_one_at(r, raw, len, 0);
+}
+
+redisReply *requeue_one_at(struct rconn *r, const char *raw, size_t len, int back)
+{
 	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
 	char ttl[32];
 	struct conf *c = conf_acquire();
 	snprintf(ttl, sizeof ttl, "%ld", conf_queued_ttl(c));
 	conf_release(c);
 	const char *keys[] = { list };
-	const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl };
-	size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl) };
-	redisReply *rep = rscript(r, "requeue_one", 1, keys, 5, args, lens);
+	const char *args[] = { raw, K_QUEUE, "default", K_RUNNING, ttl, "back" };
+	size_t lens[] = { len, strlen(K_QUEUE), 7, strlen(K_RUNNING), strlen(ttl), 4 };
+	redisReply *rep = rscript(r, "requeue_one", 1, keys, back ? 6 : 5, args, lens);
 	free(list);
 	return rep;
 }

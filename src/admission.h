@@ -1,0 +1,49 @@
+/*
+ * admission.h: between a fetch and the run (admission.c, doc/protocol.md §7.29, §7.30): the job's
+ * deadline and its handler's limits (max_concurrency here, fleet_concurrency and rate_limit
+ * across the fleet).
+ */
+#ifndef COGWORKERD_ADMISSION_H
+#define COGWORKERD_ADMISSION_H
+
+#include "fetch.h"
+#include "job.h"
+#include "log.h"
+#include "redis.h"
+#include "util.h"
+
+struct lease;
+
+/* What a job that may run holds until limits_release. */
+struct admission {
+	char *local_cls;                /* a max_concurrency slot of this handler class */
+	struct lease *lease;            /* a fleet_concurrency slot in Redis */
+};
+
+enum gate {
+	GATE_RUN,       /* run it, then limits_release */
+	GATE_DONE,      /* not to be run now, and already seen to: buried or dropped (expired),
+	                 * waiting here, given back to its queue, or moved to the schedule set */
+};
+
+/* Decide whether fetched job j may start now; tid is the fetcher's id (the lease holder);
+ * from_held: j came from limits_take_held. */
+enum gate limits_gate(struct rconn *r, const struct job *j, const char *tid, int from_held,
+                      struct admission *a, struct log_site *site);
+/* Give back the slots a run held (a no-op for an empty admission). */
+void limits_release(struct rconn *r, struct admission *a);
+
+/* A job waiting here whose handler has room now (out filled, for process + fetched_free):
+ * 1, else 0. Fetchers ask before each fetch. */
+int limits_take_held(struct fetched *out);
+/* Quiet or stop: every waiting job goes back to the front of its queue. */
+void limits_give_back_held(struct rconn *r);
+
+/* The heartbeat's refresh of this process's fleet slots to process_ttl from Redis's now;
+ * retake after a failed beat (a lease may have expired meanwhile). */
+void limits_refresh_leases(struct rconn *r, double process_ttl, int retake);
+
+/* This process's limit gauges and counters, Prometheus text (per handler class). */
+void limits_metrics(struct sbuf *b);
+
+#endif
