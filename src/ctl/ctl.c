@@ -39,12 +39,13 @@ struct command {
 static const struct command commands[] = {
 	{ "push", cmd_push,
 	  "push [--queue Q] [--in S | --at T] [--retry N|true|false] [--unique] [--jid JID]\n"
-	  "     [--json-args JSON | --stdin] CLASS [ARG...]",
+	  "     [--expires-in S | --expires-at T] [--json-args JSON | --stdin] CLASS [ARG...]",
 	  "enqueue a job; prints its jid",
 	  "ARGs are strings; --json-args gives typed args ('[1, {\"k\": 2}]'), --stdin one args\n"
 	  "array per line. --in SECONDS or --at EPOCH|ISO8601 schedules it. --retry false: the\n"
 	  "first failure goes to dead (cogworker's rule, not Sidekiq's discard). --unique skips\n"
-	  "the push while an identical job is queued or running (exit 1)." },
+	  "the push while an identical job is queued or running (exit 1). --expires-in S (after\n"
+	  "it is due) or --expires-at T: a deadline; a daemon never starts it later." },
 	{ "stats", cmd_stats, "stats",
 	  "processed, failed, queued, scheduled, retry, dead, busy; hourly throughput",
 	  "The counters cogworker's dashboard shows, and the last 24 hours of throughput." },
@@ -94,6 +95,11 @@ static const struct command commands[] = {
 	  "run CLASS's handler once, locally, as the daemon would (no Redis)",
 	  "Shows the exit, stdout, stderr, timing and where the daemon would send the job\n"
 	  "(success, retrying, dead, discarded)." },
+	{ "limits", cmd_limits, "limits",
+	  "fleet_concurrency slots and their holders, waiters, rate_limit windows",
+	  "Per handler class, as Redis holds them; a class shows up once a job of it started,\n"
+	  "or was turned away, under such a limit. max_concurrency is per process: see each\n"
+	  "daemon's /metrics." },
 	{ "metrics", cmd_metrics, "metrics",
 	  "cogworker's Prometheus exposition (the eight fleet-wide metrics)",
 	  "For a node_exporter textfile collector. The daemon's own /metrics has more." },

@@ -152,5 +152,6 @@ int cmd_exec(struct ctl *c, int argc, char **argv);
 int cmd_metrics(struct ctl *c, int argc, char **argv);
 int cmd_history(struct ctl *c, int argc, char **argv);
 int cmd_top(struct ctl *c, int argc, char **argv);
+int cmd_limits(struct ctl *c, int argc, char **argv);
 
 #endif

@@ -4,7 +4,9 @@
  * Args are strings by default (`push Echo a b` → ["a","b"]); --json-args gives typed
  * ones verbatim (their text is kept byte for byte, big integers included). --stdin pushes
  * one job per input line: each line is a JSON array of args (sequential single
- * pushes, as the protocol has bulk pushes).
+ * pushes, as the protocol has bulk pushes). --expires-in S / --expires-at T give the job a
+ * deadline (the member expires_at, doc/protocol.md §7.30): S counts from when the job is due
+ * (now, or its --in / --at time).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -122,6 +124,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		{ "json-args", required_argument, NULL, 'J' },
 		{ "jid", required_argument, NULL, 'j' },
 		{ "stdin", no_argument, NULL, 's' },
+		{ "expires-in", required_argument, NULL, 'E' },
+		{ "expires-at", required_argument, NULL, 'X' },
 		CTL_COMMON_OPTS,
 		{ 0, 0, 0, 0 },
 	};
@@ -129,7 +133,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	                  .status_expiration = c->conf.status_expiration };
 	const char *json_args = NULL;
 	int from_stdin = 0, ch;
-	char retry[32];
+	char retry[32], expires[64];
+	double expires_in = -1, expires_at = 0;
 	ctl_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "+q:", opts, NULL)) != -1) {
 		switch (ch) {
@@ -168,6 +173,22 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		case 'J': json_args = optarg; break;
 		case 'j': p.jid = optarg; break;
 		case 's': from_stdin = 1; break;
+		case 'E': {
+			char *end;
+			expires_in = strtod(optarg, &end);
+			if (*end || end == optarg || !(expires_in >= 0)) {
+				ctl_error("--expires-in wants seconds, not \"%s\"", optarg);
+				return CTL_USAGE;
+			}
+			break;
+		}
+		case 'X':
+			if (parse_time(optarg, &expires_at) != 0 || !(expires_at > 0)) {
+				ctl_error("--expires-at wants an epoch or an ISO 8601 UTC time, not \"%s\"",
+				          optarg);
+				return CTL_USAGE;
+			}
+			break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;
@@ -185,6 +206,19 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	if (json_args && (optind < argc || from_stdin)) {
 		ctl_error("push: --json-args and plain ARGs (or --stdin) don't mix");
 		return CTL_USAGE;
+	}
+	if (expires_in >= 0 && expires_at > 0) {
+		ctl_error("push: --expires-in and --expires-at don't mix");
+		return CTL_USAGE;
+	}
+	if (expires_in >= 0)
+		expires_at = (p.at <= 0 ? now_float() : p.at < 1e9 ? now_float() + p.at : p.at) +
+		             expires_in;
+	if (expires_at > 0) {
+		char t[32];
+		job_format_time(expires_at, t);
+		snprintf(expires, sizeof expires, "\"expires_at\":%s", t);
+		p.extra = expires;
 	}
 	if (json_args && !valid_args(json_args)) {
 		ctl_error("push: --json-args must be a JSON array");
