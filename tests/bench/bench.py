@@ -37,6 +37,10 @@ Figures (each run several times; the report gives medians):
   recovery     two daemons, heartbeat_interval 1, process_ttl 3, orphan_threshold 4,
                orphan_check_interval 1: kill -9 of the daemon running a job -> the job's
                handler starting on the survivor; several kills.
+  limits       the cost of a limit that is never reached (doc/protocol.md §7.29): the
+               throughput run at concurrency 4 (log_level "warn"), alternately without a
+               limit, with fleet_concurrency = 1000 (one ADMIT and one RELEASE_SLOT script
+               per job) and with max_concurrency = 1000 (in memory only).
 
 Benchmarks are not tests: nothing here fails on a slow number. Other load on the machine
 shows in the numbers; the load average at start and end is in the report.
@@ -337,6 +341,23 @@ class Bench:
                         "redis %.0f us/job" % (cls, keep, rep + 1, d["rate"], d["daemon_us"],
                                                d["redis_us"]))
         self.results["output"] = {"jobs": n, "runs": runs}
+
+    # -- the cost of a limit never reached
+
+    LIMIT_VARIANTS = (("none", {}), ("fleet_concurrency = 1000", {"fleet_concurrency": 1000}),
+                      ("max_concurrency = 1000", {"max_concurrency": 1000}))
+
+    def limits(self):
+        n = self.opts.jobs
+        runs = {name: [] for name, _ in self.LIMIT_VARIANTS}
+        for rep in range(self.opts.reps):
+            for name, h in self.LIMIT_VARIANTS:
+                dm = self.daemon_rate(4, n, handlers=[dict(
+                    {"class": "True", "command": ["/bin/true"]}, **h)])
+                runs[name].append(dm)
+                log("limits rep %d: %s: %.0f jobs/s (daemon %.0f µs/job, redis %.0f µs/job)"
+                    % (rep + 1, name, dm["rate"], dm["daemon_us"], dm["redis_us"]))
+        self.results["limits"] = {"jobs": n, "concurrency": 4, "runs": runs}
 
     # -- round trips
 
@@ -896,6 +917,23 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             L.append("| kills | median | max | min |\n|---:|---:|---:|---:|")
             L.append("| %d | %.2f s | %.2f s | %.2f s |\n" % (
                 rec["kills"], rec["median_s"], rec["max_s"], rec["min_s"]))
+        lim = self.results.get("limits")
+        if lim:
+            L.append("## The cost of a limit that is never reached\n")
+            L.append("%d `/bin/true` jobs at concurrency %d, `log_level = \"warn\"`, the "
+                     "variants alternating; medians of %d repetitions.\n"
+                     % (lim["jobs"], lim["concurrency"], len(lim["runs"]["none"])))
+            L.append("| handler limit | jobs/s | vs none | daemon CPU µs/job | redis µs/job | "
+                     "every repetition |\n|---|---:|---:|---:|---:|---|")
+            base = median([x["rate"] for x in lim["runs"]["none"]])
+            for name, _ in self.LIMIT_VARIANTS:
+                v = lim["runs"][name]
+                rate = median([x["rate"] for x in v])
+                L.append("| %s | %.0f | %+.1f %% | %.0f | %.0f | %s |" % (
+                    name, rate, (rate / base - 1) * 100,
+                    median([x["daemon_us"] for x in v]), median([x["redis_us"] for x in v]),
+                    ", ".join("%.0f" % x["rate"] for x in v)))
+            L.append("")
         L.append("## Reproduce\n")
         L.append("`make bench` (the report lands in build/bench/report.md). Raw samples: "
                  "build/bench/results.json.\n")
@@ -912,7 +950,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
         log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
             self.results["machine"])
         figures = ["throughput", "output", "round_trips", "latency", "scheduled", "idle",
-                   "memory", "recovery"]
+                   "memory", "recovery", "limits"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
@@ -945,7 +983,7 @@ def main():
     opts.lat_reps, opts.lat_samples = 3, 100
     opts.sched_jobs, opts.sched_spread = 40, 10.0
     opts.idle_seconds, opts.kills = 30, 3
-    opts.rest = 150     # seconds the figures after throughput take, roughly
+    opts.rest = 240     # seconds the figures after throughput take, roughly
     if opts.quick:
         opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 600, 500, 50
         opts.output_jobs = 500
