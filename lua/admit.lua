@@ -1,4 +1,4 @@
--- ADMIT (doc/protocol.md §6.20): let a fetched job start under its handler's fleet-wide
+-- ADMIT (doc/protocol.md §6.21): let a fetched job start under its handler's fleet-wide
 -- limits (fleet_concurrency, rate_limit), or turn it away to the schedule set until it may.
 --
 -- KEYS: [1] cogworker:limit:<class> (fleet slots; "" = no fleet_concurrency)

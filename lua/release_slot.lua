@@ -1,4 +1,4 @@
--- RELEASE_SLOT (doc/protocol.md §6.21): give back a fleet slot taken by ADMIT.
+-- RELEASE_SLOT (doc/protocol.md §6.22): give back a fleet slot taken by ADMIT.
 --
 -- KEYS: [1] cogworker:limit:<class>
 -- ARGV: [1] holder (the member ADMIT added)  [2] caller's epoch (TIME fallback)

@@ -12,7 +12,7 @@
 --       the score of a raw burial)  [8] cogworker:orphanings:  [9] 604800
 --       [10] max_orphanings  [11..] marks: "d:<raw>" = finished, drop it (this is its
 --       ack); "k:<raw>" = keep it on the list; "o:<class>" = a class the caller runs at
---       most once (on_orphan = "dead", doc/protocol.md §7.31): "o:*" = every class
+--       most once (on_orphan = "dead", doc/protocol.md §7.32): "o:*" = every class
 --       without a handler of its own, "o:!<class>" = except this one, which has one.
 -- Returns {-1, 0, 0} when the owner is alive (nothing touched), otherwise
 --   {moved, failed, n_unlisted, <n unlisted queue names>, <raw-buried jobs...>}

@@ -4,7 +4,7 @@
 -- KEYS: [1] cogworker:inprogress:<self>
 -- ARGV: [1] raw job  [2] cogworker:queue:  [3] default  [4] periodic:running:
 --       [5] lock ttl (whole seconds)  [6] "back" (optional): to the back of the queue
---       (LPUSH), for a job a saturated handler gives away (§7.29); else the front
+--       (LPUSH), for a job a saturated handler gives away (§7.30); else the front
 -- Returns 1 when the job was requeued, 0 when it is not on the list (any more).
 --
 -- Order: LPOS list raw (check) -> requeue_job (re-take the running lock, RPUSH onto its

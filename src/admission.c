@@ -1,5 +1,5 @@
 /*
- * admission.c: what stands between a fetched job and its run (doc/protocol.md §7.29, §7.30):
+ * admission.c: what stands between a fetched job and its run (doc/protocol.md §7.30, §7.31):
  * its deadline, its handler's max_concurrency in this process, and its handler's
  * fleet-wide fleet_concurrency and rate_limit. The fetcher asks limits_gate() once per job
  * and, for a job that ran, gives back what it took with limits_release().
@@ -444,7 +444,7 @@ void limits_refresh_leases(struct rconn *r, double process_ttl, int retake)
 		rpipe_begin(r, &p);
 		/* XX: a lease released meanwhile is not brought back. After a failed beat the
 		 * lease may have expired and been trimmed: then it is taken again, as the job it
-		 * counts is still running (doc/protocol.md §7.29). */
+		 * counts is still running (doc/protocol.md §7.30). */
 		for (int i = 0; i < n; i++) {
 			const char *argv[] = { "ZADD", keys[i], "XX", score, members[i] };
 			if (retake) {

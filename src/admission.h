@@ -1,5 +1,5 @@
 /*
- * admission.h: between a fetch and the run (admission.c, doc/protocol.md §7.29, §7.30): the job's
+ * admission.h: between a fetch and the run (admission.c, doc/protocol.md §7.30, §7.31): the job's
  * deadline and its handler's limits (max_concurrency here, fleet_concurrency and rate_limit
  * across the fleet).
  */

@@ -31,18 +31,18 @@ struct handler {
 	long long rlimit_cpu, rlimit_as, rlimit_nofile, rlimit_nproc;  /* -1 = unset */
 	struct argv_list on_death;      /* empty = none */
 	double on_death_timeout;        /* default: the global on_death_timeout (30) */
-	/* Limits (doc/protocol.md §7.29): 0 = none. max_concurrency counts this process's
+	/* Limits (doc/protocol.md §7.30): 0 = none. max_concurrency counts this process's
 	 * runs of the handler, fleet_concurrency every process's (leases in Redis); the rate
 	 * limit allows rate_limit_n starts per rate_limit_window seconds fleet-wide. */
 	int max_concurrency;
 	int fleet_concurrency;
 	int rate_limit_n;
 	double rate_limit_window;       /* seconds, > 0 when rate_limit_n > 0 */
-	/* Deadlines (§7.30): expires_in seconds after enqueued_at, 0 = none; an expired job is
+	/* Deadlines (§7.31): expires_in seconds after enqueued_at, 0 = none; an expired job is
 	 * buried as Cogworker::JobExpired, or dropped when expired_discard. */
 	double expires_in;
 	int expired_discard;
-	int on_orphan_dead;             /* on_orphan = "dead": at most once (§7.31) */
+	int on_orphan_dead;             /* on_orphan = "dead": at most once (§7.32) */
 	int line;                       /* where it was declared, for messages */
 };
 

@@ -1,5 +1,5 @@
 /*
- * deadline.c: jobs past their deadline are never started (doc/protocol.md §7.30).
+ * deadline.c: jobs past their deadline are never started (doc/protocol.md §7.31).
  *
  * A deadline is the job's own expires_at, or its handler's expires_in after enqueued_at
  * (job_deadline, job.c). It is checked at the two places a job can come to run: when a

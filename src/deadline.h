@@ -1,6 +1,6 @@
 /*
  * deadline.h: jobs past their deadline are never started (deadline.c, doc/protocol.md
- * §7.30): the fetchers' check before a run and the poller's before a due entry goes back on
+ * §7.31): the fetchers' check before a run and the poller's before a due entry goes back on
  * its queue.
  */
 #ifndef COGWORKERD_DEADLINE_H

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "admission.h"
 #include "bookkeeping.h"
 #include "counters.h"
 #include "deathhook.h"
@@ -32,7 +33,6 @@
 #include "job.h"
 #include "json.h"
 #include "keys.h"
-#include "admission.h"
 #include "outcome.h"
 #include "outkeep.h"
 #include "settle.h"
@@ -384,7 +384,7 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	struct job j;
 	job_parse(&j, fj->raw, fj->len, fj->queue);
 	/* Its deadline and its handler's limits: a job that may not start now has been seen
-	 * to (doc/protocol.md §7.29, §7.30). */
+	 * to (doc/protocol.md §7.30, §7.31). */
 	struct admission adm;
 	if (limits_gate(&f->r, &j, f->tid, from_held, &adm, &job_site) != GATE_RUN) {
 		job_free(&j);

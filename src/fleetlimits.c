@@ -1,5 +1,5 @@
 /*
- * fleetlimits.c: the fleet-wide limits as Redis holds them (doc/protocol.md §7.29), read for
+ * fleetlimits.c: the fleet-wide limits as Redis holds them (doc/protocol.md §7.30), read for
  * `cogworkerctl limits` and the daemon's /metrics: one implementation, so both show the
  * same thing.
  *

@@ -1,6 +1,6 @@
 /*
  * fleetlimits.h: the fleet-wide limits as Redis holds them (fleetlimits.c, doc/protocol.md
- * §7.29), for `cogworkerctl limits` and the daemon's /metrics.
+ * §7.30), for `cogworkerctl limits` and the daemon's /metrics.
  */
 #ifndef COGWORKERD_FLEETLIMITS_H
 #define COGWORKERD_FLEETLIMITS_H

@@ -203,8 +203,8 @@ int heartbeat_beat(struct rconn *r)
 	}
 	if (ok) {
 		refresh_running_locks(r, c, atomic_load(&D.prev_beat_failed));
-		/* Fleet slots live as long as their holder beats (doc/protocol.md §7.29); the
-		 * at-most-once classes are for whoever recovers our jobs (§7.31). */
+		/* Fleet slots live as long as their holder beats (doc/protocol.md §7.30); the
+		 * at-most-once classes are for whoever recovers our jobs (§7.32). */
 		limits_refresh_leases(r, c->process_ttl, atomic_load(&D.prev_beat_failed));
 		at_most_once_publish(r, c);
 		deferred_releases_retry(r);

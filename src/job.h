@@ -43,7 +43,7 @@ void job_free(struct job *j);
 int job_max_retries(const cJSON *retry);
 
 /*
- * A job's deadline (doc/protocol.md §7.30), epoch seconds, 0 = none: its own expires_at when
+ * A job's deadline (doc/protocol.md §7.31), epoch seconds, 0 = none: its own expires_at when
  * that is a positive number (*from_job = 1); else, with expires_in > 0 (the handler's),
  * expires_in after its enqueued_at, or after its at (a scheduled entry has no
  * enqueued_at yet), or after its created_at.

@@ -72,7 +72,7 @@
 #define K_LAST_SLOT "periodic:last_slot:"       /* + <pjid>: epoch of the last claimed slot */
 #define K_SLOT_LOCK "periodic:lock:"            /* + <pjid>:<slot>: one claim per slot */
 
-/* ---- limits, deadlines, at-most-once handlers (doc/protocol.md §7.29-§7.31) ---- */
+/* ---- limits, deadlines, at-most-once handlers (doc/protocol.md §7.30-§7.32) ---- */
 #define K_LIMITS "cogworker:limits"             /* hash class -> its limits, as declared */
 #define K_SLOTS "cogworker:limit:"              /* + <class>: zset holder -> lease expiry */
 #define K_RATE "cogworker:rate:"                /* + <class>: zset of starts in the window */

@@ -162,7 +162,7 @@ static void render_metrics(struct sbuf *out)
 	sb_init(&plain);
 	pthread_mutex_lock(&mconn_mu);
 	int rc = exporter_render(&mconn, b, &what);
-	/* The fleet's limits (doc/protocol.md §7.29), from Redis like the eight; a failure
+	/* The fleet's limits (doc/protocol.md §7.30), from Redis like the eight; a failure
 	 * leaves them out and is logged like theirs. */
 	struct fleet_limit *fl = NULL;
 	int nfl = 0, frc = rc == 0 ? fleet_limits_read(&mconn, &fl, &nfl, &what) : 0;

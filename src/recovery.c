@@ -24,7 +24,7 @@
  * - When even the parking list is unusable, REQUEUE buries the job raw; only this process
  *   knows, so it keeps the raw job in memory and swaps it for the proper entry
  *   (SWAP_DEAD_ENTRY), retrying on every pass until it succeeds (lesson 33).
- * - A job of an at-most-once class (a handler with on_orphan = "dead", §7.31) is never
+ * - A job of an at-most-once class (a handler with on_orphan = "dead", §7.32) is never
  *   requeued: REQUEUE parks it in its own list, inside the same atomic call that found its
  *   owner dead, and it is filed into dead here like a repeat orphan, with its own reason.
  *   Which classes are at most once is what the owner published (each process keeps the
@@ -176,7 +176,7 @@ static void pass_error(struct pass *p, const char *what)
 /* ---- the dead entries a repeat orphan gets ---- */
 
 /* ProcessDied entry (§4.6), or the (unparseable) wrapper when the job doesn't parse;
- * max_n 0: the at-most-once reason instead of the repeat orphan's (§7.31). */
+ * max_n 0: the at-most-once reason instead of the repeat orphan's (§7.32). */
 static char *process_died_entry(const struct job *j, int max_n, double now)
 {
 	char when[32];

@@ -20,7 +20,7 @@ struct orphan_report {
 void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
                      struct log_site *site);
 /* The heartbeat's write of cogworker:at_most_once:<self>, the classes this process runs at
- * most once (doc/protocol.md §7.31), which whoever recovers its jobs reads; best effort. */
+ * most once (doc/protocol.md §7.32), which whoever recovers its jobs reads; best effort. */
 void at_most_once_publish(struct rconn *r, const struct conf *c);
 /* -1 on an availability error. */
 int reconcile_own(struct rconn *r, struct log_site *site);

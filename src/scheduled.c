@@ -139,7 +139,7 @@ static int graduate_entry(struct rconn *r, const char *set, const char *raw, siz
 		cJSON_Delete(o);
 	if (!queue)
 		return bury_entry(r, set, raw, len, is_json);
-	/* Past its deadline: buried or dropped here, never queued (doc/protocol.md §7.30). */
+	/* Past its deadline: buried or dropped here, never queued (doc/protocol.md §7.31). */
 	int expired = deadline_settle_entry(r, set, raw, len);
 	if (expired != 0) {
 		free(queue);

@@ -78,7 +78,7 @@ int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw
 /* REQUEUE_ONE of a job on our in-progress list (give back, stray): the reply, or NULL. */
 redisReply *requeue_one(struct rconn *r, const char *raw, size_t len);
 /* The same, to the back of the queue when back (a job a saturated handler gives away,
- * doc/protocol.md §7.29). */
+ * doc/protocol.md §7.30). */
 redisReply *requeue_one_at(struct rconn *r, const char *raw, size_t len, int back);
 int give_back(struct rconn *r, const char *raw, size_t len, const char *queue);
 

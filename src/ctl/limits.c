@@ -1,6 +1,6 @@
 /*
  * limits.c: `cogworkerctl limits`: the fleet-wide limits of each handler class as Redis
- * holds them (doc/protocol.md §7.29): fleet_concurrency with its slots in use and their
+ * holds them (doc/protocol.md §7.30): fleet_concurrency with its slots in use and their
  * holders (process identity, fetcher, jid, lease expiry), the jobs waiting to be tried
  * again, and the rate_limit window's use. Read by src/fleetlimits.c, the code the daemon's
  * /metrics uses too. A class shows up once a job of it has been started, or turned away,

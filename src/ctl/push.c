@@ -5,7 +5,7 @@
  * ones verbatim (their text is kept byte for byte, big integers included). --stdin pushes
  * one job per input line: each line is a JSON array of args (sequential single
  * pushes, as the protocol has bulk pushes). --expires-in S / --expires-at T give the job a
- * deadline (the member expires_at, doc/protocol.md §7.30): S counts from when the job is due
+ * deadline (the member expires_at, doc/protocol.md §7.31): S counts from when the job is due
  * (now, or its --in / --at time).
  */
 #include <getopt.h>

@@ -37,7 +37,7 @@ Figures (each run several times; the report gives medians):
   recovery     two daemons, heartbeat_interval 1, process_ttl 3, orphan_threshold 4,
                orphan_check_interval 1: kill -9 of the daemon running a job -> the job's
                handler starting on the survivor; several kills.
-  limits       the cost of a limit that is never reached (doc/protocol.md §7.29): the
+  limits       the cost of a limit that is never reached (doc/protocol.md §7.30): the
                throughput run at concurrency 4 (log_level "warn"), alternately without a
                limit, with fleet_concurrency = 1000 (one ADMIT and one RELEASE_SLOT script
                per job) and with max_concurrency = 1000 (in memory only).

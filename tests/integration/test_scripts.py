@@ -1249,7 +1249,7 @@ class TestReadOnlyReplica(ScriptTestCase):
 
 
 # ======================================================================================
-# 6.20 ADMIT, 6.21 RELEASE_SLOT (limits, §7.29)
+# 6.21 ADMIT, 6.22 RELEASE_SLOT (limits, §7.30)
 
 SLOTS = b"cogworker:limit:Dump"
 STARTS = b"cogworker:rate:Dump"
@@ -1368,7 +1368,7 @@ class TestReleaseSlot(ScriptTestCase):
 
 
 # ======================================================================================
-# 6.4 REQUEUE and 6.6 REQUEUE_ONE additions: at-most-once classes (§7.31), give back last
+# 6.4 REQUEUE and 6.6 REQUEUE_ONE additions: at-most-once classes (§7.32), give back last
 
 AMO_SET = ("cogworker:at_most_once:" + OWNER).encode()
 AMO_PARKING = b"cogworker:at_most_once_orphans"

@@ -642,7 +642,7 @@ START_TEST(test_handler_settings)
 }
 END_TEST
 
-/* Limits, deadlines and at-most-once (doc/protocol.md §7.29-§7.31): defaults and values. */
+/* Limits, deadlines and at-most-once (doc/protocol.md §7.30-§7.32): defaults and values. */
 START_TEST(test_handler_limits)
 {
 	struct conf c;

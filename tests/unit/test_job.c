@@ -46,7 +46,7 @@ static double deadline(const char *json, double expires_in, int *from_job)
 	return d;
 }
 
-/* DL: the deadline (doc/protocol.md §7.30): expires_at wins; else expires_in after
+/* DL: the deadline (doc/protocol.md §7.31): expires_at wins; else expires_in after
  * enqueued_at, at, created_at; a non-number expires_at is no deadline. */
 START_TEST(test_deadline)
 {
