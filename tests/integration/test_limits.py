@@ -99,18 +99,23 @@ class LimitsTest(JobTestCase):
     def test_lm1_max_concurrency_in_one_process(self):
         d = self.daemon(concurrency=6, handlers=[
             {"class": "Slow", "command": handler("span", 0.4), "max_concurrency": 2},
-            {"class": "Fast", "command": handler("span", 0)}], **FAST)
+            {"class": "Fast", "command": handler("span", 0)}],
+            metrics_listen="127.0.0.1:%d" % free_port(), **FAST)
         slow = [json.loads(self.push(job("Slow")))["jid"] for _ in range(20)]
         fast = [json.loads(self.push(job("Fast")))["jid"] for _ in range(20)]
         own = b"cogworker:inprogress:" + d.identity.encode()
         running = Sampler(lambda: self.workers_of("Slow", [d.identity]))
-        # Waiting here: on the in-progress list, not running (at most max_concurrency).
+        # Waiting here (at most max_concurrency), as the daemon reports it.
+        held = Sampler(lambda: self.gauge(d, 'cogworkerd_limit_waiting{class="Slow"}'))
+        # On the in-progress list: those, the 2 running, and a job a free fetcher (4) has
+        # just fetched and not given back yet; never the 20.
         listed = Sampler(lambda: sum(json.loads(v)["class"] == "Slow"
                                      for v in self.r.lrange(own, 0, -1)))
         wait_for(lambda: self.all_done(d, slow + fast), timeout=30, message="40 runs")
         spans = spans_of(d)
         self.assertLessEqual(running.stop(), 2)
-        self.assertLessEqual(listed.stop(), 4, "2 running + at most 2 waiting here")
+        self.assertLessEqual(held.stop(), 2, "at most max_concurrency waiting here")
+        self.assertLessEqual(listed.stop(), 2 + 2 + 4)
         computed = max_overlap([spans[j][1:] for j in slow])
         self.assertLessEqual(computed, 2)
         self.assertEqual(computed, 2, "the limit is used, not undershot")
@@ -121,7 +126,8 @@ class LimitsTest(JobTestCase):
             self.assertEqual(d.runs_of(j), 1, j)
         self.assertEqual(self.r.get(FAILED), None)
         print("\nLM-1 max concurrency of Slow: sampled %d (%d samples), from the handlers' "
-              "records %d" % (running.max, running.samples, computed))
+              "records %d; at most %d waiting here, %d on the in-progress list"
+              % (running.max, running.samples, computed, held.max, listed.max))
 
     def fleet(self, n, **extra):
         h = [{"class": "Dump", "command": handler("span", extra.pop("sleep", 0.4)),
@@ -205,6 +211,12 @@ class LimitsTest(JobTestCase):
         print("\nLM-4 most starts in a 2 s window: %d sampled in Redis, %d in 1.75 s from the "
               "handlers' records; %d turned away, over %.1fs"
               % (window.max, worst, limited, starts[-1] - starts[0]))
+
+    def gauge(self, d, series):
+        for line in self.metrics_lines(d):
+            if line.startswith(series + " "):
+                return int(float(line.split()[-1]))
+        return 0
 
     def metrics_lines(self, d):
         url = "http://%s/metrics" % d.settings["metrics_listen"]
