@@ -46,16 +46,16 @@ _cogworkerctl()
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-c --config --json --yes --help --version" -- "$cur"))
 		else
-			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec metrics top help" -- "$cur"))
+			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top help" -- "$cur"))
 		fi
 		return
 	fi
 
 	local words=
 	case $cmd in
-	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec metrics top" ;;
-	push) words="--queue --in --at --retry --unique --jid --json-args --stdin $common" ;;
-	stats|metrics|top) words=$common ;;
+	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits metrics top" ;;
+	push) words="--queue --in --at --retry --unique --jid --json-args --stdin --expires-in --expires-at $common" ;;
+	stats|metrics|top|limits) words=$common ;;
 	queues)
 		case $sub in
 		'') words="list pause resume clear $common" ;;

@@ -52,6 +52,17 @@ static char *expired_message(double deadline, int from_job, const struct handler
 	                 when, h ? h->expires_in : 0);
 }
 
+/* The job's one line: "expired: K jid=J: expired at … (its expires_at) → dead". */
+static void log_expired(const struct job *j, const char *msg, const char *where,
+                        const char *how)
+{
+	const struct log_field f[] = { { "outcome", where, 0 },
+	                               { "error_class", JOB_EXPIRED, 0 },
+	                               { "error_message", msg, 0 } };
+	log_event(LOG_WARN, "expired", f, 3, "expired: %s jid=%s: %s → %s%s", j->cls ? j->cls : "",
+	          j->jid ? j->jid : "?", msg, where, how);
+}
+
 void deadline_settle_fetched(struct rconn *r, const struct conf *c, const struct job *j,
                              const struct handler *h, double deadline, int from_job,
                              struct log_site *site)
@@ -60,12 +71,15 @@ void deadline_settle_fetched(struct rconn *r, const struct conf *c, const struct
 	char *msg = expired_message(deadline, from_job, h);
 	bump_stats(r, 0, site);
 	status_write(r, c, j, "failed", JOB_EXPIRED, msg);
-	log_warn("expired: %s jid=%s: %s; %s", j->cls ? j->cls : "", j->jid ? j->jid : "?", msg,
-	         discard ? "discarded" : "moved to dead");
 	int died = 0;
 	char *dead_entry = NULL;
+	struct filing w = { 0 };
 	enum disposition disp = route_failure(r, j, discard ? DECIDE_DISCARD : DECIDE_DEAD,
-	                                      JOB_EXPIRED, msg, site, &died, &dead_entry);
+	                                      JOB_EXPIRED, msg, site, &died, &dead_entry, &w);
+	log_expired(j, msg, discard ? "discarded" : "dead",
+	            w.owed ? ", not filed yet: Redis failed; kept in memory for reconcile"
+	            : w.gone ? ", not filed: no longer on our in-progress list"
+	            : w.interrupted ? ", filed by the interrupt path" : "");
 	metrics_inc(METRIC_JOBS_EXPIRED);
 	if (disp == DISP_ACK)
 		settle_ack(r, j->raw, j->raw_len, j->jid);
@@ -111,6 +125,7 @@ int deadline_settle_entry(struct rconn *r, const char *set, const char *raw, siz
 	int from_job = 0;
 	double deadline = j.obj ? deadline_of(&j, h, &from_job) : 0;
 	int rc = 0;
+	log_job_begin(j.cls, j.jid, j.queue);
 	if (deadline > 0 && now_float() > deadline) {
 		int discard = h && h->expired_discard;
 		char *msg = expired_message(deadline, from_job, h);
@@ -128,14 +143,16 @@ int deadline_settle_entry(struct rconn *r, const char *set, const char *raw, siz
 			bump_stats(r, 0, &entry_site);
 			release_job_locks(r, j.jid, j.pjid, j.unique, j.cls, j.queue, j.args_json);
 			metrics_inc(METRIC_JOBS_EXPIRED);
-			log_warn("expired: %s jid=%s: %s; %s %s", j.cls ? j.cls : "", j.jid ? j.jid : "?",
-			         msg, discard ? "discarded from" : "moved to dead from", set);
+			char *from = xasprintf(" (from %s)", set);
+			log_expired(&j, msg, discard ? "discarded" : "dead", from);
+			free(from);
 			if (dead_entry)
 				on_death_run(j.cls, j.jid, dead_entry);
 		}
 		free(dead_entry);
 		free(msg);
 	}
+	log_job_end();
 	conf_release(c);
 	job_free(&j);
 	return rc;

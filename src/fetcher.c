@@ -385,14 +385,15 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	job_parse(&j, fj->raw, fj->len, fj->queue);
 	/* Its deadline and its handler's limits: a job that may not start now has been seen
 	 * to (doc/protocol.md §7.30, §7.31). */
+	log_job_begin(j.cls, j.jid, j.queue);
 	struct admission adm;
 	if (limits_gate(&f->r, &j, f->tid, from_held, &adm, &job_site) != GATE_RUN) {
+		log_job_end();
 		job_free(&j);
 		return;
 	}
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
-	log_job_begin(j.cls, j.jid, j.queue);
 	int died = 0, finish = 0;
 	char *dead_entry = NULL;
 	double took;

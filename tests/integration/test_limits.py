@@ -1,4 +1,4 @@
-"""LM: limits on a handler's jobs (doc/behaviours.md §30, doc/protocol.md §7.30):
+"""LM: limits on a handler's jobs (doc/behaviours.md §34, doc/protocol.md §7.30):
 max_concurrency in one process, fleet_concurrency and rate_limit across daemons.
 
 What a user would check: the handlers' own records (tests/handlers/span writes a start and
