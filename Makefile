@@ -36,7 +36,8 @@ endif
 # src/*.c is library code shared by the daemon, cogworkerctl and the unit tests.
 DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
             src/heartbeat.c src/scheduled.c src/keyguard.c src/recovery.c src/ticker.c \
-            src/deathhook.c src/metrics.c src/state.c src/stoprequeue.c src/outkeep.c
+            src/deathhook.c src/metrics.c src/state.c src/stoprequeue.c src/outkeep.c \
+            src/sentinelwatch.c
 LIB_SRC  := $(filter-out $(DAEMON_SRC),$(wildcard src/*.c))
 CTL_SRC  := $(wildcard src/ctl/*.c)
 LUA      := $(wildcard lua/*.lua lua/lib/*.lua)
