@@ -182,19 +182,28 @@ static int open_primary(struct rconn *r, const char *host, int port)
 	return 0;
 }
 
-/* The primary through the sentinels: the one a +switch-master announced, if any, then each
- * sentinel's answer, starting with the one that answered last. 0 on success. */
+/*
+ * The primary through the sentinels: the one a +switch-master announced, if any, then each
+ * sentinel's answer, from r->sentinel_first on. That is the last one that answered well;
+ * after a failure it is the next one, so that a sentinel that hangs is not asked first
+ * again. No further sentinel is asked once twice the connect timeout has gone by (each
+ * costs at most that), so that a connect stays about as bounded as without Sentinel (the
+ * stop's last PING relies on it); the next attempt goes on with the next sentinels.
+ * 0 on success.
+ */
 static int connect_primary(struct rconn *r)
 {
 	char host[256], failures[sizeof r->err] = "";
 	int port, n = r->rc.sentinels.n;
 	size_t used = 0;
+	double ct = r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0;
+	double give_up = mono_now() + 2 * ct;
 
 	if (sentinel_hint(r->generation, host, sizeof host, &port) == 0 &&
 	    open_primary(r, host, port) == 0)
 		return 0;
-	for (int k = 0; k < n; k++) {
-		int i = (r->sentinel_first + k) % n;
+	for (int k = 0, first = r->sentinel_first; k < n && (k == 0 || mono_now() < give_up); k++) {
+		int i = (first + k) % n;
 		char *h = NULL;
 		if (sentinel_ask(&r->rc, i, &h, &port, r->err, sizeof r->err) == 0) {
 			int ok = open_primary(r, h, port);
@@ -204,7 +213,8 @@ static int connect_primary(struct rconn *r)
 				return 0;
 			}
 		}
-		if (used < sizeof failures - 1)
+		r->sentinel_first = (i + 1) % n;
+		if (used < sizeof failures - 1 && !strstr(failures, r->err))
 			used += (size_t)snprintf(failures + used, sizeof failures - used, "%s%s",
 			                         used ? "; " : "", r->err);
 	}
