@@ -1027,7 +1027,8 @@ START_TEST(test_password_file)
 }
 END_TEST
 
-/* Redis Sentinel: the settings come together; the url gives user, password and db. */
+/* SN-1 (the conf half): the Sentinel settings come together; the url gives user, password
+ * and db. */
 START_TEST(test_sentinel_settings)
 {
 	struct conf c, copy;

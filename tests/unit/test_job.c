@@ -236,7 +236,7 @@ START_TEST(test_error_classification)
 }
 END_TEST
 
-/* +switch-master payloads (sentinel.c). */
+/* SN-4: +switch-master payloads, and the generation they move (sentinel.c). */
 START_TEST(test_sentinel_switch_message)
 {
 	char host[64];
