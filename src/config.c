@@ -17,7 +17,8 @@
  *
  * Precedence: defaults < conf file < command line (-C, -q) ; REDIS_URL (when set and not
  * empty) replaces redis.url. The Redis url is parsed last, then password_file overrides the
- * url's password. Error messages never echo the url: it may hold a password.
+ * url's password, then the Sentinel settings are checked as a whole (they come together or
+ * not at all). Error messages never echo the url: it may hold a password.
  */
 #include <ctype.h>
 #include <errno.h>
