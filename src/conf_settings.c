@@ -216,6 +216,14 @@ static const char *check_abs_path(const char *s)
 	return s[0] == '/' ? NULL : "is not an absolute path";
 }
 
+static const char *check_sentinel(const char *s)
+{
+	return redis_addr_parse(s, NULL, NULL)
+	       ? "is not a sentinel's address: host[:port] (port 26379 when left out; IPv6 as "
+	         "[addr]:port)"
+	       : NULL;
+}
+
 /* "host:port" or "[v6]:port"; "" = off. */
 static const char *check_listen(const char *s)
 {
@@ -436,6 +444,15 @@ static const struct spec redis_specs[] = {
 	{ .name = "command_timeout", .kind = K_SECONDS,
 	  .off = offsetof(struct redis_conf, command_timeout), .max = MAX_SECONDS,
 	  .flags = F_EXCL_MIN },
+	/* Sentinel: the loader (config.c) checks that these come together. */
+	{ .name = "sentinels", .kind = K_ARGV, .off = offsetof(struct redis_conf, sentinels),
+	  .check = check_sentinel },
+	{ .name = "master_name", .kind = K_OPTSTR,
+	  .off = offsetof(struct redis_conf, master_name) },
+	{ .name = "sentinel_password", .kind = K_OPTSTR,
+	  .off = offsetof(struct redis_conf, sentinel_password) },
+	{ .name = "sentinel_password_file", .kind = K_OPTSTR,
+	  .off = offsetof(struct redis_conf, sentinel_password_file) },
 };
 
 static int read_redis(struct loader *L, const config_setting_t *s, const char *name, void *base)

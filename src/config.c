@@ -17,7 +17,8 @@
  *
  * Precedence: defaults < conf file < command line (-C, -q) ; REDIS_URL (when set and not
  * empty) replaces redis.url. The Redis url is parsed last, then password_file overrides the
- * url's password. Error messages never echo the url: it may hold a password.
+ * url's password, then the Sentinel settings are checked as a whole (they come together or
+ * not at all). Error messages never echo the url: it may hold a password.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -77,22 +78,26 @@ static int read_file(struct loader *L, config_t *cfg)
 	return -1;
 }
 
-/* The first line of a password file, without its line end. */
-static int read_password_file(struct loader *L, struct conf *c)
+/*
+ * The first line of a password file (redis.<name>), without its line end, into *password
+ * (the secret it replaces is wiped); *file becomes the resolved path.
+ */
+static int read_password_file(struct loader *L, const char *name, char **file,
+                              char **password)
 {
-	const config_setting_t *s = L->root ? config_setting_lookup(L->root, "redis.password_file")
-	                                    : NULL;
-	const char *file = c->redis.password_file;
+	char key[64];
+	snprintf(key, sizeof key, "redis.%s", name);
+	const config_setting_t *s = L->root ? config_setting_lookup(L->root, key) : NULL;
 	char *path, *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
 	FILE *f;
 	int e;
 
-	path = (file[0] == '/' || !L->dir) ? xstrdup(file) : xasprintf("%s/%s", L->dir, file);
+	path = ((*file)[0] == '/' || !L->dir) ? xstrdup(*file) : xasprintf("%s/%s", L->dir, *file);
 	if (!(f = fopen(path, "r"))) {
 		e = errno;
-		failf(L, s, "cannot read redis.password_file '%s': %s", path, strerror(e));
+		failf(L, s, "cannot read %s '%s': %s", key, path, strerror(e));
 		free(path);
 		return -1;
 	}
@@ -104,21 +109,21 @@ static int read_password_file(struct loader *L, struct conf *c)
 		line[--n] = '\0';
 	if (n <= 0) {
 		if (n < 0 && e)
-			failf(L, s, "cannot read redis.password_file '%s': %s", path, strerror(e));
+			failf(L, s, "cannot read %s '%s': %s", key, path, strerror(e));
 		else
-			failf(L, s, "redis.password_file '%s' is empty", path);
+			failf(L, s, "%s '%s' is empty", key, path);
 		free(line);
 		free(path);
 		return -1;
 	}
-	if (c->redis.password) {
-		explicit_bzero(c->redis.password, strlen(c->redis.password));
-		free(c->redis.password);
+	if (*password) {
+		explicit_bzero(*password, strlen(*password));
+		free(*password);
 	}
-	c->redis.password = xstrdup(line);
+	*password = xstrdup(line);
 	explicit_bzero(line, cap);
 	free(line);
-	set_str(&c->redis.password_file, path);
+	set_str(file, path);
 	free(path);
 	return 0;
 }
@@ -147,6 +152,41 @@ static int apply_overrides(struct loader *L, struct conf *c, const struct conf_o
 	return 0;
 }
 
+/* The Sentinel settings come together, or not at all (doc/design.md "Redis"). */
+static int apply_sentinel(struct loader *L, struct conf *c)
+{
+	struct redis_conf *rc = &c->redis;
+	char why[512];
+	const char *lonely = rc->master_name ? "master_name"
+	                     : rc->sentinel_password ? "sentinel_password"
+	                     : rc->sentinel_password_file ? "sentinel_password_file" : NULL;
+
+	if (rc->sentinels.n == 0) {
+		char key[64];
+		if (!lonely)
+			return 0;
+		snprintf(key, sizeof key, "redis.%s", lonely);
+		return failf(L, L->root ? config_setting_lookup(L->root, key) : NULL,
+		             "%s is only used with redis.sentinels", key);
+	}
+	if (!rc->master_name)
+		return failf(L, L->root ? config_setting_lookup(L->root, "redis.sentinels") : NULL,
+		             "redis.sentinels needs redis.master_name (the name the sentinels "
+		             "monitor)");
+	if (rc->sentinel_password_file &&
+	    read_password_file(L, "sentinel_password_file", &rc->sentinel_password_file,
+	                       &rc->sentinel_password) < 0)
+		return -1;
+	if (redis_sentinels_parse(rc, why, sizeof why) < 0) {
+		const char *env = getenv("REDIS_URL");
+		if (env && *env)
+			return fail_plain(L, "REDIS_URL: %s", why);
+		return failf(L, L->root ? config_setting_lookup(L->root, "redis.url") : NULL, "%s",
+		             why);
+	}
+	return 0;
+}
+
 static int apply_redis(struct loader *L, struct conf *c)
 {
 	const char *env = getenv("REDIS_URL");
@@ -162,9 +202,10 @@ static int apply_redis(struct loader *L, struct conf *c)
 		return failf(L, L->root ? config_setting_lookup(L->root, "redis.url") : NULL,
 		             "redis.url: %s", why);
 	}
-	if (c->redis.password_file && read_password_file(L, c) < 0)
+	if (c->redis.password_file &&
+	    read_password_file(L, "password_file", &c->redis.password_file, &c->redis.password) < 0)
 		return -1;
-	return 0;
+	return apply_sentinel(L, c);
 }
 
 /* Settings checked against each other, so that a live process can never look dead. */

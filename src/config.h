@@ -55,10 +55,24 @@ struct periodic_entry {
 	int line;
 };
 
+struct redis_addr {
+	char *host;
+	int port;
+};
+
 struct redis_conf {
 	char *url;                      /* as configured (after REDIS_URL) */
 	char *password_file;            /* after load: resolved against the conf's directory */
 	double connect_timeout, command_timeout;
+	/*
+	 * Redis Sentinel (doc/design.md "Redis"): with sentinels set, the primary's address
+	 * comes from them and the url only gives the user, password and db.
+	 */
+	struct argv_list sentinels;     /* "host[:port]" as written; n = 0: no Sentinel */
+	char *master_name;              /* the name the sentinels monitor */
+	char *sentinel_password;        /* AUTH to the sentinels (or from the file), or NULL */
+	char *sentinel_password_file;   /* after load: resolved against the conf's directory */
+	struct redis_addr *sentinel;    /* parsed from sentinels: sentinels.n of them */
 	/* parsed from url (+ password_file) */
 	char *host;                     /* NULL for unix sockets */
 	int port;
@@ -134,6 +148,17 @@ const struct handler *conf_find_handler(const struct conf *c, const char *class_
 int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t errlen);
 /* Free every string of rc (the password is wiped first) and zero it. */
 void redis_conf_clear(struct redis_conf *rc);
+/* A deep copy of src into dst (each connection keeps its own: a reload may free src). */
+void redis_conf_copy(struct redis_conf *dst, const struct redis_conf *src);
+/*
+ * With rc->sentinels set: parse them into rc->sentinel and make rc->display name the
+ * master and its sentinels. A url that is not redis:// is refused (the sentinels give a
+ * TCP address). 0, or -1 with the reason in err.
+ */
+int redis_sentinels_parse(struct redis_conf *rc, char *err, size_t errlen);
+/* "host", "host:port" or "[v6addr]:port" (port 26379 when left out): NULL when valid, else
+ * what is wrong with it; with host non-NULL the parts are returned (*host malloc'd). */
+const char *redis_addr_parse(const char *s, char **host, int *port);
 
 /*
  * A rate limit as the conf writes it, "N/W" with W in seconds and an optional unit s, m or h

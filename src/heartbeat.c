@@ -335,6 +335,12 @@ static void *subscriber_main(void *arg)
 		freeReplyObject(rep);
 		site_result(&site, r, 1, "subscribe");
 		while (!atomic_load(&sub_stop)) {
+			/* A switch was announced: a demoted primary may keep this connection, but the
+			 * messages now go to the new one (Sentinel only). */
+			if (rconn_stale(r)) {
+				rconn_close(r);
+				break;
+			}
 			struct pollfd pfd = { .fd = r->c->fd, .events = POLLIN };
 			int n = poll(&pfd, 1, 250);
 			if (n == 0)

@@ -40,6 +40,7 @@
 #include "outkeep.h"
 #include "reaper.h"
 #include "scheduled.h"
+#include "sentinelwatch.h"
 #include "settle.h"
 #include "state.h"
 #include "stoprequeue.h"
@@ -267,6 +268,7 @@ static int shutdown_daemon(void)
 		          "jobs stay in " K_INPROGRESS "%s for recovery", mconn.err, D.identity);
 	}
 	subscriber_stop();
+	sentinel_watch_stop();
 	if (reachable)
 		presence_remove(&mconn);
 	log_info("stopped");
@@ -305,8 +307,11 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 		log_info("stopped before the first heartbeat");
 		return 0;
 	}
-	if (subscriber_start() != 0 || outkeep_start() != 0 || fetchers_start(concurrency) != 0 ||
-	    poller_start() != 0 || ticker_start() != 0) {
+	c = conf_acquire();
+	int watch = sentinel_watch_start(c);
+	conf_release(c);
+	if (watch != 0 || subscriber_start() != 0 || outkeep_start() != 0 ||
+	    fetchers_start(concurrency) != 0 || poller_start() != 0 || ticker_start() != 0) {
 		log_error("couldn't start the daemon's threads");
 		return 1;
 	}

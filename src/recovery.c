@@ -597,6 +597,21 @@ static int requeue_stray(struct rconn *r, const char *raw, size_t len, struct lo
 	return 1;
 }
 
+/* A stray that finished here (its confirmed ack was lost by a failover): ack it again,
+ * never run it twice. 1 done, 0 not (retried next pass), -1 Redis unavailable. */
+static int drop_finished_stray(struct rconn *r, const char *raw, size_t len)
+{
+	struct job j;
+	job_parse(&j, raw, len, NULL);
+	int rc = settle_ack(r, raw, len, j.jid);
+	if (rc == 0)
+		log_warn("dropped stray in-progress job jid=%s: it finished here (its ack was lost, "
+		         "e.g. by a Redis failover)", j.jid ? j.jid : "?");
+	job_free(&j);
+	/* A failed ack became a pending one: reconcile settles it, and it is no stray then. */
+	return rc == 0 ? 1 : (r->unavailable ? -1 : 1);
+}
+
 int reconcile_own(struct rconn *r, struct log_site *site)
 {
 	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
@@ -627,7 +642,9 @@ int reconcile_own(struct rconn *r, struct log_site *site)
 	for (int i = 0; i < strays.n; i++) {
 		int done = 0;
 		if (strs_has(&prev_strays, strays.v[i]) && rc == 0 && !atomic_load(&D.stopping)) {
-			int x = requeue_stray(r, strays.v[i], strays.len[i], site);
+			int x = finished_here(strays.v[i], strays.len[i])
+			        ? drop_finished_stray(r, strays.v[i], strays.len[i])
+			        : requeue_stray(r, strays.v[i], strays.len[i], site);
 			rc = x < 0 ? -1 : 0;
 			done = x > 0;
 		}

@@ -12,6 +12,10 @@
  * - Blocking commands (BLMOVE, BRPOP) must finish server-side before the socket times out,
  *   so rcmd_blocking raises the socket timeout above the blocking timeout when needed.
  * - AUTH (password, or ACL user + password) and SELECT run on every new connection.
+ * - With Redis Sentinel (sentinel.c) a new connection asks the sentinels for the primary and
+ *   checks its ROLE; a READONLY, MASTERDOWN, NOREPLICAS or UNBLOCKED reply (we are on a
+ *   demoted primary) drops the connection so that the next call asks again, and so does a
+ *   switch announced since the connection was made (rconn_stale).
  *
  * Errors come back as NULL with r->err set and r->unavailable classified, so callers only
  * decide "log it summarised" (unavailable) or "log it in full" (a command error).
@@ -26,6 +30,7 @@
 #include "counters.h"
 #include "redis.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "util.h"
 
 int (*redis_fault_hook)(const char *name);
@@ -33,22 +38,10 @@ int (*redis_fault_hook)(const char *name);
 #define BACKOFF_MIN 0.05
 #define BACKOFF_MAX 2.0
 
-static char *dup_or_null(const char *s)
-{
-	return s ? xstrdup(s) : NULL;
-}
-
 void rconn_init(struct rconn *r, const struct redis_conf *rc)
 {
 	memset(r, 0, sizeof *r);
-	r->rc = *rc;
-	r->rc.url = dup_or_null(rc->url);
-	r->rc.password_file = dup_or_null(rc->password_file);
-	r->rc.host = dup_or_null(rc->host);
-	r->rc.path = dup_or_null(rc->path);
-	r->rc.user = dup_or_null(rc->user);
-	r->rc.password = dup_or_null(rc->password);
-	r->rc.display = dup_or_null(rc->display);
+	redis_conf_copy(&r->rc, rc);
 }
 
 void rconn_close(struct rconn *r)
@@ -78,13 +71,7 @@ void rconn_set_timeouts(struct rconn *r, double connect, double command)
 void rconn_free(struct rconn *r)
 {
 	rconn_close(r);
-	free(r->rc.url);
-	free(r->rc.password_file);
-	free(r->rc.host);
-	free(r->rc.path);
-	free(r->rc.user);
-	free(r->rc.password);
-	free(r->rc.display);
+	redis_conf_clear(&r->rc);
 	memset(r, 0, sizeof *r);
 }
 
@@ -151,27 +138,18 @@ static void drop_if_closed(struct rconn *r)
 		rconn_close(r);
 }
 
-int rconn_connect(struct rconn *r, int force)
+/* A new context to host:port (or the unix socket) with the timeouts, keepalive, AUTH and
+ * SELECT; what names the target in messages. 0 on success. */
+static int open_context(struct rconn *r, const char *host, int port, const char *what)
 {
-	if (r->c)
-		drop_if_closed(r);
-	if (r->c)
-		return 0;
-	if (!force && mono_now() < r->next_attempt) {
-		set_err(r, 1, "not connected (reconnecting)");
-		return -1;
-	}
 	struct timeval ct = to_timeval(r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0);
 	if (r->rc.path)
 		r->c = redisConnectUnixWithTimeout(r->rc.path, ct);
 	else
-		r->c = redisConnectWithTimeout(r->rc.host ? r->rc.host : "127.0.0.1",
-		                               r->rc.port ? r->rc.port : 6379, ct);
+		r->c = redisConnectWithTimeout(host, port, ct);
 	if (!r->c || r->c->err) {
-		set_err(r, 1, "connect to %s failed: %s", r->rc.display ? r->rc.display : "redis",
-		        r->c ? r->c->errstr : "out of memory");
+		set_err(r, 1, "connect to %s failed: %s", what, r->c ? r->c->errstr : "out of memory");
 		rconn_close(r);
-		connect_failed(r);
 		return -1;
 	}
 	redisSetTimeout(r->c, to_timeval(r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0));
@@ -179,6 +157,96 @@ int rconn_connect(struct rconn *r, int force)
 		redisEnableKeepAlive(r->c);
 	if (handshake(r) != 0) {
 		rconn_close(r);
+		return -1;
+	}
+	return 0;
+}
+
+/* Connect to host:port if it is the primary (ROLE); 0 on success. */
+static int open_primary(struct rconn *r, const char *host, int port)
+{
+	char what[300], why[256];
+	snprintf(what, sizeof what, "%s:%d (primary of %s)", host, port, r->rc.master_name);
+	if (open_context(r, host, port, what) != 0)
+		return -1;
+	/* An ACL user without ROLE cannot check; a READONLY would tell us soon enough then. */
+	int role = redis_role_is_primary(r->c, why, sizeof why);
+	int unverifiable = role < 0 && !r->c->err && strncmp(why, "ROLE: NOPERM", 12) == 0;
+	if (role != 1 && !unverifiable) {
+		set_err(r, 1, "%s:%d is not the primary of %s: %s", host, port, r->rc.master_name,
+		        why);
+		rconn_close(r);
+		return -1;
+	}
+	sentinel_note_primary(r->rc.master_name, host, port);
+	return 0;
+}
+
+/*
+ * The primary through the sentinels: the one a +switch-master announced, if any, then each
+ * sentinel's answer, from r->sentinel_first on. That is the last one that answered well;
+ * after a failure it is the next one, so that a sentinel that hangs is not asked first
+ * again. No further sentinel is asked once twice the connect timeout has gone by (each
+ * costs at most that), so that a connect stays about as bounded as without Sentinel (the
+ * stop's last PING relies on it); the next attempt goes on with the next sentinels.
+ * 0 on success.
+ */
+static int connect_primary(struct rconn *r)
+{
+	char host[256], failures[sizeof r->err] = "";
+	int port, n = r->rc.sentinels.n;
+	size_t used = 0;
+	double ct = r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0;
+	double give_up = mono_now() + 2 * ct;
+
+	if (sentinel_hint(r->generation, host, sizeof host, &port) == 0 &&
+	    open_primary(r, host, port) == 0)
+		return 0;
+	for (int k = 0, first = r->sentinel_first; k < n && (k == 0 || mono_now() < give_up); k++) {
+		int i = (first + k) % n;
+		char *h = NULL;
+		if (sentinel_ask(&r->rc, i, &h, &port, r->err, sizeof r->err) == 0) {
+			int ok = open_primary(r, h, port);
+			free(h);
+			if (ok == 0) {
+				r->sentinel_first = i;
+				return 0;
+			}
+		}
+		r->sentinel_first = (i + 1) % n;
+		if (used < sizeof failures - 1 && !strstr(failures, r->err))
+			used += (size_t)snprintf(failures + used, sizeof failures - used, "%s%s",
+			                         used ? "; " : "", r->err);
+	}
+	set_err(r, 1, "no primary of %s found: %s", r->rc.master_name, failures);
+	return -1;
+}
+
+int rconn_stale(const struct rconn *r)
+{
+	return r->rc.sentinels.n > 0 && r->generation != sentinel_generation();
+}
+
+int rconn_connect(struct rconn *r, int force)
+{
+	if (r->c && rconn_stale(r))
+		rconn_close(r);         /* the sentinels announced another primary */
+	if (r->c)
+		drop_if_closed(r);
+	if (r->c)
+		return 0;
+	/* News of a switch ends the wait: the announced primary is worth trying at once. */
+	if (!force && mono_now() < r->next_attempt && !rconn_stale(r)) {
+		set_err(r, 1, "not connected (reconnecting)");
+		return -1;
+	}
+	r->generation = sentinel_generation();
+	int failed = r->rc.sentinels.n > 0
+	             ? connect_primary(r)
+	             : open_context(r, r->rc.host ? r->rc.host : "127.0.0.1",
+	                            r->rc.port ? r->rc.port : 6379,
+	                            r->rc.display ? r->rc.display : "redis");
+	if (failed) {
 		connect_failed(r);
 		return -1;
 	}
@@ -188,19 +256,17 @@ int rconn_connect(struct rconn *r, int force)
 	return 0;
 }
 
-int redis_error_is_unavailable(const char *msg)
+/* True if msg's first word, or a "-CODE" inside a script error, is one of codes. */
+static int has_code(const char *msg, const char *const *codes, size_t ncodes)
 {
-	static const char *codes[] = { "READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY" };
-	if (!msg)
-		return 1;
-	for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+	for (size_t i = 0; i < ncodes; i++) {
 		size_t n = strlen(codes[i]);
 		if (strncmp(msg, codes[i], n) == 0 && (msg[n] == ' ' || msg[n] == '\0'))
 			return 1;
 	}
 	if (!strstr(msg, "Error running script"))
 		return 0;
-	for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+	for (size_t i = 0; i < ncodes; i++) {
 		size_t n = strlen(codes[i]);
 		for (const char *p = strchr(msg, '-'); p; p = strchr(p + 1, '-')) {
 			if (strncmp(p + 1, codes[i], n) == 0 &&
@@ -209,6 +275,24 @@ int redis_error_is_unavailable(const char *msg)
 		}
 	}
 	return 0;
+}
+
+/* The replies of a server that is no longer (or not yet) a writable primary. */
+static const char *const demoted_codes[] = { "READONLY", "MASTERDOWN", "NOREPLICAS",
+                                             "UNBLOCKED" };
+
+int redis_error_is_unavailable(const char *msg)
+{
+	static const char *const codes[] = { "LOADING", "TRYAGAIN", "BUSY" };
+	if (!msg)
+		return 1;
+	return has_code(msg, codes, sizeof codes / sizeof *codes) ||
+	       has_code(msg, demoted_codes, sizeof demoted_codes / sizeof *demoted_codes);
+}
+
+int redis_error_is_demoted(const char *msg)
+{
+	return msg && has_code(msg, demoted_codes, sizeof demoted_codes / sizeof *demoted_codes);
 }
 
 /* Turn hiredis's result into ours: NULL + classified error, or the reply. */
@@ -224,6 +308,11 @@ static redisReply *finish(struct rconn *r, redisReply *rep)
 	if (rep->type == REDIS_REPLY_ERROR) {
 		set_err(r, redis_error_is_unavailable(rep->str), "%s", rep->str);
 		freeReplyObject(rep);
+		/* With Sentinel, a demoted primary's reply means: ask the sentinels again. */
+		if (r->rc.sentinels.n > 0 && redis_error_is_demoted(r->err)) {
+			rconn_close(r);
+			r->next_attempt = 0;
+		}
 		return NULL;
 	}
 	return rep;

@@ -2,8 +2,9 @@
  * redis.h: one Redis connection, owned by one thread (hiredis contexts are not
  * thread-safe). Connects lazily, re-applies timeouts, AUTH and SELECT after every
  * reconnect, backs off between failed connects, and classifies errors as doc/protocol.md §7.24
- * says: "unavailable" (connection trouble, READONLY, LOADING, MASTERDOWN, TRYAGAIN, BUSY,
- * and those wrapped in a script error) versus a command error.
+ * says: "unavailable" (connection trouble, READONLY, LOADING, MASTERDOWN, NOREPLICAS,
+ * UNBLOCKED, TRYAGAIN, BUSY, and those wrapped in a script error) versus a command error.
+ * With redis.sentinels, each connect finds the primary through the sentinels (sentinel.h).
  */
 #ifndef COGWORKERD_REDIS_H
 #define COGWORKERD_REDIS_H
@@ -21,6 +22,9 @@ struct rconn {
 	int unavailable;            /* classification of the last error */
 	int connects;               /* successful connects, for metrics and tests */
 	char err[512];              /* text of the last error */
+	/* Sentinel only */
+	int sentinel_first;         /* the sentinel asked first: the last one that answered */
+	unsigned generation;        /* sentinel_generation() at the last connect attempt */
 };
 
 void rconn_init(struct rconn *r, const struct redis_conf *rc);
@@ -30,6 +34,9 @@ void rconn_set_timeouts(struct rconn *r, double connect, double command);
 void rconn_free(struct rconn *r);
 /* Connect now if not connected (ignoring the backoff when force). 0 on success. */
 int rconn_connect(struct rconn *r, int force);
+/* True when a switch of the primary was announced since r connected (Sentinel only): the
+ * next call reconnects. For loops that wait on r's socket without calling (SUBSCRIBE). */
+int rconn_stale(const struct rconn *r);
 
 /*
  * Run one command. Returns the reply (free with freeReplyObject), or NULL on any error,
@@ -86,6 +93,8 @@ extern int (*redis_fault_hook)(const char *name);
 
 /* True if an error reply's text means "Redis unavailable" (doc/protocol.md §7.24). */
 int redis_error_is_unavailable(const char *msg);
+/* True if it is a demoted primary's (READONLY, MASTERDOWN, NOREPLICAS, UNBLOCKED). */
+int redis_error_is_demoted(const char *msg);
 
 /* Redis TIME in seconds (float); the host clock when TIME is refused by a command error.
  * Returns -1 only when Redis is unreachable. */

@@ -1,6 +1,12 @@
 /*
  * redis_url.c: the Redis url (redis.url, or REDIS_URL) taken apart into what hiredis needs:
- * host and port or a unix socket path, the db, and the ACL user and password if any.
+ * host and port or a unix socket path, the db, and the ACL user and password if any; and
+ * the addresses of redis.sentinels.
+ *
+ * With sentinels (doc/design.md "Redis") the url says how to talk to the primary once they
+ * have named it: its user, password and db are used, its host and port are not (write the
+ * master's name there: redis://:secret@mymaster/2). A unix:// url is refused then, since a
+ * sentinel names a TCP address. `display` becomes sentinel://<sentinels>/<master>/<db>.
  *
  * The url may hold a password, so it is never repeated: an error says which part is wrong,
  * not what was written; `display` (what logs show) is the target without credentials; and
@@ -86,12 +92,49 @@ int parse_port(const char *s, size_t n)
 	return (port >= 1 && port <= 65535) ? port : -1;
 }
 
+/*
+ * hp[0..n) as host, host:port or [v6addr]:port (dflt when the port is left out): the host is
+ * hp[*hs..*hs + *hlen). The messages fit both a url and a sentinel address.
+ */
+static const char *split_host_port(const char *hp, size_t n, int dflt, size_t *hs, size_t *hlen,
+                                   int *port)
+{
+	const char *hend = hp + n, *colon, *h;
+
+	if (n > 0 && hp[0] == '[') {
+		const char *rb = memchr(hp, ']', n);
+		if (!rb || rb == hp + 1)
+			return "bad IPv6 address (write it as [addr])";
+		h = hp + 1;
+		*hlen = (size_t)(rb - h);
+		colon = rb + 1 < hend ? rb + 1 : NULL;
+		if (colon && *colon != ':')
+			return "unexpected text after the IPv6 address";
+	} else {
+		colon = memchr(hp, ':', n);
+		h = hp;
+		*hlen = (size_t)((colon ? colon : hend) - hp);
+		if (colon && memchr(colon + 1, ':', (size_t)(hend - colon - 1)))
+			return "IPv6 addresses must be written in brackets: [::1]:6379";
+	}
+	if (*hlen == 0)
+		return "the address has no host";
+	for (size_t i = 0; i < *hlen; i++)
+		if (isspace((unsigned char)h[i]) || h[i] == '%')
+			return "the host is not valid";
+	*port = dflt;
+	if (colon && (*port = parse_port(colon + 1, (size_t)(hend - colon - 1))) < 0)
+		return "the port is not a number from 1 to 65535";
+	*hs = (size_t)(h - hp);
+	return NULL;
+}
+
 /* redis://[user[:password]@]host[:port][/db] (rest = after "redis://"). */
 static const char *parse_tcp_url(const char *rest, struct redis_conf *t)
 {
 	const char *at = strrchr(rest, '@'), *hp = at ? at + 1 : rest;
-	const char *slash = strchr(hp, '/'), *hend, *colon, *hs;
-	size_t hlen;
+	const char *slash = strchr(hp, '/'), *why;
+	size_t hs = 0, hlen = 0;
 
 	if (strchr(hp, '?') || strchr(hp, '#'))
 		return "query parameters are not supported in redis:// urls (the db is the path: /N)";
@@ -103,34 +146,13 @@ static const char *parse_tcp_url(const char *rest, struct redis_conf *t)
 		if (c && at > c + 1 && !(t->password = pct_decode(c + 1, (size_t)(at - c - 1))))
 			return "bad percent-encoding in the url's password";
 	}
-	hend = slash ? slash : hp + strlen(hp);
-	if (hp[0] == '[') {
-		const char *rb = memchr(hp, ']', (size_t)(hend - hp));
-		if (!rb || rb == hp + 1)
-			return "bad IPv6 address (write it as [addr])";
-		hs = hp + 1;
-		hlen = (size_t)(rb - hs);
-		colon = rb + 1 < hend ? rb + 1 : NULL;
-		if (colon && *colon != ':')
-			return "unexpected text after the IPv6 address";
-	} else {
-		colon = memchr(hp, ':', (size_t)(hend - hp));
-		hs = hp;
-		hlen = (size_t)((colon ? colon : hend) - hp);
-		if (colon && memchr(colon + 1, ':', (size_t)(hend - colon - 1)))
-			return "IPv6 addresses must be written in brackets: redis://[::1]:6379";
-	}
-	if (hlen == 0)
-		return "the url has no host";
-	for (size_t i = 0; i < hlen; i++)
-		if (isspace((unsigned char)hs[i]) || hs[i] == '%')
-			return "the url's host is not valid";
-	t->port = 6379;
-	if (colon && (t->port = parse_port(colon + 1, (size_t)(hend - colon - 1))) < 0)
-		return "the url's port is not a number from 1 to 65535";
+	why = split_host_port(hp, slash ? (size_t)(slash - hp) : strlen(hp), 6379, &hs, &hlen,
+	                      &t->port);
+	if (why)
+		return why;
 	if (slash && parse_db(slash + 1, strlen(slash + 1), &t->db) < 0)
 		return "the url's database (after the /) is not a number";
-	t->host = xstrndup(hs, hlen);
+	t->host = xstrndup(hp + hs, hlen);
 	t->display = xasprintf("redis://%s%s%s:%d/%d", hp[0] == '[' ? "[" : "", t->host,
 	                       hp[0] == '[' ? "]" : "", t->port, t->db);
 	return NULL;
@@ -155,25 +177,119 @@ static const char *parse_unix_url(const char *rest, struct redis_conf *t)
 	return NULL;
 }
 
+static void free_secret(char *s)
+{
+	if (s)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
 static void redis_parsed_free(struct redis_conf *rc)
 {
 	free(rc->host);
 	free(rc->path);
 	free(rc->user);
-	if (rc->password)
-		explicit_bzero(rc->password, strlen(rc->password));
-	free(rc->password);
+	free_secret(rc->password);
 	free(rc->display);
 	rc->host = rc->path = rc->user = rc->password = rc->display = NULL;
 	rc->port = rc->db = 0;
 }
 
+static void sentinel_addrs_free(struct redis_conf *rc)
+{
+	for (int i = 0; rc->sentinel && i < rc->sentinels.n; i++)
+		free(rc->sentinel[i].host);
+	free(rc->sentinel);
+	rc->sentinel = NULL;
+}
+
 void redis_conf_clear(struct redis_conf *rc)
 {
 	redis_parsed_free(rc);
+	sentinel_addrs_free(rc);
 	free(rc->url);
 	free(rc->password_file);
+	argv_free(&rc->sentinels);
+	free(rc->master_name);
+	free_secret(rc->sentinel_password);
+	free(rc->sentinel_password_file);
 	memset(rc, 0, sizeof *rc);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+void redis_conf_copy(struct redis_conf *dst, const struct redis_conf *src)
+{
+	*dst = *src;
+	dst->url = dup_or_null(src->url);
+	dst->password_file = dup_or_null(src->password_file);
+	dst->host = dup_or_null(src->host);
+	dst->path = dup_or_null(src->path);
+	dst->user = dup_or_null(src->user);
+	dst->password = dup_or_null(src->password);
+	dst->display = dup_or_null(src->display);
+	dst->master_name = dup_or_null(src->master_name);
+	dst->sentinel_password = dup_or_null(src->sentinel_password);
+	dst->sentinel_password_file = dup_or_null(src->sentinel_password_file);
+	memset(&dst->sentinels, 0, sizeof dst->sentinels);
+	dst->sentinel = NULL;
+	for (int i = 0; i < src->sentinels.n; i++)
+		argv_push(&dst->sentinels, src->sentinels.v[i]);
+	if (src->sentinel) {
+		dst->sentinel = xcalloc((size_t)src->sentinels.n, sizeof *dst->sentinel);
+		for (int i = 0; i < src->sentinels.n; i++) {
+			dst->sentinel[i].host = xstrdup(src->sentinel[i].host);
+			dst->sentinel[i].port = src->sentinel[i].port;
+		}
+	}
+}
+
+const char *redis_addr_parse(const char *s, char **host, int *port)
+{
+	size_t hs = 0, hlen = 0;
+	int p = 0;
+	const char *why = split_host_port(s, strlen(s), 26379, &hs, &hlen, &p);
+
+	if (!why && host) {
+		*host = xstrndup(s + hs, hlen);
+		*port = p;
+	}
+	return why;
+}
+
+int redis_sentinels_parse(struct redis_conf *rc, char *err, size_t errlen)
+{
+	struct sbuf d;
+
+	sentinel_addrs_free(rc);
+	if (rc->sentinels.n == 0)
+		return 0;
+	if (rc->path) {
+		snprintf(err, errlen, "with redis.sentinels the url must be redis://[user[:password]@]"
+		         "name[/db]: the sentinels give the primary's host and port");
+		return -1;
+	}
+	rc->sentinel = xcalloc((size_t)rc->sentinels.n, sizeof *rc->sentinel);
+	sb_init(&d);
+	sb_printf(&d, "sentinel://");
+	for (int i = 0; i < rc->sentinels.n; i++) {
+		const char *why = redis_addr_parse(rc->sentinels.v[i], &rc->sentinel[i].host,
+		                                   &rc->sentinel[i].port);
+		if (why) {      /* the conf reader checked them: only a caller's own list gets here */
+			snprintf(err, errlen, "redis.sentinels: '%s' %s", rc->sentinels.v[i], why);
+			sb_free(&d);
+			sentinel_addrs_free(rc);
+			return -1;
+		}
+		sb_printf(&d, "%s%s", i ? "," : "", rc->sentinels.v[i]);
+	}
+	sb_printf(&d, "/%s/%d", rc->master_name ? rc->master_name : "", rc->db);
+	free(rc->display);
+	rc->display = sb_steal(&d);
+	return 0;
 }
 
 int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t errlen)

@@ -265,6 +265,49 @@ int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
 	return failures == 0;
 }
 
+/* ---- finished here: acks Redis confirmed ---- */
+
+/*
+ * A failover can lose an acknowledged write (the demoted primary took it, or the replica
+ * had not got it yet). A job whose ack was lost reappears on our list on the new primary
+ * though it finished here, and reconcile would requeue it: a second run. So the last
+ * FINISHED_KEEP confirmed acks are remembered as digests of the raw payload, and
+ * reconcile acks such a stray again instead (doc/protocol.md §7.11).
+ */
+#define FINISHED_KEEP 16384
+static uint64_t finished[FINISHED_KEEP];        /* under settle_mu; 0 = empty */
+static unsigned finished_next;
+
+static uint64_t raw_digest(const char *raw, size_t len)
+{
+	uint64_t h = 14695981039346656037ULL ^ (uint64_t)len;     /* FNV-1a */
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)raw[i];
+		h *= 1099511628211ULL;
+	}
+	return h ? h : 1;
+}
+
+static void finished_note(const char *raw, size_t len)
+{
+	uint64_t d = raw_digest(raw, len);
+	pthread_mutex_lock(&settle_mu);
+	finished[finished_next] = d;
+	finished_next = (finished_next + 1) % FINISHED_KEEP;
+	pthread_mutex_unlock(&settle_mu);
+}
+
+int finished_here(const char *raw, size_t len)
+{
+	uint64_t d = raw_digest(raw, len);
+	int found = 0;
+	pthread_mutex_lock(&settle_mu);
+	for (unsigned i = 0; i < FINISHED_KEEP && !found; i++)
+		found = finished[i] == d;
+	pthread_mutex_unlock(&settle_mu);
+	return found;
+}
+
 /* ---- ack, give back ---- */
 
 /* ACK attempts first..3, sleeping 0.1·n s after a failed attempt n; then a pending entry. */
@@ -283,6 +326,7 @@ static int ack_attempts(struct rconn *r, const char *raw, size_t len, const char
 		redisReply *rep = rscript(r, "ack", 2, keys, 1, args, lens);
 		if (rep) {
 			freeReplyObject(rep);
+			finished_note(raw, len);
 			ok = 1;
 		} else if (attempt < 3) {
 			sleep_seconds(0.1 * attempt);
@@ -334,6 +378,7 @@ int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw
 	rpipe_read(r, p, 1, &rep);
 	if (rep) {
 		freeReplyObject(rep);
+		finished_note(raw, len);
 		return 0;
 	}
 	/* NOSCRIPT (a restarted server): the script did not run; rscript's EVAL fallback is
@@ -592,6 +637,7 @@ static int settle_one(struct rconn *r, struct pending *p)
 		if (!rep)
 			return -1;
 		freeReplyObject(rep);
+		finished_note(p->raw, strlen(p->raw));
 		return 0;
 	}
 	int filed = interrupt_write(r, p->raw, strlen(p->raw), p->jid, p->set, p->score, p->payload);

@@ -75,6 +75,9 @@ int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len
                    const char *jid);
 int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
                     const char *jid);
+/* True if an ack of exactly this raw payload was confirmed by Redis lately (the last 16384
+ * acks): a stray that finished here, whose ack a failover lost (doc/protocol.md §7.11). */
+int finished_here(const char *raw, size_t len);
 /* REQUEUE_ONE of a job on our in-progress list (give back, stray): the reply, or NULL. */
 redisReply *requeue_one(struct rconn *r, const char *raw, size_t len);
 /* The same, to the back of the queue when back (a job a saturated handler gives away,

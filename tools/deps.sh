@@ -8,8 +8,9 @@
 # (make deb, make check-systemd and the tests that call them), not by a plain build.
 set -e
 pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
-      libssl-dev libmicrohttpd-dev check redis-server redis-tools python3 python3-redis
-      procps valgrind gnuplot-nox man-db systemd python3-prometheus-client cppcheck tmux"
+      libssl-dev libmicrohttpd-dev check redis-server redis-sentinel redis-tools python3
+      python3-redis procps valgrind gnuplot-nox man-db systemd python3-prometheus-client cppcheck
+      tmux"
 for set in "$@"; do
 	case $set in
 	# dpkg-buildpackage and debhelper build the package (its other Build-Depends are
@@ -31,7 +32,7 @@ if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends $missing
-# The packaged redis-server service is not ours: tests start private servers.
+# The packaged redis-server and redis-sentinel services are not ours: tests start private ones.
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-	$sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+	$sudo systemctl disable --now redis-server redis-sentinel >/dev/null 2>&1 || true
 fi

@@ -192,6 +192,9 @@ static void redis_origin(struct ctl *c, const char *path, char *src, size_t n)
 			                      path);
 	} else if (path && rc->url_in_file) {
 		snprintf(src, n, "redis.url of %s", path);
+	} else if (path && rc->sentinels.n > 0) {
+		/* The sentinels give the address; the default url only its db 0, no password. */
+		snprintf(src, n, "redis.sentinels of %s", path);
 	} else if (path) {
 		snprintf(src, n, "the default url: %s sets no redis.url", path);
 		c->notice = xasprintf("%s sets no redis.url and REDIS_URL is unset: using %s",

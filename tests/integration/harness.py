@@ -111,12 +111,15 @@ class RedisServer:
         with RedisServer() as srv:
             r = srv.client()
         RedisServer(extra_args=["--rename-command", "TIME", ""])
+
+    password: the server's requirepass (also given to client() and the readiness PING).
     """
 
-    def __init__(self, extra_args=(), port=None, start=True, timeout=10):
+    def __init__(self, extra_args=(), port=None, start=True, timeout=10, password=None):
         self.extra_args = list(extra_args)
         self.port = port
         self.timeout = timeout
+        self.password = password
         self.dir = tempfile.mkdtemp(prefix="cw-redis-")
         self.unix_socket = os.path.join(self.dir, "redis.sock")
         self.log_path = os.path.join(self.dir, "redis.log")
@@ -138,6 +141,7 @@ class RedisServer:
     def client(self, unix=False, **kwargs):
         """A redis.Redis with bytes replies (decode_responses=False)."""
         kwargs.setdefault("socket_timeout", 10)
+        kwargs.setdefault("password", self.password)
         if unix:
             return redis.Redis(unix_socket_path=self.unix_socket, decode_responses=False,
                                **kwargs)
@@ -147,13 +151,14 @@ class RedisServer:
     # -- life cycle
 
     def _argv(self):
+        auth = ["--requirepass", self.password] if self.password else []
         return [REDIS_SERVER,
                 "--port", str(self.port), "--bind", "127.0.0.1",
                 "--unixsocket", self.unix_socket, "--unixsocketperm", "700",
                 "--dir", self.dir,
                 "--save", "", "--appendonly", "no",
                 "--enable-debug-command", "local",
-                "--daemonize", "no"] + self.extra_args
+                "--daemonize", "no"] + auth + self.extra_args
 
     def start(self):
         """Start the server (on self.port, or a free port) and wait until PING works.
@@ -181,7 +186,8 @@ class RedisServer:
             if self.proc.poll() is not None:
                 return False
             try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
+                                password=self.password)
                 try:
                     if c.ping():
                         return True

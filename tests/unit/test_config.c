@@ -1097,6 +1097,67 @@ START_TEST(test_password_file)
 }
 END_TEST
 
+/* SN-1 (the conf half): the Sentinel settings come together; the url gives user, password
+ * and db. */
+START_TEST(test_sentinel_settings)
+{
+	struct conf c, copy;
+	char *spw = write_file("spw", "sentinel-pw\n");
+	char *text;
+
+	ck_assert_int_gt(asprintf(&text, "redis = { url = \"redis://app:datapw@mymaster/2\";\n"
+	                          "sentinels = [ \"10.0.0.1:26379\", \"10.0.0.2\", \"[::1]:26380\" ];\n"
+	                          "master_name = \"mymaster\"; sentinel_password_file = \"%s\"; };\n",
+	                          spw), 0);
+	LOAD_OK(text, &c);
+	free(text);
+	ck_assert_int_eq(c.redis.sentinels.n, 3);
+	ck_assert_str_eq(c.redis.sentinel[0].host, "10.0.0.1");
+	ck_assert_int_eq(c.redis.sentinel[0].port, 26379);
+	ck_assert_str_eq(c.redis.sentinel[1].host, "10.0.0.2");
+	ck_assert_int_eq(c.redis.sentinel[1].port, 26379);
+	ck_assert_str_eq(c.redis.sentinel[2].host, "::1");
+	ck_assert_int_eq(c.redis.sentinel[2].port, 26380);
+	ck_assert_str_eq(c.redis.master_name, "mymaster");
+	ck_assert_str_eq(c.redis.sentinel_password, "sentinel-pw");
+	ck_assert_str_eq(c.redis.user, "app");
+	ck_assert_str_eq(c.redis.password, "datapw");
+	ck_assert_int_eq(c.redis.db, 2);
+	ck_assert_str_eq(c.redis.display,
+	                 "sentinel://10.0.0.1:26379,10.0.0.2,[::1]:26380/mymaster/2");
+	/* Each connection keeps a deep copy. */
+	redis_conf_copy(&copy.redis, &c.redis);
+	conf_free(&c);
+	ck_assert_str_eq(copy.redis.sentinel[2].host, "::1");
+	ck_assert_str_eq(copy.redis.sentinels.v[1], "10.0.0.2");
+	ck_assert_str_eq(copy.redis.sentinel_password, "sentinel-pw");
+	redis_conf_clear(&copy.redis);
+
+	LOAD_OK("redis = { sentinels = [ \"h\" ]; master_name = \"m\"; "
+	        "sentinel_password = \"p\"; };\n", &c);
+	ck_assert_str_eq(c.redis.sentinel_password, "p");
+	ck_assert_str_eq(c.redis.display, "sentinel://h/m/0");
+	conf_free(&c);
+
+	expect_error("redis = {\n  sentinels = [ \"h:1\" ];\n};\n", 2,
+	             "redis.sentinels needs redis.master_name");
+	expect_error("redis = {\n  master_name = \"m\";\n};\n", 2,
+	             "redis.master_name is only used with redis.sentinels");
+	expect_error("redis = {\n\n  sentinel_password = \"x\";\n};\n", 3,
+	             "redis.sentinel_password is only used with redis.sentinels");
+	expect_error("redis = { sentinels = [\n \"h:0\" ]; master_name = \"m\"; };\n", 2,
+	             "redis.sentinels: 'h:0' is not a sentinel's address");
+	expect_error("redis = { sentinels = [ \"::1\" ]; master_name = \"m\"; };\n", 1,
+	             "is not a sentinel's address");
+	expect_error("redis = {\n  url = \"unix:///tmp/r.sock\";\n  sentinels = [ \"h\" ]; "
+	             "master_name = \"m\"; };\n", 2, "with redis.sentinels the url must be redis://");
+	expect_error("redis = {\n sentinels = [ \"h\" ]; master_name = \"m\";\n"
+	             " sentinel_password_file = \"/nonexistent/spw\"; };\n", 3,
+	             "cannot read redis.sentinel_password_file '/nonexistent/spw'");
+	free(spw);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1140,6 +1201,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_url_errors);
 	tcase_add_test(tc, test_url_in_conf);
 	tcase_add_test(tc, test_password_file);
+	tcase_add_test(tc, test_sentinel_settings);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "redis.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "util.h"
 
 static int budget(const char *json)
@@ -251,6 +252,47 @@ START_TEST(test_error_classification)
 	ck_assert(!redis_error_is_unavailable("OOM command not allowed when used memory > 'maxmemory'."));
 	ck_assert(!redis_error_is_unavailable("NOPERM this user has no permissions"));
 	ck_assert(!redis_error_is_unavailable("ERR Error running script: -BUSYKEY x"));
+	/* A demoted primary's replies: unavailable, and with Sentinel a reason to ask again. */
+	ck_assert(redis_error_is_unavailable("NOREPLICAS Not enough good replicas to write."));
+	ck_assert(redis_error_is_unavailable("UNBLOCKED force unblock from blocking operation, "
+	                                     "instance state changed (master -> replica?)"));
+	ck_assert(redis_error_is_demoted("READONLY You can't write against a read only replica."));
+	ck_assert(redis_error_is_demoted("MASTERDOWN Link with MASTER is down"));
+	ck_assert(redis_error_is_demoted("NOREPLICAS Not enough good replicas to write."));
+	ck_assert(redis_error_is_demoted("UNBLOCKED force unblock"));
+	ck_assert(redis_error_is_demoted("ERR Error running script (call to f_x): @user_script:1: "
+	                                 "-READONLY You can't write against a read only replica."));
+	ck_assert(!redis_error_is_demoted("LOADING Redis is loading the dataset in memory"));
+	ck_assert(!redis_error_is_demoted("BUSY Redis is busy running a script."));
+	ck_assert(!redis_error_is_demoted("READONLYX"));
+	ck_assert(!redis_error_is_demoted(NULL));
+}
+END_TEST
+
+/* SN-4: +switch-master payloads, and the generation they move (sentinel.c). */
+START_TEST(test_sentinel_switch_message)
+{
+	char host[64];
+	int port = 0;
+	ck_assert(sentinel_parse_switch("mymaster 127.0.0.1 6379 10.0.0.2 6380", "mymaster", host,
+	                                sizeof host, &port));
+	ck_assert_str_eq(host, "10.0.0.2");
+	ck_assert_int_eq(port, 6380);
+	ck_assert(!sentinel_parse_switch("other 127.0.0.1 6379 10.0.0.2 6380", "mymaster", host,
+	                                 sizeof host, &port));
+	ck_assert(!sentinel_parse_switch("mymaster 127.0.0.1 6379", "mymaster", host, sizeof host,
+	                                 &port));
+	/* The generation moves for a new primary only: every sentinel announces the same one. */
+	unsigned g = sentinel_generation();
+	ck_assert_int_eq(sentinel_hint(g, host, sizeof host, &port), -1);
+	ck_assert_int_eq(sentinel_switched("10.0.0.2", 6380), 1);
+	ck_assert_int_eq(sentinel_switched("10.0.0.2", 6380), 0);
+	ck_assert_uint_eq(sentinel_generation(), g + 1);
+	ck_assert_int_eq(sentinel_hint(g + 1, host, sizeof host, &port), 0);
+	ck_assert_str_eq(host, "10.0.0.2");
+	ck_assert_int_eq(sentinel_hint(g, host, sizeof host, &port), -1);
+	ck_assert_int_eq(sentinel_switched("10.0.0.1", 6379), 1);
+	ck_assert_uint_eq(sentinel_generation(), g + 2);
 }
 END_TEST
 
@@ -317,6 +359,7 @@ int main(void)
 	tcase_add_test(tc, test_restamp_and_minimal_entry);
 	tcase_add_test(tc, test_digests);
 	tcase_add_test(tc, test_error_classification);
+	tcase_add_test(tc, test_sentinel_switch_message);
 	tcase_add_test(tc, test_log_site_summary);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

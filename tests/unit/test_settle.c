@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "keys.h"
+#include "recovery.h"
 #include "settle.h"
 #include "state.h"
 #include "job.h"
@@ -136,6 +137,44 @@ START_TEST(test_ack_pending)
 	ck_assert(!pending_has(ACK_JOB));
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
 	ck_assert_int_eq(integer("EXISTS %s", "cogworker:orphanings:aaaaaaaaaaaaaaaaaaaaaaaa"), 0);
+	free(log);
+}
+END_TEST
+
+static const char *LOST_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                               "\"jid\":\"dddddddddddddddddddddddd\"}";
+static const char *STRAY_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                                "\"jid\":\"eeeeeeeeeeeeeeeeeeeeeeee\"}";
+
+static void reconcile_twice(void *arg)
+{
+	(void)arg;
+	struct log_site s = LOG_SITE("Reconcile");
+	reconcile_own(&R, &s);
+	reconcile_own(&R, &s);
+}
+
+/* RC-11: a confirmed ack that a failover lost: the job is back on the own list, and two
+ * reconciles ack it again instead of requeueing it; a stray never acked is requeued. */
+START_TEST(test_lost_ack_not_rerun)
+{
+	put_in_progress(LOST_JOB);
+	ck_assert_int_eq(settle_ack(&R, LOST_JOB, strlen(LOST_JOB), "dddddddddddddddddddddddd"), 0);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert(finished_here(LOST_JOB, strlen(LOST_JOB)));
+	ck_assert(!finished_here(STRAY_JOB, strlen(STRAY_JOB)));
+	put_in_progress(LOST_JOB);      /* what the new primary still holds */
+	put_in_progress(STRAY_JOB);
+	char *log = capture_log(reconcile_twice, NULL);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);
+	char *queued = string("LRANGE %s 0 0", "cogworker:queue:default");
+	ck_assert_str_eq(queued, STRAY_JOB);
+	ck_assert_ptr_nonnull(strstr(log, "dropped stray in-progress job "
+	                                  "jid=dddddddddddddddddddddddd: it finished here"));
+	ck_assert_ptr_nonnull(strstr(log, "requeued stray in-progress job "
+	                                  "jid=eeeeeeeeeeeeeeeeeeeeeeee"));
+	free(queued);
 	free(log);
 }
 END_TEST
@@ -316,6 +355,7 @@ int main(void)
 	tcase_add_test(tc, test_interrupt_pending_then_filed);
 	tcase_add_test(tc, test_pending_retry_filing_extends_lock);
 	tcase_add_test(tc, test_give_back);
+	tcase_add_test(tc, test_lost_ack_not_rerun);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
