@@ -36,6 +36,7 @@
  * At stop the thread is abandoned, never joined (lesson 77): it checks the stopping flag
  * between steps and sleeps in slices of 0.1 s.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +52,23 @@
 
 #define KEY_CHECK_INTERVAL 60.0
 #define POLL_BATCH 50
+#define MAX_ROUNDS 20           /* batches per set in one wake: then the next look */
 #define DEFER_DELAY 60.0
+#define HEAD_JITTER 0.02        /* a head is acted on up to this long after it is due */
+#define MIN_GAP 0.01            /* head wakes at most this often */
+#define NSETS 2
+
+static const char *const SETS[NSETS] = { K_SCHEDULE, K_RETRY };
 
 struct poller {
 	struct rconn r;
 	struct log_site key_site, orphan_site, reconcile_site, poll_site;
-	double next_key, next_orphan, next_poll;        /* monotonic due times */
+	double next_key, next_orphan, next_look;        /* monotonic due times */
+	double head[NSETS];     /* score of each set's earliest entry: INFINITY empty, NAN unknown */
+	double jitter[NSETS];   /* this process's delay behind each head */
+	double last_wake;       /* monotonic: the last head wake */
 	int scanned;            /* the boot SCAN of a reliable process is done */
+	struct wakeup wake;     /* kicked by keyspace notifications and resume */
 };
 
 static struct poller P;
@@ -168,7 +179,10 @@ static int graduate_entry(struct rconn *r, const char *set, const char *raw, siz
 	return rc;
 }
 
-/* One set: -1 on an availability error (the step ends), else 0. */
+/*
+ * One read of due entries of a set, each moved: the number read (a full POLL_BATCH means
+ * more may be due), or -1 on an availability error (the step ends).
+ */
 static int poll_set(struct poller *p, const char *set)
 {
 	char now[32];
@@ -180,18 +194,99 @@ static int poll_set(struct poller *p, const char *set)
 		free(what);
 		return p->r.unavailable ? -1 : 0;
 	}
-	int rc = 0;
-	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && rc == 0; i++)
+	int rc = 0, n = rep->type == REDIS_REPLY_ARRAY ? (int)rep->elements : 0;
+	for (int i = 0; i < n && rc == 0; i++)
 		rc = graduate_entry(&p->r, set, rep->element[i]->str, rep->element[i]->len);
 	freeReplyObject(rep);
 	site_result(&p->poll_site, &p->r, rc == 0, "graduation");
-	return rc;
+	return rc == 0 ? n : -1;
 }
 
+/* The score of a head reply (ZRANGEBYSCORE ... WITHSCORES LIMIT 0 1): INFINITY for an
+ * empty set, NAN when it could not be read (the set is looked at again at the next look). */
+static double head_of(struct poller *p, const char *set, redisReply *rep)
+{
+	if (!rep) {
+		char *what = xasprintf("%s unreadable", set);
+		site_result(&p->poll_site, &p->r, 0, what);
+		free(what);
+		return NAN;
+	}
+	double h = INFINITY;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[1]->type == REDIS_REPLY_STRING)
+		h = strtod(rep->element[1]->str, NULL);
+	freeReplyObject(rep);
+	site_result(&p->poll_site, &p->r, 1, "graduation");
+	return h;
+}
+
+/* Learn the head of each set i with want[i] set, pipelined: one round trip. */
+static void look(struct poller *p, const int want[NSETS])
+{
+	struct rpipe pp;
+	redisReply *rep[NSETS];
+	rpipe_begin(&p->r, &pp);
+	for (int i = 0; i < NSETS; i++)
+		if (want[i])
+			rpipe_add(&p->r, &pp, "ZRANGEBYSCORE %s -inf +inf WITHSCORES LIMIT 0 1", SETS[i]);
+	for (int i = 0; i < NSETS; i++) {
+		if (!want[i])
+			continue;
+		rpipe_read(&p->r, &pp, 1, &rep[i]);
+		p->head[i] = head_of(p, SETS[i], rep[i]);
+		/* Spread the fleet: the first process to wake moves the entry, the later ones
+		 * find it gone with one read instead of racing for it (see the opening comment). */
+		p->jitter[i] = random_unit() * HEAD_JITTER;
+	}
+}
+
+/*
+ * Move what is due, schedule before retry, a batch of each in turn while batches come back
+ * full (a burst due at one instant drains at once, not POLL_BATCH per poll_interval), then
+ * learn the new heads. An availability error ends the step: retry is not read after one
+ * on schedule (lesson 3: a command error on one set does not stop the other).
+ */
 static void scheduled_poll(struct poller *p)
 {
-	if (poll_set(p, K_SCHEDULE) == 0)
-		poll_set(p, K_RETRY);
+	int due[NSETS], full = 1;
+	double now = now_float();
+	for (int i = 0; i < NSETS; i++)
+		due[i] = !isnan(p->head[i]) && p->head[i] <= now;
+	for (int round = 0; full && round < MAX_ROUNDS; round++) {
+		full = 0;
+		for (int i = 0; i < NSETS; i++) {
+			if (!due[i] || atomic_load(&D.stopping) || atomic_load(&D.quiet))
+				continue;
+			int n = poll_set(p, SETS[i]);
+			if (n < 0) {
+				p->head[0] = p->head[1] = NAN;  /* the next look tries again */
+				return;
+			}
+			due[i] = n == POLL_BATCH;
+			full |= due[i];
+		}
+	}
+	int want[NSETS];
+	for (int i = 0; i < NSETS; i++)
+		want[i] = !isnan(p->head[i]) && p->head[i] <= now;
+	if (want[0] || want[1])
+		look(p, want);
+	/* A head that was due when this began and is still there could neither move nor be
+	 * deferred (or a backlog passed MAX_ROUNDS batches): left for the next look, not read
+	 * again at once. */
+	for (int i = 0; i < NSETS; i++)
+		if (want[i] && !full && p->head[i] <= now)
+			p->head[i] = NAN;
+}
+
+/* When the head of a set is next due, monotonic; INFINITY when unknown or empty. */
+static double head_wake(const struct poller *p, int i)
+{
+	if (isnan(p->head[i]) || isinf(p->head[i]))
+		return INFINITY;
+	double at = mono_now() + (p->head[i] - now_float()) + p->jitter[i];
+	return at > p->last_wake + MIN_GAP ? at : p->last_wake + MIN_GAP;
 }
 
 /* ---- the orphan check ---- */
@@ -220,15 +315,15 @@ static void orphan_check(struct poller *p, double poll_every)
 
 /* ---- the loop ---- */
 
-static double min3(double a, double b, double c)
+void poller_kick(void)
 {
-	double m = a < b ? a : b;
-	return m < c ? m : c;
+	wakeup_kick(&P.wake);
 }
 
 static void *poller_main(void *arg)
 {
 	struct poller *p = arg;
+	int kicked = 0;
 	while (!atomic_load(&D.stopping)) {
 		struct conf *c = conf_acquire();
 		double poll_every = c->poll_interval, orphan_every = c->orphan_check_interval;
@@ -242,18 +337,36 @@ static void *poller_main(void *arg)
 			p->next_orphan = now + orphan_every;    /* scheduled before it runs */
 			orphan_check(p, poll_every);
 		}
-		if (now >= p->next_poll && !atomic_load(&D.stopping)) {
-			p->next_poll = now + poll_every;
-			if (!atomic_load(&D.quiet))
+		if (atomic_load(&D.quiet) || atomic_load(&D.stopping)) {
+			/* Nothing graduates while quiet: what the heads were is stale by resume. */
+			p->head[0] = p->head[1] = NAN;
+			p->next_look = now + poll_every;
+		} else {
+			if (now >= p->next_look || kicked) {
+				p->next_look = now + poll_every;
+				const int both[NSETS] = { 1, 1 };
+				look(p, both);
+			}
+			if (head_wake(p, 0) <= mono_now() || head_wake(p, 1) <= mono_now()) {
+				p->last_wake = mono_now();
 				scheduled_poll(p);
+			}
 		}
-		sleep_unless_stopping(min3(p->next_key, p->next_orphan, p->next_poll) - mono_now());
+		double wake = p->next_key < p->next_orphan ? p->next_key : p->next_orphan;
+		if (p->next_look < wake)
+			wake = p->next_look;
+		for (int i = 0; i < NSETS; i++)
+			if (head_wake(p, i) < wake)
+				wake = head_wake(p, i);
+		kicked = wakeup_wait(&p->wake, wake - mono_now());
 	}
 	return NULL;
 }
 
 int poller_start(void)
 {
+	wakeup_init(&P.wake);
+	P.head[0] = P.head[1] = NAN;
 	struct conf *c = conf_acquire();
 	rconn_init(&P.r, &c->redis);
 	conf_release(c);
