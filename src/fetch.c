@@ -417,6 +417,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	struct conf *c = conf_acquire();
 	double idle_max = c->fetch_idle_max_interval;
 	int n = 0;
+	unsigned gen = park_paused_gen();
 	char **active = active_queues(c, &n);
 	conf_release(c);
 	if (n == 0) {
@@ -435,6 +436,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 			return got;
 		st->hot = 0;
 		c = conf_acquire();
+		gen = park_paused_gen();
 		active = active_queues(c, &n);
 		conf_release(c);
 		if (n == 0) {
@@ -444,7 +446,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	}
 	long long id = client_id(r, st);
 	struct park_plan plan;
-	enum park_result pr = park_plan(st->index, basic, id, idle_max, &plan);
+	enum park_result pr = park_plan(st->index, basic, id, idle_max, gen, &plan);
 	if (pr != PARK_ON) {
 		free_list(active, n);
 		st->hot = pr == PARK_SIGNALLED;

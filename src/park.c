@@ -71,6 +71,7 @@ static char **names;                    /* configured queues, distinct */
 static char *paused_of;                 /* paused_of[i]: names[i] was paused at the last read */
 static int nnames, npaused_ours;
 static atomic_int paused_known;         /* the paused set was read once */
+static atomic_uint paused_gen;          /* bumped by each change of it */
 static int basic_mode;
 static int kick_fd = -1;
 static double longest_block = IDLE_BLOCK;
@@ -139,6 +140,7 @@ void park_paused_update(const redisReply *rep)
 	atomic_store(&paused_known, 1);
 	pthread_mutex_unlock(&mu);
 	if (changed) {
+		atomic_fetch_add(&paused_gen, 1);
 		log_debug("paused queues changed (%d of ours paused): idle fetchers re-plan", n);
 		park_wake_all();
 	}
@@ -158,6 +160,11 @@ int park_is_paused(const char *q)
 	int p = paused_locked(q);
 	pthread_mutex_unlock(&mu);
 	return p;
+}
+
+unsigned park_paused_gen(void)
+{
+	return atomic_load(&paused_gen);
 }
 
 int park_paused_known(void)
@@ -219,9 +226,14 @@ static void mark_replan(struct parker *p)
 /* ---- an idle fetcher ---- */
 
 enum park_result park_plan(int index, int basic, long long client_id, double idle_max,
-                           struct park_plan *plan)
+                           unsigned gen, struct park_plan *plan)
 {
 	pthread_mutex_lock(&mu);
+	if (gen != atomic_load(&paused_gen)) {
+		/* The caller chose its queues before a pause or resume: choose again. */
+		pthread_mutex_unlock(&mu);
+		return PARK_SIGNALLED;
+	}
 	basic_mode = basic;
 	struct parker *me = &pk[index];
 	const char **w = xcalloc((size_t)nnames + 1, sizeof *w);

@@ -26,6 +26,8 @@ void park_init(int nfetchers, char **names, int nnames, double longest);
 void park_paused_update(const redisReply *smembers);
 /* The paused set has been read at least once (before that, nothing is known paused). */
 int park_paused_known(void);
+/* Changes with every change of our paused queues. */
+unsigned park_paused_gen(void);
 /* Our queue q was paused at the last read. */
 int park_is_paused(const char *q);
 /* One of our queues is paused: the waker reads the set every PAUSED_POLL for the resume. */
@@ -50,10 +52,11 @@ struct park_plan {
  * active queue with the fewest parked fetchers (ties rotate), or, when every active queue
  * already has one, locally without any Redis call until a parked one leaves with a job.
  * client_id is its connection's CLIENT ID (-1 unknown: the waker cannot unblock it, so it
- * blocks briefly). basic: one blocking BRPOP watches every queue.
+ * blocks briefly). basic: one blocking BRPOP watches every queue. gen: park_paused_gen()
+ * when the caller chose its active queues; changed since, it must choose again.
  */
 enum park_result park_plan(int index, int basic, long long client_id, double idle_max,
-                           struct park_plan *plan);
+                           unsigned gen, struct park_plan *plan);
 /* The blocking fetch of PARK_ON returned (got: with a job). Returns 1 when the waker was
  * asked to cut it short (something changed: re-plan, trying first). */
 int park_leave(int index, int got);

@@ -9,8 +9,9 @@
  *   0 (the blocking call may not have reached Redis yet), so no wake-up is lost. Whether
  *   CLIENT UNBLOCK is allowed is probed (CLIENT UNBLOCK 0: "no such client") on every new
  *   connection; without it park.c keeps blocks short, as they were.
- * - While one of our queues is paused, it reads the paused set every PAUSED_POLL, so a
- *   resume takes effect within a second without every fetcher polling.
+ * - While one of our queues is paused, it reads the paused set every PAUSED_POLL (50 ms
+ *   right after a change, doubling), so a resume takes effect within a second without
+ *   every fetcher polling.
  * - Keyspace notifications, when the server has them on (read with CONFIG GET every 60 s;
  *   the server's configuration is never changed): with `K` and list events it listens for
  *   pushes on our queues when there are fewer fetchers than queues (one parked fetcher is
@@ -40,6 +41,7 @@
 
 #define CONFIG_EVERY 60.0
 #define PAUSED_POLL 0.5
+#define PAUSED_POLL_FIRST 0.05  /* right after a change: a quick resume is seen quickly */
 #define UNBLOCK_RETRY 0.01
 
 struct waker {
@@ -48,6 +50,8 @@ struct waker {
 	int probed;                 /* cmd.connects at the last CLIENT UNBLOCK probe */
 	char flags[64];             /* notify-keyspace-events as last read */
 	double next_config, next_paused, retry_at;      /* monotonic */
+	double paused_every;        /* the current paused-set poll: doubles up to PAUSED_POLL */
+	unsigned paused_gen;        /* park_paused_gen() when it was last set */
 	int want_q, want_z, want_s; /* channel groups wanted ... */
 	int has_q, has_z, has_s;    /* ... and subscribed */
 	int few_fetchers;           /* fewer fetchers than queues: pushes are worth hearing */
@@ -224,9 +228,17 @@ static void *waker_main(void *arg)
 			park_set_unblock_ok(0);
 			log_error("CLIENT UNBLOCK failed: %s", w->cmd.err);
 		}
+		if (park_paused_gen() != w->paused_gen) {
+			w->paused_gen = park_paused_gen();
+			w->paused_every = PAUSED_POLL_FIRST;
+			if (w->next_paused > mono_now() + PAUSED_POLL_FIRST)
+				w->next_paused = mono_now() + PAUSED_POLL_FIRST;
+		}
 		int paused = park_any_paused() || w->next_paused == 0;
 		if (paused && mono_now() >= w->next_paused) {
-			w->next_paused = mono_now() + PAUSED_POLL;
+			w->next_paused = mono_now() + w->paused_every;
+			w->paused_every = w->paused_every * 2 < PAUSED_POLL ? w->paused_every * 2
+			                  : PAUSED_POLL;
 			read_paused(w);
 		}
 		double wake = w->next_config < w->retry_at ? w->next_config : w->retry_at;
@@ -272,6 +284,7 @@ int waker_start(void)
 	W.sentinel = c->redis.sentinels.n > 0;
 	W.generation = sentinel_generation();
 	W.probed = -1;
+	W.paused_every = PAUSED_POLL;
 	conf_release(c);
 	pthread_attr_t attr;
 	pthread_t t;
