@@ -322,12 +322,12 @@ static int park_reliable(struct rconn *r, const struct fetch_state *st, const ch
 	char *dst = xasprintf(K_INPROGRESS "%s", D.identity);
 	char tmo[32];
 	snprintf(tmo, sizeof tmo, "%g", block);
-	const char *argv[] = { "BLMOVE", src, dst, "RIGHT", "LEFT", tmo };
 	double normal = raise_timeout(r, block);
 	struct rpipe p;
 	rpipe_begin(r, &p);
 	int got = 0;
 	if (p.failed_conn || r->connects == st->id_connects) {
+		const char *argv[] = { "BLMOVE", src, dst, "RIGHT", "LEFT", tmo };
 		rpipe_add_argv(r, &p, 6, argv, NULL);
 		got = finish(r, &p, 0, 0, queue, out);
 	}

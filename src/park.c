@@ -223,6 +223,18 @@ static void mark_replan(struct parker *p)
 	p->replan_since = mono_now();
 }
 
+/* Every fetcher in a long block must re-plan; 1 when there was one (under mu). */
+static int mark_long_blocks(void)
+{
+	int n = 0;
+	for (int i = 0; i < npk; i++)
+		if (pk[i].active && pk[i].long_block) {
+			mark_replan(&pk[i]);
+			n++;
+		}
+	return n > 0;
+}
+
 /* ---- an idle fetcher ---- */
 
 enum park_result park_plan(int index, int basic, long long client_id, double idle_max,
@@ -287,25 +299,20 @@ int park_leave(int index, int got)
 	pthread_mutex_lock(&mu);
 	struct parker *me = &pk[index];
 	int was = me->replan;
-	char *q = me->queue;
 	me->active = 0;
-	me->queue = NULL;
 	me->replan = 0;
-	if (got && q && parked_on(q) == 0) {
+	if (got && me->queue && parked_on(me->queue) == 0) {
 		if (nwaiting > 0) {
 			pthread_cond_signal(&waiters_cv);
 		} else if (!atomic_load(&notify_on)) {
 			/* Its queue is unwatched now and nobody waits to take it over: the ones in
 			 * long blocks must rotate until it is back. */
-			for (int i = 0; i < npk; i++)
-				if (pk[i].active && pk[i].long_block) {
-					mark_replan(&pk[i]);
-					kick = 1;
-				}
+			kick = mark_long_blocks();
 		}
 	}
+	free(me->queue);
+	me->queue = NULL;
 	pthread_mutex_unlock(&mu);
-	free(q);
 	if (kick)
 		kick_waker();
 	return was;
@@ -405,13 +412,8 @@ void park_set_notify(int on)
 	if (atomic_exchange(&notify_on, on) == on || on)
 		return;
 	/* Notifications gone: long blocks that counted on them must rotate. */
-	int kick = 0;
 	pthread_mutex_lock(&mu);
-	for (int i = 0; i < npk; i++)
-		if (pk[i].active && pk[i].long_block) {
-			mark_replan(&pk[i]);
-			kick = 1;
-		}
+	int kick = mark_long_blocks();
 	pthread_mutex_unlock(&mu);
 	if (kick)
 		kick_waker();
