@@ -3,38 +3,56 @@
  *
  * One thread, its own Redis connection, three steps with their own rhythm:
  *
- *   key check        KeyGuard (keyguard.c): first poll, then every 60 s;
- *   orphan check     orphan recovery + reconcile (recovery.c): first poll, then every
+ *   key check        KeyGuard (keyguard.c): first pass, then every 60 s;
+ *   orphan check     orphan recovery + reconcile (recovery.c): first pass, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
- *   scheduled poll   graduation of due schedule/retry entries: every poll_interval,
- *                    skipped while quiet.
+ *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet.
  *
  * Why each step is guarded on its own: cogworker learned that a repeatedly failing orphan
  * recovery skipped graduation on every poll, fleet-wide (lesson 2), and that one Redis
  * blip could stop the poller for good (lesson 1). So nothing a step does can skip another
  * step or end the loop; errors are logged per site (§7.24: "Key check", "Orphan check",
- * "Reconcile", "Scheduled poll") and the step simply runs again when it is next due.
+ * "Reconcile", "Scheduled poll") and the step simply runs again when it is next due. The
+ * next orphan check is scheduled *before* the check runs, so a failing check is not
+ * retried on every pass with a full SCAN.
  *
- * Why each step has its own due time rather than running on every poll: an operator who
- * asks for recovery in seconds (orphan_check_interval = 1) must get it even with the
- * default poll_interval of 5; with the defaults (60 is a multiple of 5) the rhythm is
- * exactly cogworker's. The next orphan check is scheduled *before* the check runs, so a
- * failing check is not retried on every poll with a full SCAN.
+ * Timers, not polls. cogworker polls the due range every 5 s, so a scheduled or retried
+ * job started up to 5 s late (p99 4.95 s). Here the thread knows the head of each set (its
+ * earliest entry) and sleeps until that moment, then moves what is due; poll_interval is
+ * only the longest it goes without looking at the heads. How an entry written with an
+ * earlier time than the known head is noticed:
+ *   - by that look: a look is one bounded read per set (ZRANGEBYSCORE -inf +inf WITHSCORES
+ *     LIMIT 0 1, both sets in one round trip), cheap enough to make every poll_interval
+ *     (2 s by default), so anything written at least that long before it is due is seen
+ *     in time; a retry filed by a worker is at least 15 s ahead (the backoff), always;
+ *   - at once with keyspace notifications, when the server has them on (the waker listens
+ *     for zadd on both sets and kicks us, poller_kick): nothing to poll, and entries due
+ *     within the second are on time too. The server's configuration is never changed: it
+ *     is shared, and notifications cost the server on every write.
+ * Shorter polls would buy little for a command per set per look from every process of a
+ * fleet, at all times, which the idle cost cannot afford (issue 12: <= 5 commands/s).
+ *
+ * A fleet: every process wakes for the same head, so each wakes a random 0-20 ms after it
+ * (HEAD_JITTER): the first moves the entry (CLAIM_AND_REQUEUE, unchanged, queues it once
+ * whoever races), the later ones find it gone with their read and only learn the next
+ * head; a lost claim (0) is never retried, and head wakes are at least MIN_GAP apart, so
+ * a due entry costs the fleet about one read per process, not a race of claims.
  *
  * The Ticker may only start once an orphan check really read the registry (or did its
  * boot SCAN) without losing the connection: after a fleet-wide outage, a slot could
  * otherwise fire before recovery requeued the interrupted run (lessons 38, 61). There is
  * deliberately no timeout on that.
  *
- * Graduation (per set, each isolated, lesson 3): ZRANGEBYSCORE -inf now LIMIT 0 50; each
- * entry is moved by CLAIM_AND_REQUEUE (ZSCORE gate, LPUSH, ZREM: never lost, queued once
- * even with many pollers, lesson 6) with enqueued_at re-stamped in the original text
- * (lessons 7, 8). An entry that is not a job with a queue is buried into dead as
- * (unparseable) (lesson 5); an entry that fails is deferred 60 s with ZADD XX so it can't
- * starve the entries behind it (lesson 4).
+ * Graduation (per set, each isolated, lesson 3): ZRANGEBYSCORE -inf now LIMIT 0 50, again
+ * at once while reads come back full (a burst due at one instant drains now, not 50 per
+ * poll); each entry is moved by CLAIM_AND_REQUEUE (ZSCORE gate, LPUSH, ZREM: never lost,
+ * queued once even with many pollers, lesson 6) with enqueued_at re-stamped in the
+ * original text (lessons 7, 8). An entry that is not a job with a queue is buried into
+ * dead as (unparseable) (lesson 5); an entry that fails is deferred 60 s with ZADD XX so
+ * it can't starve the entries behind it (lesson 4).
  *
  * At stop the thread is abandoned, never joined (lesson 77): it checks the stopping flag
- * between steps and sleeps in slices of 0.1 s.
+ * between steps and its sleep returns at least every 0.25 s once stopping.
  */
 #include <math.h>
 #include <stdio.h>
