@@ -357,6 +357,8 @@ struct target {
 
 int park_unblock(struct rconn *r)
 {
+	if (!atomic_load(&unblock_ok))
+		return 0;                       /* blocks are short then: nothing to cut */
 	double now = mono_now();
 	pthread_mutex_lock(&mu);
 	struct target *t = xcalloc((size_t)npk + 1, sizeof *t);

@@ -126,10 +126,12 @@ static void unsubscribed(struct waker *w)
 /* (Re)subscribe to what is wanted: one SUBSCRIBE on a fresh connection. */
 static void subscribe(struct waker *w)
 {
-	if (w->has_q == w->want_q && w->has_z == w->want_z && w->has_s == w->want_s && w->sub.c)
+	int none = !w->want_q && !w->want_z && !w->want_s;
+	if (w->has_q == w->want_q && w->has_z == w->want_z && w->has_s == w->want_s &&
+	    (w->sub.c || none))
 		return;
 	unsubscribed(w);
-	if (!w->want_q && !w->want_z && !w->want_s)
+	if (none)
 		return;
 	const char **argv = xcalloc((size_t)w->nqueues + 5, sizeof *argv);
 	int n = 0;
