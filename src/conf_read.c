@@ -71,6 +71,13 @@ int failf(struct loader *L, const config_setting_t *s, const char *fmt, ...)
 	return -1;
 }
 
+char *setting_where(const struct loader *L, const config_setting_t *s)
+{
+	char fbuf[PATH_MAX];
+	return xasprintf("%s:%u", setting_file(L, s, fbuf, sizeof fbuf),
+	                 config_setting_source_line(s));
+}
+
 /* An error with no place in the file (command line, environment). Returns -1. */
 int fail_plain(struct loader *L, const char *fmt, ...)
 {

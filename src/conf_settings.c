@@ -710,10 +710,21 @@ static int read_unique(struct loader *L, const config_setting_t *s, const char *
 	return 0;
 }
 
+/* A queue name as the queues setting spells one, without a weight. */
+static const char *check_queue_name(const char *s)
+{
+	for (const char *p = s; *p; p++)
+		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p) || *p == ',')
+			return "is not a queue name (no spaces or commas)";
+	return NULL;
+}
+
 #define P(f) offsetof(struct periodic_entry, f)
 static const struct spec periodic_specs[] = {
 	{ .name = "cron", .kind = K_STRING, .off = P(cron), .flags = F_NONEMPTY },
 	{ .name = "class", .kind = K_STRING, .off = P(class_name), .flags = F_NONEMPTY },
+	{ .name = "queue", .kind = K_STRING, .off = P(queue), .flags = F_NONEMPTY,
+	  .check = check_queue_name },
 	{ .name = "args", .kind = K_CUSTOM, .read = read_args },
 	{ .name = "retry", .kind = K_CUSTOM, .read = read_retry },
 	{ .name = "unique", .kind = K_CUSTOM, .read = read_unique },
@@ -726,6 +737,8 @@ void conf_periodic_free(struct periodic_entry *p)
 	free(p->class_name);
 	free(p->args_json);
 	free(p->retry_json);
+	free(p->queue);
+	free(p->where);
 	memset(p, 0, sizeof *p);
 }
 
@@ -768,7 +781,9 @@ static int read_periodic(struct loader *L, const config_setting_t *s, const char
 		memset(p, 0, sizeof *p);
 		p->args_json = xstrdup("[]");
 		p->retry_json = xstrdup("0");
+		p->queue = xstrdup("default");
 		p->line = (int)config_setting_source_line(g);
+		p->where = setting_where(L, g);
 		if (read_periodic_entry(L, g, p) < 0)
 			return -1;
 	}
@@ -776,6 +791,26 @@ static int read_periodic(struct loader *L, const config_setting_t *s, const char
 }
 
 /* --- the top level ----------------------------------------------------------------------- */
+
+/* tick_interval: seconds, and where the file set it, for the notice that its meaning
+ * changed (conf_warnings). */
+static int read_tick_interval(struct loader *L, const config_setting_t *s, const char *name,
+                              void *base)
+{
+	struct conf *c = base;
+	double d;
+
+	if (read_number(L, s, name, &d) < 0)
+		return -1;
+	if (!(d > 0))
+		return failf(L, s, "%s must be a positive number", name);
+	if (d > MAX_SECONDS)
+		return failf(L, s, "%s must be at most %.15g", name, MAX_SECONDS);
+	c->tick_interval = d;
+	free(c->tick_interval_where);
+	c->tick_interval_where = setting_where(L, s);
+	return 0;
+}
 
 #define C(f) offsetof(struct conf, f)
 static const struct spec top_specs[] = {
@@ -804,8 +839,7 @@ static const struct spec top_specs[] = {
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "periodic_catch_up", .kind = K_BOOL, .off = C(periodic_catch_up) },
 	{ .name = "periodic_replace", .kind = K_BOOL, .off = C(periodic_replace) },
-	{ .name = "tick_interval", .kind = K_SECONDS, .off = C(tick_interval),
-	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "tick_interval", .kind = K_CUSTOM, .read = read_tick_interval },
 	{ .name = "log_level", .kind = K_CUSTOM, .read = read_log_level },
 	{ .name = "log_format", .kind = K_CUSTOM, .read = read_log_format },
 	{ .name = "metrics_listen", .kind = K_CUSTOM, .read = read_metrics_listen },
@@ -843,17 +877,17 @@ void conf_defaults(struct conf *c)
 	conf_set_queues(c, &q);
 	c->fetch_basic = 0;
 	c->shutdown_timeout = 25;
-	c->poll_interval = 5;
+	c->poll_interval = 2;
 	c->heartbeat_interval = 5;
 	c->process_ttl = 60;
 	c->orphan_threshold = 300;
 	c->orphan_check_interval = 60;
 	c->max_orphanings = 3;
-	c->fetch_idle_max_interval = 1.0;
+	c->fetch_idle_max_interval = 0.5;
 	c->unique_lock_ttl = 86400;
 	c->periodic_catch_up = 1;
 	c->periodic_replace = 0;
-	c->tick_interval = 5;
+	c->tick_interval = 1;
 	c->log_level = LOG_INFO;
 	c->log_format = LOG_FORMAT_TEXT;
 	c->metrics_listen = xstrdup("");

@@ -286,6 +286,7 @@ void conf_free(struct conf *c)
 	strv_free(&c->queues, &c->nqueues);
 	strv_free(&c->queue_names, &c->nqueue_names);
 	free(c->metrics_listen);
+	free(c->tick_interval_where);
 	for (int i = 0; i < c->nhandlers; i++)
 		conf_handler_free(&c->handlers[i]);
 	free(c->handlers);
@@ -296,6 +297,56 @@ void conf_free(struct conf *c)
 		argv_free(&c->on_death[i]);
 	free(c->on_death);
 	memset(c, 0, sizeof *c);
+}
+
+static int reads_queue(const struct conf *c, const char *queue)
+{
+	for (int i = 0; i < c->nqueue_names; i++)
+		if (strcmp(c->queue_names[i], queue) == 0)
+			return 1;
+	return 0;
+}
+
+static void push_owned(char ***v, int *n, char *s)
+{
+	*v = xrealloc(*v, (size_t)(*n + 1) * sizeof **v);
+	(*v)[(*n)++] = s;
+}
+
+int conf_warnings(const struct conf *c, char ***out)
+{
+	int n = 0;
+	*out = NULL;
+	for (int i = 0; i < c->nperiodic; i++) {
+		const struct periodic_entry *p = &c->periodic[i];
+		const char *where = p->where ? p->where : (c->path ? c->path : "(conf)");
+		if (!conf_find_handler(c, p->class_name))
+			push_owned(out, &n, xasprintf("%s: periodic job class %s can't be resolved: no "
+			                             "handler for it in this conf (another process may "
+			                             "run it)", where, p->class_name));
+		if (!reads_queue(c, p->queue)) {
+			struct sbuf qs;
+			sb_init(&qs);
+			for (int k = 0; k < c->nqueue_names; k++)
+				sb_printf(&qs, "%s%s", k ? ", " : "", c->queue_names[k]);
+			push_owned(out, &n, xasprintf("%s: periodic entry %s (%s) puts its jobs on queue "
+			                             "'%s', which this conf does not read (queues: %s): "
+			                             "only a process reading it runs them", where,
+			                             p->class_name, p->cron, p->queue, qs.s));
+			sb_free(&qs);
+		}
+	}
+	if (c->tick_interval_where)
+		push_owned(out, &n, xasprintf("%s: tick_interval no longer paces the periodic slots "
+		                             "(each fires on time); it only sets how often the "
+		                             "ticker looks again at what failed or was blocked",
+		                             c->tick_interval_where));
+	return n;
+}
+
+void conf_warnings_free(char **v, int n)
+{
+	strv_free(&v, &n);
 }
 
 const struct handler *conf_find_handler(const struct conf *c, const char *class_name)

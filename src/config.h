@@ -51,8 +51,10 @@ struct periodic_entry {
 	char *class_name;
 	char *args_json;                /* a JSON array, as written in the conf (default "[]") */
 	char *retry_json;               /* JSON text of the entry's retry: "0" by default */
+	char *queue;                    /* where its jobs go: "default" unless set */
 	int until_executed;
 	int line;
+	char *where;                    /* "<file>:<line>" of the entry, for warnings */
 };
 
 struct redis_addr {
@@ -100,7 +102,8 @@ struct conf {
 	double fetch_idle_max_interval;
 	double unique_lock_ttl;
 	int periodic_catch_up, periodic_replace;
-	double tick_interval;           /* periodic ticker, seconds (default 5) */
+	double tick_interval;           /* the ticker's catch-up look, seconds (default 1) */
+	char *tick_interval_where;      /* "<file>:<line>" when the file sets it, else NULL */
 	enum log_level log_level;
 	enum log_format log_format;     /* text (default) or json */
 	char *metrics_listen;           /* "" = off */
@@ -134,6 +137,17 @@ struct conf_overrides {
 int conf_load(const char *path, const struct conf_overrides *ov, struct conf *out,
               char *err, size_t errlen);
 void conf_free(struct conf *c);
+
+/*
+ * What a conf that loads may still get wrong, one line each, "<file>:<line>: <text>": a
+ * periodic entry whose class has no handler here ("periodic job class X can't be
+ * resolved") or whose queue this conf does not read, and a setting whose meaning changed
+ * (tick_interval). --check prints them and the daemon logs them at start and reload; none
+ * is an error (another process of the fleet may run the class, or read the queue).
+ * Returns how many, in *out (free with conf_warnings_free).
+ */
+int conf_warnings(const struct conf *c, char ***out);
+void conf_warnings_free(char **v, int n);
 
 /* The handler for a class: its own, else the "*" fallback, else NULL. */
 const struct handler *conf_find_handler(const struct conf *c, const char *class_name);

@@ -86,6 +86,8 @@ void put_err(struct loader *L, const char *loc, unsigned line, const char *msg);
 /* An error with no place in the file (command line, environment). Returns -1. */
 __attribute__((format(printf, 2, 3)))
 int fail_plain(struct loader *L, const char *fmt, ...);
+/* "<file>:<line>" of setting s, as errors name it (malloc'd), for later warnings. */
+char *setting_where(const struct loader *L, const config_setting_t *s);
 /* The first of the named top-level settings present in the file, for cross-check blame. */
 config_setting_t *blame(const struct loader *L, const char *a, const char *b);
 

@@ -5,23 +5,23 @@
  * in-progress list, so a job is never only in the memory of a process that may die.
  * Basic fetch pops it with BRPOP (a crash loses it, as cogworker's basic mode does).
  *
- * How an idle daemon starts a job within milliseconds on *any* queue: cogworker polls
- * its queues with the FETCH script and sleeps 0.25 → 1 s between empty rounds, so a job
- * waits up to a second. A blocking command can only watch one list (BLMOVE), so instead
- * each idle fetcher parks in BLMOVE on one queue, and idle fetchers are spread over the
- * queues (fetcher i watches queue (i + round) mod n): with at least as many fetchers as
- * queues every queue has a fetcher blocked on it server-side, and a push wakes it at once.
- * Whenever a round finds work, or a blocking wait ends, the next fetch is again one call
- * of the weighted FETCH script, so queue weights decide among queues that all have work.
- * With fewer fetchers than queues the block is bounded by fetch_idle_max_interval, so
- * the rotation reaches every queue within a bounded time. The cost of an idle daemon is
- * one FETCH call and one BLMOVE per fetcher every 2 s.
+ * A fetch is a try, then a park. The try takes without blocking: LMOVE from the one active
+ * queue, or the FETCH script over several in a weighted random order, so queue weights
+ * decide among queues that all have work. Only when it finds nothing does the fetcher park
+ * in a blocking BLMOVE (BRPOP in basic mode), on the queue park.c picks, or wait locally;
+ * park.c says how idle fetchers are spread, how long they block and how they are woken.
+ * After a job or a wake-up the next fetch tries first; after a long block that ran out it
+ * parks again at once (nothing can have come unseen).
  *
- * Paused queues are read fresh (SMEMBERS) before every fetch, as cogworker does, so
- * pausing takes effect at once in a mixed fleet. After a success the fetcher sends that
- * SMEMBERS in the round trip that acks the job (fetcher.c, finish_success) and hands the
- * reply in: the same command at the same place in the connection's command stream, one
- * round trip fewer.
+ * Pause is immediate. cogworker reads the paused set before each fetch, so a fetcher
+ * already blocked on a queue took jobs pushed after the pause (2 of 5 in a test). Here
+ * every fetch command is followed, in the same round trip, by SMEMBERS of the paused set:
+ * Redis runs a client's commands in order, so that read happens right after the job was
+ * taken, blocking or not, and sees any pause that returned before the job was pushed. A
+ * job of a paused queue is handed back to the head of its queue (REQUEUE_ONE, or RPUSH in
+ * basic mode) unstarted; the read also refreshes the paused set park.c keeps, so fetchers
+ * park only on active queues. The command count on the busy path is unchanged: the
+ * SMEMBERS that used to precede each fetch (riding on the ack's round trip) follows it now.
  *
  * The fetch mode is resolved at the first fetch, not at start (lesson 52): a connection
  * error during the version check is not remembered (lesson 41), and an "unknown command"
@@ -34,6 +34,8 @@
 #include <strings.h>
 #include "fetch.h"
 #include "keys.h"
+#include "park.h"
+#include "settle.h"
 #include "state.h"
 #include "util.h"
 
@@ -102,29 +104,14 @@ static int is_unknown_command(const char *err)
 	return strcasestr(err, "unknown command") || strcasestr(err, "unknown redis command");
 }
 
-/* The configured queues (weight-expanded) minus the paused ones; n = count. paused: the
- * SMEMBERS reply when the caller read it already (taken over), else NULL. */
-static char **active_queues(struct rconn *r, const struct conf *c, int *n, int *err,
-                            redisReply *paused)
+/* The configured queues (weight-expanded) minus those paused at the last read; n = count. */
+static char **active_queues(const struct conf *c, int *n)
 {
-	redisReply *rep = paused ? paused : rcmd(r, "SMEMBERS %s", K_PAUSED);
-	*err = 0;
-	if (!rep && r->unavailable) {
-		*err = 1;
-		return NULL;
-	}
-	char **out = xcalloc((size_t)c->nqueues, sizeof *out);
+	char **out = xcalloc((size_t)c->nqueues + 1, sizeof *out);
 	*n = 0;
-	for (int i = 0; i < c->nqueues; i++) {
-		int is_paused = 0;
-		for (size_t k = 0; rep && rep->type == REDIS_REPLY_ARRAY && k < rep->elements; k++)
-			if (strcmp(rep->element[k]->str, c->queues[i]) == 0)
-				is_paused = 1;
-		if (!is_paused)
+	for (int i = 0; i < c->nqueues; i++)
+		if (!park_is_paused(c->queues[i]))
 			out[(*n)++] = xstrdup(c->queues[i]);
-	}
-	if (rep)
-		freeReplyObject(rep);
 	return out;
 }
 
@@ -162,7 +149,7 @@ static int dedup(char **v, int n)
 	return m;
 }
 
-static int take_reply(redisReply *rep, const char *queue, struct fetched *out)
+static int take(const redisReply *rep, const char *queue, struct fetched *out)
 {
 	if (!rep || rep->type != REDIS_REPLY_STRING)
 		return 0;
@@ -172,166 +159,312 @@ static int take_reply(redisReply *rep, const char *queue, struct fetched *out)
 	return 1;
 }
 
-static int blmove(struct rconn *r, const char *queue, double block, struct fetched *out)
+/* {cogworker:queue:<q>, raw} (the FETCH script, BRPOP) into out. */
+static int take_pair(const redisReply *rep, struct fetched *out)
+{
+	size_t plen = strlen(K_QUEUE);
+	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING ||
+	    strncmp(rep->element[0]->str, K_QUEUE, plen) != 0)
+		return 0;
+	return take(rep->element[1], rep->element[0]->str + plen, out);
+}
+
+static int reply_has(const redisReply *rep, const char *name)
+{
+	for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
+		if (rep->element[i]->type == REDIS_REPLY_STRING && strcmp(rep->element[i]->str, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* ---- one fetch round trip: the fetch, then the paused set ---- */
+
+struct round {
+	redisReply *rep;            /* the fetch's reply; NULL on an error (r->err) */
+	int unavailable;
+	redisReply *paused;         /* SMEMBERS of the paused set; NULL if it failed */
+	int paused_lost;            /* ... for want of Redis: the pause state is unknown */
+};
+
+/*
+ * Queue SMEMBERS of the paused set behind the fetch command already on p and read both.
+ * Redis runs one client's commands in order, so this read of the paused set happens right
+ * after the fetch took its job, blocking or not: any pause that returned before the job
+ * was pushed is in it (pause_check). The fetch's error is left in r->err.
+ */
+static void round_paused(struct rconn *r, struct round *rd, redisReply *paused)
+{
+	rd->paused = paused;
+	rd->paused_lost = !paused && r->unavailable;
+	if (!rd->paused_lost)
+		park_paused_update(paused);         /* a command error (WRONGTYPE): none paused */
+}
+
+static void round_read(struct rconn *r, struct rpipe *p, struct round *rd)
+{
+	char err[sizeof r->err];
+	redisReply *paused;
+	rpipe_add(r, p, "SMEMBERS %s", K_PAUSED);
+	rpipe_read(r, p, 1, &rd->rep);
+	rd->unavailable = r->unavailable;
+	snprintf(err, sizeof err, "%s", r->err);
+	rpipe_read(r, p, 1, &paused);
+	round_paused(r, rd, paused);
+	snprintf(r->err, sizeof r->err, "%s", err);
+	r->unavailable = rd->unavailable;
+}
+
+static void round_free(struct round *rd)
+{
+	if (rd->rep)
+		freeReplyObject(rd->rep);
+	if (rd->paused)
+		freeReplyObject(rd->paused);
+}
+
+/* The fetch's error as fetch_job returns it: -2 "unsupported" (fall back to basic), -1. */
+static int round_error(const struct rconn *r, int basic)
+{
+	return !basic && !r->unavailable && is_unknown_command(r->err) ? -2 : -1;
+}
+
+/* A job from a queue paused at the moment it was taken (or with the pause state unknown)
+ * goes back to the head of its queue unstarted (§7.9): 1 to run it, 0 given back. */
+static int pause_check(struct rconn *r, const struct round *rd, struct fetched *out)
+{
+	if (!rd->paused_lost && !reply_has(rd->paused, out->queue))
+		return 1;
+	log_debug("Fetch: a job of %s, %s, handed back unstarted", out->queue,
+	          rd->paused_lost ? "whose pause state could not be read" : "a paused queue");
+	give_back(r, out->raw, out->len, out->queue);
+	fetched_free(out);
+	return 0;
+}
+
+/* Run the fetch queued on p and settle what it brought: 1 a job, 0 none, -1/-2 error. */
+static int finish(struct rconn *r, struct rpipe *p, int basic, int pair, const char *queue,
+                  struct fetched *out)
+{
+	struct round rd = { 0 };
+	round_read(r, p, &rd);
+	int got;
+	if (!rd.rep)
+		got = round_error(r, basic);
+	else
+		got = pair ? take_pair(rd.rep, out) : take(rd.rep, queue, out);
+	if (got == 1)
+		got = pause_check(r, &rd, out);
+	round_free(&rd);
+	return got;
+}
+
+/* Raise the socket timeout above a server-side block (and back): the server must answer
+ * first (doc/design.md "Redis"). */
+static double raise_timeout(struct rconn *r, double block)
+{
+	double normal = r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
+	if (normal < block + 1.0)
+		rconn_set_timeouts(r, r->rc.connect_timeout, block + normal);
+	return normal;
+}
+
+/* ---- reliable fetch ---- */
+
+/* Non-blocking: LMOVE from the one active queue, or FETCH over several in a weighted
+ * random order. The active list is consumed. */
+static int try_reliable(struct rconn *r, char **active, int n, struct fetched *out)
+{
+	shuffle(active, n);
+	int nd = dedup(active, n);
+	char *dst = xasprintf(K_INPROGRESS "%s", D.identity);
+	const char **keys = xcalloc((size_t)nd + 1, sizeof *keys);
+	for (int i = 0; i < nd; i++)
+		keys[i] = xasprintf(K_QUEUE "%s", active[i]);
+	keys[nd] = dst;
+	struct rpipe p;
+	int got;
+	rpipe_begin(r, &p);
+	if (nd == 1) {
+		const char *argv[] = { "LMOVE", keys[0], dst, "RIGHT", "LEFT" };
+		rpipe_add_argv(r, &p, 5, argv, NULL);
+		got = finish(r, &p, 0, 0, active[0], out);
+	} else {
+		rpipe_add_script(r, &p, "fetch", nd + 1, keys, 0, NULL, NULL);
+		got = finish(r, &p, 0, 1, NULL, out);
+		if (got == -1 && !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0) {
+			/* First use on this server: EVAL it (rscript caches it), then read the
+			 * paused set after it, as the pipeline does. */
+			struct round rd = { .rep = rscript(r, "fetch", nd + 1, keys, 0, NULL, NULL) };
+			if (!rd.rep) {
+				got = round_error(r, 0);
+			} else {
+				round_paused(r, &rd, rcmd(r, "SMEMBERS %s", K_PAUSED));
+				got = take_pair(rd.rep, out);
+				if (got == 1)
+					got = pause_check(r, &rd, out);
+			}
+			round_free(&rd);
+		}
+	}
+	for (int i = 0; i < nd; i++)
+		free((char *)keys[i]);
+	free(keys);
+	free(dst);
+	free_list(active, nd);
+	return got;
+}
+
+static int park_reliable(struct rconn *r, const struct fetch_state *st, const char *queue,
+                         double block, struct fetched *out)
 {
 	char *src = xasprintf(K_QUEUE "%s", queue);
 	char *dst = xasprintf(K_INPROGRESS "%s", D.identity);
 	char tmo[32];
 	snprintf(tmo, sizeof tmo, "%g", block);
-	const char *argv[] = { "BLMOVE", src, dst, "RIGHT", "LEFT", tmo };
-	redisReply *rep = rcmd_blocking(r, block, 6, argv, NULL);
+	double normal = raise_timeout(r, block);
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	int got = 0;
+	if (p.failed_conn || r->connects == st->id_connects) {
+		const char *argv[] = { "BLMOVE", src, dst, "RIGHT", "LEFT", tmo };
+		rpipe_add_argv(r, &p, 6, argv, NULL);
+		got = finish(r, &p, 0, 0, queue, out);
+	}
+	/* else: reconnected since CLIENT ID was read: the waker would unblock a stale id, so
+	 * re-plan (with the new id) instead of blocking. */
+	rconn_set_timeouts(r, r->rc.connect_timeout, normal);
 	free(src);
 	free(dst);
-	if (!rep)
-		return r->unavailable ? -1 : (is_unknown_command(r->err) ? -2 : -1);
-	int got = take_reply(rep, queue, out);
-	freeReplyObject(rep);
 	return got;
 }
 
-static int fetch_script(struct rconn *r, char **order, int n, struct fetched *out)
-{
-	const char **keys = xcalloc((size_t)n + 1, sizeof *keys);
-	for (int i = 0; i < n; i++)
-		keys[i] = xasprintf(K_QUEUE "%s", order[i]);
-	keys[n] = xasprintf(K_INPROGRESS "%s", D.identity);
-	redisReply *rep = rscript(r, "fetch", n + 1, keys, 0, NULL, NULL);
-	for (int i = 0; i <= n; i++)
-		free((char *)keys[i]);
-	free(keys);
-	if (!rep)
-		return r->unavailable ? -1 : (is_unknown_command(r->err) ? -2 : -1);
-	int got = 0;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-	    rep->element[0]->type == REDIS_REPLY_STRING) {
-		const char *q = rep->element[0]->str + strlen(K_QUEUE);
-		got = take_reply(rep->element[1], q, out);
-	}
-	freeReplyObject(rep);
-	return got;
-}
+/* ---- basic fetch ---- */
 
-/* Idle fetchers parked in BLMOVE, per queue name (a few configured names: never shrinks). */
-static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct parked { char *name; int n; } *parked;
-static int nparked;
-
-static int *park_slot(const char *queue)        /* under park_mu */
-{
-	for (int i = 0; i < nparked; i++)
-		if (strcmp(parked[i].name, queue) == 0)
-			return &parked[i].n;
-	parked = xrealloc(parked, (size_t)(nparked + 1) * sizeof *parked);
-	parked[nparked].name = xstrdup(queue);
-	parked[nparked].n = 0;
-	return &parked[nparked++].n;
-}
-
-static int fetch_reliable(struct rconn *r, int index, char **active, int n, double idle_max,
-                          int concurrency, struct fetched *out, double *idle)
-{
-	shuffle(active, n);
-	int nd = dedup(active, n);
-	int got;
-	if (nd == 1) {
-		got = blmove(r, active[0], FETCH_TIMEOUT, out);
-	} else {
-		got = fetch_script(r, active, nd, out);
-		if (got == 0) {
-			/* Idle: park on one queue, spread over fetchers and rotated per round. */
-			char **byname = xcalloc((size_t)nd, sizeof *byname);
-			memcpy(byname, active, (size_t)nd * sizeof *byname);
-			for (int i = 1; i < nd; i++)        /* a stable order to spread over */
-				for (int k = i; k > 0 && strcmp(byname[k - 1], byname[k]) > 0; k--) {
-					char *t = byname[k];
-					byname[k] = byname[k - 1];
-					byname[k - 1] = t;
-				}
-			/* The queue with the fewest fetchers parked on it, ties broken by the
-			 * rotation: rotation alone let two fetchers park on one queue while
-			 * another had none, and a push there waited a whole BLMOVE timeout. */
-			int start = (int)(((long)index + (long)*idle) % nd), pick = start;
-			int least = -1, watched = 0;
-			pthread_mutex_lock(&park_mu);
-			for (int k = 0; k < nd; k++) {
-				int i = (start + k) % nd, cnt = *park_slot(byname[i]);
-				watched += cnt > 0;
-				if (least < 0 || cnt < least) {
-					least = cnt;
-					pick = i;
-				}
-			}
-			watched += least == 0;
-			(*park_slot(byname[pick]))++;
-			pthread_mutex_unlock(&park_mu);
-			/* A queue nobody watches is reached by rotation within idle_max. */
-			double block = concurrency >= nd && watched >= nd ? FETCH_TIMEOUT : idle_max;
-			if (block < 0.1)
-				block = 0.1;
-			if (block > FETCH_TIMEOUT)
-				block = FETCH_TIMEOUT;
-			got = blmove(r, byname[pick], block, out);
-			pthread_mutex_lock(&park_mu);
-			(*park_slot(byname[pick]))--;
-			pthread_mutex_unlock(&park_mu);
-			free(byname);
-			*idle += 1;
-		}
-	}
-	for (int i = 0; i < nd; i++)
-		free(active[i]);
-	free(active);
-	return got;
-}
-
-static int fetch_basic(struct rconn *r, char **active, int n, struct fetched *out)
+/* BRPOP over the shuffled, weight-expanded list (consumed). */
+static int park_basic(struct rconn *r, const struct fetch_state *st, char **active, int n,
+                      double block, struct fetched *out)
 {
 	shuffle(active, n);
 	const char **argv = xcalloc((size_t)n + 2, sizeof *argv);
+	char tmo[32];
+	snprintf(tmo, sizeof tmo, "%g", block);
 	argv[0] = "BRPOP";
 	for (int i = 0; i < n; i++)
 		argv[1 + i] = xasprintf(K_QUEUE "%s", active[i]);
-	argv[n + 1] = "2";
-	redisReply *rep = rcmd_blocking(r, FETCH_TIMEOUT, n + 2, argv, NULL);
+	argv[n + 1] = tmo;
+	double normal = raise_timeout(r, block);
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	int got = 0;
+	if (p.failed_conn || r->connects == st->id_connects) {
+		rpipe_add_argv(r, &p, n + 2, argv, NULL);
+		got = finish(r, &p, 1, 1, NULL, out);
+	}
+	rconn_set_timeouts(r, r->rc.connect_timeout, normal);
 	for (int i = 0; i < n; i++)
 		free((char *)argv[1 + i]);
 	free(argv);
 	free_list(active, n);
-	if (!rep)
-		return -1;
-	int got = 0;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
-		got = take_reply(rep->element[1], rep->element[0]->str + strlen(K_QUEUE), out);
-	freeReplyObject(rep);
 	return got;
 }
 
-int fetch_job(struct rconn *r, int index, struct fetched *out, double *idle, redisReply *paused)
+/* ---- the fetch ---- */
+
+void fetch_state_init(struct fetch_state *st, int index)
+{
+	memset(st, 0, sizeof *st);
+	st->index = index;
+	st->hot = 1;
+	st->client_id = -1;
+	st->id_connects = -1;
+}
+
+/* This connection's CLIENT ID, asked once per connection; -1 when unknown or refused. */
+static long long client_id(struct rconn *r, struct fetch_state *st)
+{
+	if (rconn_connect(r, 0) != 0)
+		return -1;
+	if (st->id_connects == r->connects)
+		return st->client_id;
+	st->id_connects = r->connects;
+	st->client_id = -1;
+	redisReply *rep = rcmd(r, "CLIENT ID");
+	if (rep && rep->type == REDIS_REPLY_INTEGER)
+		st->client_id = rep->integer;
+	else if (!rep && r->unavailable)
+		st->id_connects = -1;           /* ask again on the next connection */
+	if (rep)
+		freeReplyObject(rep);
+	return st->client_id;
+}
+
+int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 {
 	memset(out, 0, sizeof *out);
 	enum fetch_mode mode = fetch_mode_resolve(r);
-	if (mode == FETCH_UNRESOLVED) {
-		if (paused)
-			freeReplyObject(paused);
+	if (mode == FETCH_UNRESOLVED)
 		return -1;
+	if (!park_paused_known()) {
+		/* The first fetch of the process: know the paused queues before choosing any. */
+		redisReply *rep = rcmd(r, "SMEMBERS %s", K_PAUSED);
+		if (!rep && r->unavailable)
+			return -1;
+		park_paused_update(rep);
+		if (rep)
+			freeReplyObject(rep);
 	}
 	struct conf *c = conf_acquire();
 	double idle_max = c->fetch_idle_max_interval;
-	int concurrency = c->concurrency;
-	int n = 0, err = 0;
-	char **active = active_queues(r, c, &n, &err, paused);
+	int n = 0;
+	unsigned gen = park_paused_gen();
+	char **active = active_queues(c, &n);
 	conf_release(c);
-	if (err)
-		return -1;
 	if (n == 0) {
+		/* Every queue paused: no Redis call until the waker sees a resume. */
 		free(active);
-		sleep_unless_stopping(FETCH_TIMEOUT);
+		park_wait_idle(FETCH_TIMEOUT);
+		st->hot = 1;
 		return 0;
 	}
-	if (mode == FETCH_BASIC)
-		return fetch_basic(r, active, n, out);
-	int got = fetch_reliable(r, index, active, n, idle_max, concurrency, out, idle);
-	if (got == 1)
-		*idle = 0;
+	int basic = mode == FETCH_BASIC;
+	if (st->hot && !basic) {
+		int got = try_reliable(r, active, n, out);
+		if (got == 1)
+			park_took_job();
+		if (got != 0)
+			return got;
+		st->hot = 0;
+		c = conf_acquire();
+		gen = park_paused_gen();
+		active = active_queues(c, &n);
+		conf_release(c);
+		if (n == 0) {
+			free(active);
+			return 0;
+		}
+	}
+	long long id = client_id(r, st);
+	struct park_plan plan;
+	enum park_result pr = park_plan(st->index, basic, id, idle_max, gen, &plan);
+	if (pr != PARK_ON) {
+		free_list(active, n);
+		st->hot = pr == PARK_SIGNALLED;
+		return 0;
+	}
+	int got = 0;
+	if (atomic_load(&D.quiet) || atomic_load(&D.stopping))
+		free_list(active, n);           /* changed while deciding: do not block */
+	else if (basic)
+		got = park_basic(r, st, active, n, plan.block, out);
+	else {
+		free_list(active, n);
+		got = park_reliable(r, st, plan.queue, plan.block, out);
+	}
+	int replan = park_leave(st->index, got == 1);
+	/* Unblocked, or a rotating block ended: try every queue first. A long block that ran
+	 * out parks again at once: nothing can have come unseen. */
+	st->hot = got == 1 || replan || plan.rotating;
+	free(plan.queue);
 	return got;
 }

@@ -47,18 +47,13 @@ struct fetcher {
 	atomic_int cancel;          /* CANCEL_*: a remote cancel of the running job */
 	atomic_int exited;
 	struct rconn r;
-	redisReply *paused;         /* SMEMBERS of the paused queues, for the next fetch */
+	struct fetch_state fs;
 };
 
 /* One site each for all fetchers (doc/protocol.md §7.24 logs per place in the code, not per
  * thread: N fetchers made N identical lines per outage). log.c serialises them. */
 static struct log_site fetch_site = LOG_SITE("Fetch");
 static struct log_site job_site = LOG_SITE("Processor");
-
-static void sleep_quiet_or_error(double s)
-{
-	sleep_unless_stopping(s);
-}
 
 /* ---- bookkeeping around a run ---- */
 
@@ -163,37 +158,25 @@ static int stats_only(const struct conf *c, const struct job *j)
 }
 
 /*
- * The end of such a success in one round trip instead of four: the stats (INCR,
- * HINCRBY, EXPIRE), the HDEL of the workers entry, the next fetch's SMEMBERS of the
- * paused queues (fetch.c) and the ACK are pipelined, in the order of the step-by-step
- * path (§7.4: stats, `done:`, HDEL; busy -1; §7.7 ack; then the next fetch), except that
- * the SMEMBERS, a read, goes before the ACK so that the ACK's reply is the last one and a
- * failed ACK can go on with attempts 2 and 3 as usual. Each reply is judged and logged as
- * on the step-by-step path.
+ * The end of such a success in one round trip instead of three: the stats (INCR,
+ * HINCRBY, EXPIRE), the HDEL of the workers entry and the ACK are pipelined, in the order
+ * of the step-by-step path (§7.4: stats, `done:`, HDEL; busy -1; §7.7 ack). The ACK's
+ * reply is the last one, so a failed ACK goes on with attempts 2 and 3 as usual. Each
+ * reply is judged and logged as on the step-by-step path.
  */
 static void finish_success(struct fetcher *f, const struct job *j, double took)
 {
 	char *key = xasprintf(K_WORKERS "%s", D.identity);
 	struct rpipe p;
 	redisReply *rep;
-	/* No next fetch once quiet or stopping: nothing to read ahead for. */
-	int next = !atomic_load(&D.stopping) && !atomic_load(&D.quiet);
 	rpipe_begin(&f->r, &p);
 	stats_add(&f->r, &p, 1);
 	rpipe_add(&f->r, &p, "HDEL %s %s", key, f->tid);
-	if (next)
-		rpipe_add(&f->r, &p, "SMEMBERS %s", K_PAUSED);
 	int acking = settle_ack_add(&f->r, &p, j->raw, j->raw_len, j->jid);
 	stats_read(&f->r, &p, &job_site);
 	log_done(j, took);
 	rpipe_read(&f->r, &p, 1, &rep);
 	deregistered(f, rep);
-	if (next) {
-		rpipe_read(&f->r, &p, 1, &rep);
-		if (f->paused)
-			freeReplyObject(f->paused);
-		f->paused = rep;        /* NULL when it failed: the fetch reads it again */
-	}
 	atomic_fetch_sub(&D.busy, 1);
 	settle_ack_read(&f->r, &p, acking, j->raw, j->raw_len, j->jid);
 	free(key);
@@ -417,14 +400,11 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 static void *fetcher_main(void *arg)
 {
 	struct fetcher *f = arg;
-	double idle = 0;
 	while (!atomic_load(&D.stopping)) {
 		if (atomic_load(&D.quiet)) {
-			if (f->paused)          /* read before the pause: stale by now */
-				freeReplyObject(f->paused);
-			f->paused = NULL;
 			limits_give_back_held(&f->r);
-			sleep_quiet_or_error(0.5);
+			park_wait_idle(0.5);        /* resume and stop wake it (park_wake_all) */
+			f->fs.hot = 1;
 			continue;
 		}
 		struct fetched fj;
@@ -433,15 +413,14 @@ static void *fetcher_main(void *arg)
 			fetched_free(&fj);
 			continue;
 		}
-		int got = fetch_job(&f->r, f->index, &fj, &idle, f->paused);
-		f->paused = NULL;
+		int got = fetch_job(&f->r, &f->fs, &fj);
 		if (got == -2) {
 			fetch_mode_fallback();
 			continue;
 		}
 		if (got < 0) {
 			site_result(&fetch_site, &f->r, 0, "fetch");
-			sleep_quiet_or_error(1.0);
+			sleep_unless_stopping(1.0);
 			continue;
 		}
 		site_result(&fetch_site, &f->r, 1, "fetch");
@@ -451,9 +430,6 @@ static void *fetcher_main(void *arg)
 		}
 	}
 	limits_give_back_held(&f->r);
-	if (f->paused)
-		freeReplyObject(f->paused);
-	f->paused = NULL;
 	atomic_store(&f->exited, 1);
 	return NULL;
 }
@@ -464,11 +440,14 @@ static int nall;
 int fetchers_start(int n)
 {
 	struct conf *c = conf_acquire();
+	park_init(n, c->queue_names, c->nqueue_names,
+	          c->redis.sentinels.n > 0 ? FETCH_TIMEOUT : IDLE_BLOCK);
 	all = xcalloc((size_t)n, sizeof *all);
 	nall = n;
 	for (int i = 0; i < n; i++) {
 		struct fetcher *f = &all[i];
 		f->index = i;
+		fetch_state_init(&f->fs, i);
 		random_hex(f->tid, 6);
 		rconn_init(&f->r, &c->redis);
 	}

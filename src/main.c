@@ -94,6 +94,11 @@ int main(int argc, char **argv)
 	}
 	if (check) {
 		int bad = conf_check_commands(&conf, check_report, NULL);
+		char **warn;
+		int nwarn = conf_warnings(&conf, &warn);
+		for (int i = 0; i < nwarn; i++)
+			fprintf(stderr, "cogworkerd: warning: %s\n", warn[i]);
+		conf_warnings_free(warn, nwarn);
 		if (bad == 0)
 			printf("%s: configuration OK\n", path);
 		conf_free(&conf);

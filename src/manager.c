@@ -38,6 +38,7 @@
 #include "metrics.h"
 #include "outcome.h"
 #include "outkeep.h"
+#include "park.h"
 #include "reaper.h"
 #include "scheduled.h"
 #include "sentinelwatch.h"
@@ -46,6 +47,7 @@
 #include "stoprequeue.h"
 #include "ticker.h"
 #include "util.h"
+#include "waker.h"
 
 /* ---- identity ---- */
 
@@ -122,6 +124,16 @@ static enum event wait_event(double timeout)
 
 /* ---- reload ---- */
 
+/* What --check warns about, logged at start and after each reload (§7.1 step 4). */
+static void log_conf_warnings(const struct conf *c)
+{
+	char **warn;
+	int n = conf_warnings(c, &warn);
+	for (int i = 0; i < n; i++)
+		log_warn("%s", warn[i]);
+	conf_warnings_free(warn, n);
+}
+
 static const char *conf_path;
 static struct conf_overrides overrides;
 
@@ -168,6 +180,10 @@ static void reload(void)
 	conf_install(&fresh);
 	log_info("reloaded %s: %d handler(s), %d periodic entr%s", conf_path ? conf_path : "(defaults)",
 	         fresh.nhandlers, fresh.nperiodic, fresh.nperiodic == 1 ? "y" : "ies");
+	struct conf *now = conf_acquire();
+	log_conf_warnings(now);
+	conf_release(now);
+	ticker_kick();                  /* the entries may have changed */
 	sd_notify(0, "READY=1");
 }
 
@@ -193,13 +209,6 @@ static int first_beat(void)
 	}
 }
 
-static void check_periodic_classes(const struct conf *c)
-{
-	for (int i = 0; i < c->nperiodic; i++)
-		if (!conf_find_handler(c, c->periodic[i].class_name))
-			log_warn("periodic job class %s can't be resolved", c->periodic[i].class_name);
-}
-
 static void notify_status(const struct conf *c)
 {
 	sd_notifyf(0, "STATUS=%d/%d busy%s, redis %s", atomic_load(&D.busy), c->concurrency,
@@ -222,6 +231,7 @@ static int shutdown_daemon(void)
 	conf_release(c);
 	atomic_store(&D.quiet, 1);
 	atomic_store(&D.stopping, 1);
+	park_wake_all();                /* parked fetchers are unblocked, not waited for */
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping: waiting up to %gs for %d running job(s)", timeout, atomic_load(&D.busy));
 	double deadline = mono_now() + timeout;
@@ -244,8 +254,10 @@ static int shutdown_daemon(void)
 	 * One stuck on an unreachable Redis is abandoned: a job it might still pop stays in
 	 * our in-progress list, which stays registered for recovery.
 	 */
-	if (left > 0)
+	if (left > 0) {
+		park_unblock(&mconn);       /* in case the waker's connection is the one in trouble */
 		left = fetchers_join(fmax(mono_now(), deadline + FETCH_TIMEOUT + 1.0));
+	}
 	int abandoned = left;
 	if (left > 0) {
 		log_error("stopping: %d fetcher(s) stuck in Redis calls are abandoned", left);
@@ -296,7 +308,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 		log_error("couldn't set up signal handling: %s", strerror(errno));
 		return 1;
 	}
-	check_periodic_classes(c);
+	log_conf_warnings(c);
 	conf_check_commands(c, warn_command, NULL);
 	rconn_init(&mconn, &c->redis);
 	double beat_every = c->heartbeat_interval;
@@ -311,7 +323,8 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	int watch = sentinel_watch_start(c);
 	conf_release(c);
 	if (watch != 0 || subscriber_start() != 0 || outkeep_start() != 0 ||
-	    fetchers_start(concurrency) != 0 || poller_start() != 0 || ticker_start() != 0) {
+	    fetchers_start(concurrency) != 0 || waker_start() != 0 || poller_start() != 0 ||
+	    ticker_start() != 0) {
 		log_error("couldn't start the daemon's threads");
 		return 1;
 	}
@@ -336,12 +349,18 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 		case EV_STOP:
 			return shutdown_daemon();
 		case EV_QUIET:
-			if (!atomic_exchange(&D.quiet, 1))
+			if (!atomic_exchange(&D.quiet, 1)) {
+				park_wake_all();        /* parked fetchers stop watching at once */
 				log_info("quiet: no new jobs will be fetched");
+			}
 			break;
 		case EV_RESUME:
-			if (atomic_exchange(&D.quiet, 0))
+			if (atomic_exchange(&D.quiet, 0)) {
+				park_wake_all();
+				poller_kick();
+				ticker_kick();
 				log_info("resumed: fetching again");
+			}
 			break;
 		case EV_RELOAD:
 			reload();

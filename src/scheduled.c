@@ -3,39 +3,58 @@
  *
  * One thread, its own Redis connection, three steps with their own rhythm:
  *
- *   key check        KeyGuard (keyguard.c): first poll, then every 60 s;
- *   orphan check     orphan recovery + reconcile (recovery.c): first poll, then every
+ *   key check        KeyGuard (keyguard.c): first pass, then every 60 s;
+ *   orphan check     orphan recovery + reconcile (recovery.c): first pass, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
- *   scheduled poll   graduation of due schedule/retry entries: every poll_interval,
- *                    skipped while quiet.
+ *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet.
  *
  * Why each step is guarded on its own: cogworker learned that a repeatedly failing orphan
  * recovery skipped graduation on every poll, fleet-wide (lesson 2), and that one Redis
  * blip could stop the poller for good (lesson 1). So nothing a step does can skip another
  * step or end the loop; errors are logged per site (§7.24: "Key check", "Orphan check",
- * "Reconcile", "Scheduled poll") and the step simply runs again when it is next due.
+ * "Reconcile", "Scheduled poll") and the step simply runs again when it is next due. The
+ * next orphan check is scheduled *before* the check runs, so a failing check is not
+ * retried on every pass with a full SCAN.
  *
- * Why each step has its own due time rather than running on every poll: an operator who
- * asks for recovery in seconds (orphan_check_interval = 1) must get it even with the
- * default poll_interval of 5; with the defaults (60 is a multiple of 5) the rhythm is
- * exactly cogworker's. The next orphan check is scheduled *before* the check runs, so a
- * failing check is not retried on every poll with a full SCAN.
+ * Timers, not polls. cogworker polls the due range every 5 s, so a scheduled or retried
+ * job started up to 5 s late (p99 4.95 s). Here the thread knows the head of each set (its
+ * earliest entry) and sleeps until that moment, then moves what is due; poll_interval is
+ * only the longest it goes without looking at the heads. How an entry written with an
+ * earlier time than the known head is noticed:
+ *   - by that look: a look is one bounded read per set (ZRANGEBYSCORE -inf +inf WITHSCORES
+ *     LIMIT 0 1, both sets in one round trip), cheap enough to make every poll_interval
+ *     (2 s by default), so anything written at least that long before it is due is seen
+ *     in time; a retry filed by a worker is at least 15 s ahead (the backoff), always;
+ *   - at once with keyspace notifications, when the server has them on (the waker listens
+ *     for zadd on both sets and kicks us, poller_kick): nothing to poll, and entries due
+ *     within the second are on time too. The server's configuration is never changed: it
+ *     is shared, and notifications cost the server on every write.
+ * Shorter polls would buy little for a command per set per look from every process of a
+ * fleet, at all times, which the idle cost cannot afford (issue 12: <= 5 commands/s).
+ *
+ * A fleet: every process wakes for the same head, so each wakes a random 0-20 ms after it
+ * (HEAD_JITTER): the first moves the entry (CLAIM_AND_REQUEUE, unchanged, queues it once
+ * whoever races), the later ones find it gone with their read and only learn the next
+ * head; a lost claim (0) is never retried, and head wakes are at least MIN_GAP apart, so
+ * a due entry costs the fleet about one read per process, not a race of claims.
  *
  * The Ticker may only start once an orphan check really read the registry (or did its
  * boot SCAN) without losing the connection: after a fleet-wide outage, a slot could
  * otherwise fire before recovery requeued the interrupted run (lessons 38, 61). There is
  * deliberately no timeout on that.
  *
- * Graduation (per set, each isolated, lesson 3): ZRANGEBYSCORE -inf now LIMIT 0 50; each
- * entry is moved by CLAIM_AND_REQUEUE (ZSCORE gate, LPUSH, ZREM: never lost, queued once
- * even with many pollers, lesson 6) with enqueued_at re-stamped in the original text
- * (lessons 7, 8). An entry that is not a job with a queue is buried into dead as
- * (unparseable) (lesson 5); an entry that fails is deferred 60 s with ZADD XX so it can't
- * starve the entries behind it (lesson 4).
+ * Graduation (per set, each isolated, lesson 3): ZRANGEBYSCORE -inf now LIMIT 0 50, again
+ * at once while reads come back full (a burst due at one instant drains now, not 50 per
+ * poll); each entry is moved by CLAIM_AND_REQUEUE (ZSCORE gate, LPUSH, ZREM: never lost,
+ * queued once even with many pollers, lesson 6) with enqueued_at re-stamped in the
+ * original text (lessons 7, 8). An entry that is not a job with a queue is buried into
+ * dead as (unparseable) (lesson 5); an entry that fails is deferred 60 s with ZADD XX so
+ * it can't starve the entries behind it (lesson 4).
  *
  * At stop the thread is abandoned, never joined (lesson 77): it checks the stopping flag
- * between steps and sleeps in slices of 0.1 s.
+ * between steps and its sleep returns at least every 0.25 s once stopping.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +70,23 @@
 
 #define KEY_CHECK_INTERVAL 60.0
 #define POLL_BATCH 50
+#define MAX_ROUNDS 20           /* batches per set in one wake: then the next look */
 #define DEFER_DELAY 60.0
+#define HEAD_JITTER 0.02        /* a head is acted on up to this long after it is due */
+#define MIN_GAP 0.01            /* head wakes at most this often */
+#define NSETS 2
+
+static const char *const SETS[NSETS] = { K_SCHEDULE, K_RETRY };
 
 struct poller {
 	struct rconn r;
 	struct log_site key_site, orphan_site, reconcile_site, poll_site;
-	double next_key, next_orphan, next_poll;        /* monotonic due times */
+	double next_key, next_orphan, next_look;        /* monotonic due times */
+	double head[NSETS];     /* score of each set's earliest entry: INFINITY empty, NAN unknown */
+	double jitter[NSETS];   /* this process's delay behind each head */
+	double last_wake;       /* monotonic: the last head wake */
 	int scanned;            /* the boot SCAN of a reliable process is done */
+	struct wakeup wake;     /* kicked by keyspace notifications and resume */
 };
 
 static struct poller P;
@@ -168,7 +197,10 @@ static int graduate_entry(struct rconn *r, const char *set, const char *raw, siz
 	return rc;
 }
 
-/* One set: -1 on an availability error (the step ends), else 0. */
+/*
+ * One read of due entries of a set, each moved: the number read (a full POLL_BATCH means
+ * more may be due), or -1 on an availability error (the step ends).
+ */
 static int poll_set(struct poller *p, const char *set)
 {
 	char now[32];
@@ -180,18 +212,99 @@ static int poll_set(struct poller *p, const char *set)
 		free(what);
 		return p->r.unavailable ? -1 : 0;
 	}
-	int rc = 0;
-	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && rc == 0; i++)
+	int rc = 0, n = rep->type == REDIS_REPLY_ARRAY ? (int)rep->elements : 0;
+	for (int i = 0; i < n && rc == 0; i++)
 		rc = graduate_entry(&p->r, set, rep->element[i]->str, rep->element[i]->len);
 	freeReplyObject(rep);
 	site_result(&p->poll_site, &p->r, rc == 0, "graduation");
-	return rc;
+	return rc == 0 ? n : -1;
 }
 
+/* The score of a head reply (ZRANGEBYSCORE ... WITHSCORES LIMIT 0 1): INFINITY for an
+ * empty set, NAN when it could not be read (the set is looked at again at the next look). */
+static double head_of(struct poller *p, const char *set, redisReply *rep)
+{
+	if (!rep) {
+		char *what = xasprintf("%s unreadable", set);
+		site_result(&p->poll_site, &p->r, 0, what);
+		free(what);
+		return NAN;
+	}
+	double h = INFINITY;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[1]->type == REDIS_REPLY_STRING)
+		h = strtod(rep->element[1]->str, NULL);
+	freeReplyObject(rep);
+	site_result(&p->poll_site, &p->r, 1, "graduation");
+	return h;
+}
+
+/* Learn the head of each set i with want[i] set, pipelined: one round trip. */
+static void look(struct poller *p, const int want[NSETS])
+{
+	struct rpipe pp;
+	redisReply *rep[NSETS];
+	rpipe_begin(&p->r, &pp);
+	for (int i = 0; i < NSETS; i++)
+		if (want[i])
+			rpipe_add(&p->r, &pp, "ZRANGEBYSCORE %s -inf +inf WITHSCORES LIMIT 0 1", SETS[i]);
+	for (int i = 0; i < NSETS; i++) {
+		if (!want[i])
+			continue;
+		rpipe_read(&p->r, &pp, 1, &rep[i]);
+		p->head[i] = head_of(p, SETS[i], rep[i]);
+		/* Spread the fleet: the first process to wake moves the entry, the later ones
+		 * find it gone with one read instead of racing for it (see the opening comment). */
+		p->jitter[i] = random_unit() * HEAD_JITTER;
+	}
+}
+
+/*
+ * Move what is due, schedule before retry, a batch of each in turn while batches come back
+ * full (a burst due at one instant drains at once, not POLL_BATCH per poll_interval), then
+ * learn the new heads. An availability error ends the step: retry is not read after one
+ * on schedule (lesson 3: a command error on one set does not stop the other).
+ */
 static void scheduled_poll(struct poller *p)
 {
-	if (poll_set(p, K_SCHEDULE) == 0)
-		poll_set(p, K_RETRY);
+	int due[NSETS], full = 1;
+	double now = now_float();
+	for (int i = 0; i < NSETS; i++)
+		due[i] = !isnan(p->head[i]) && p->head[i] <= now;
+	for (int round = 0; full && round < MAX_ROUNDS; round++) {
+		full = 0;
+		for (int i = 0; i < NSETS; i++) {
+			if (!due[i] || atomic_load(&D.stopping) || atomic_load(&D.quiet))
+				continue;
+			int n = poll_set(p, SETS[i]);
+			if (n < 0) {
+				p->head[0] = p->head[1] = NAN;  /* the next look tries again */
+				return;
+			}
+			due[i] = n == POLL_BATCH;
+			full |= due[i];
+		}
+	}
+	int want[NSETS];
+	for (int i = 0; i < NSETS; i++)
+		want[i] = !isnan(p->head[i]) && p->head[i] <= now;
+	if (want[0] || want[1])
+		look(p, want);
+	/* A head that was due when this began and is still there could neither move nor be
+	 * deferred (or a backlog passed MAX_ROUNDS batches): left for the next look, not read
+	 * again at once. */
+	for (int i = 0; i < NSETS; i++)
+		if (want[i] && !full && p->head[i] <= now)
+			p->head[i] = NAN;
+}
+
+/* When the head of a set is next due, monotonic; INFINITY when unknown or empty. */
+static double head_wake(const struct poller *p, int i)
+{
+	if (isnan(p->head[i]) || isinf(p->head[i]))
+		return INFINITY;
+	double at = mono_now() + (p->head[i] - now_float()) + p->jitter[i];
+	return at > p->last_wake + MIN_GAP ? at : p->last_wake + MIN_GAP;
 }
 
 /* ---- the orphan check ---- */
@@ -220,15 +333,15 @@ static void orphan_check(struct poller *p, double poll_every)
 
 /* ---- the loop ---- */
 
-static double min3(double a, double b, double c)
+void poller_kick(void)
 {
-	double m = a < b ? a : b;
-	return m < c ? m : c;
+	wakeup_kick(&P.wake);
 }
 
 static void *poller_main(void *arg)
 {
 	struct poller *p = arg;
+	int kicked = 0;
 	while (!atomic_load(&D.stopping)) {
 		struct conf *c = conf_acquire();
 		double poll_every = c->poll_interval, orphan_every = c->orphan_check_interval;
@@ -242,18 +355,36 @@ static void *poller_main(void *arg)
 			p->next_orphan = now + orphan_every;    /* scheduled before it runs */
 			orphan_check(p, poll_every);
 		}
-		if (now >= p->next_poll && !atomic_load(&D.stopping)) {
-			p->next_poll = now + poll_every;
-			if (!atomic_load(&D.quiet))
+		if (atomic_load(&D.quiet) || atomic_load(&D.stopping)) {
+			/* Nothing graduates while quiet: what the heads were is stale by resume. */
+			p->head[0] = p->head[1] = NAN;
+			p->next_look = now + poll_every;
+		} else {
+			if (now >= p->next_look || kicked) {
+				p->next_look = now + poll_every;
+				const int both[NSETS] = { 1, 1 };
+				look(p, both);
+			}
+			if (head_wake(p, 0) <= mono_now() || head_wake(p, 1) <= mono_now()) {
+				p->last_wake = mono_now();
 				scheduled_poll(p);
+			}
 		}
-		sleep_unless_stopping(min3(p->next_key, p->next_orphan, p->next_poll) - mono_now());
+		double wake = p->next_key < p->next_orphan ? p->next_key : p->next_orphan;
+		if (p->next_look < wake)
+			wake = p->next_look;
+		for (int i = 0; i < NSETS; i++)
+			if (head_wake(p, i) < wake)
+				wake = head_wake(p, i);
+		kicked = wakeup_wait(&p->wake, wake - mono_now());
 	}
 	return NULL;
 }
 
 int poller_start(void)
 {
+	wakeup_init(&P.wake);
+	P.head[0] = P.head[1] = NAN;
 	struct conf *c = conf_acquire();
 	rconn_init(&P.r, &c->redis);
 	conf_release(c);

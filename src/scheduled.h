@@ -7,5 +7,8 @@
 #define COGWORKERD_SCHEDULED_H
 
 int poller_start(void);
+/* Look at the heads of the schedule and retry sets now: one of them was written (a keyspace
+ * notification), or quiet ended. */
+void poller_kick(void);
 
 #endif

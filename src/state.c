@@ -14,6 +14,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "state.h"
 
 struct daemon D;
@@ -79,6 +80,54 @@ int sleep_unless_stopping(double s)
 		sleep_seconds(left < 0.1 ? left : 0.1);
 	}
 	return 1;
+}
+
+/* ---- kickable sleeps ---- */
+
+void wakeup_init(struct wakeup *w)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, &a);
+	pthread_condattr_destroy(&a);
+	w->kicked = 0;
+}
+
+int wakeup_wait(struct wakeup *w, double s)
+{
+	double end = mono_now() + (s > 0 ? s : 0);
+	pthread_mutex_lock(&w->mu);
+	while (!w->kicked) {
+		double left = end - mono_now();
+		if (left <= 0)
+			break;
+		/* Nobody kicks for the stop (the loops that sleep here are abandoned then): a
+		 * stopping process only needs them not to start anything new, soon. */
+		if (atomic_load(&D.stopping) && left > 0.25)
+			left = 0.25;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		long ns = ts.tv_nsec + (long)((left - (double)(long)left) * 1e9);
+		ts.tv_sec += (time_t)left + ns / 1000000000L;
+		ts.tv_nsec = ns % 1000000000L;
+		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+		if (atomic_load(&D.stopping))
+			break;
+	}
+	int kicked = w->kicked;
+	w->kicked = 0;
+	pthread_mutex_unlock(&w->mu);
+	return kicked;
+}
+
+void wakeup_kick(struct wakeup *w)
+{
+	pthread_mutex_lock(&w->mu);
+	w->kicked = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
 }
 
 /* ---- in-memory records ---- */

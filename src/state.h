@@ -77,6 +77,23 @@ void conf_install(struct conf *c);
 /* Sleep up to s seconds, returning early (1) when stopping begins. */
 int sleep_unless_stopping(double s);
 
+/*
+ * A sleep another thread can cut short: the poller sleeps until the head of a set is due,
+ * the ticker until the next slot, and each is kicked awake when what it sleeps on changes
+ * (a keyspace notification, quiet, resume, a reload) instead of waking up to look.
+ * A kick that comes while the owner is awake is kept for its next wait, so none is lost.
+ */
+struct wakeup {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;          /* on CLOCK_MONOTONIC */
+	int kicked;
+};
+void wakeup_init(struct wakeup *w);
+/* Sleep up to s seconds: 1 when kicked (the kick is consumed), 0 at the timeout. Returns at
+ * least every 0.25 s while stopping, so a loop that checks D.stopping ends promptly. */
+int wakeup_wait(struct wakeup *w, double s);
+void wakeup_kick(struct wakeup *w);
+
 void running_add(const char *raw);
 void running_remove(const char *raw);
 int running_has(const char *raw);

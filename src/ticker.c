@@ -6,14 +6,26 @@
  * and the running lock of an until_executed entry written *before* the job exists, lesson
  * 57), so exactly one process pushes the job of a slot.
  *
+ * - On time: the thread sleeps until the next slot of any entry (cron_next of each, in its
+ *   zone) and claims it the moment it comes; the slot of an entry is its latest match at or
+ *   before the current whole second, so a `0 * * * *` entry fires at the hour, not a tick
+ *   after it, and a per-second cron fires every second. cogworker ticks every 5 s and claims
+ *   only the latest slot, which skipped the slots in between without a word; the claim
+ *   itself is unchanged, so Ruby tickers in the same fleet still see each slot claimed once
+ *   (theirs, a tick later, finds it taken).
+ * - tick_interval is only the catch-up look: the longest the thread sleeps without looking
+ *   again, for what is not a new slot (a slot blocked by its previous run's lock, a claim
+ *   that failed for want of Redis, a pending rollback or publish, a step of the wall
+ *   clock). A look with nothing to do sends nothing to Redis.
  * - It publishes the entries to periodic:schedule when it starts, and again whenever a
  *   reload (HUP) changes the entry set; a failure is only logged (lesson 56). With
  *   periodic_replace the hash is made to hold exactly our entries.
  * - It does not tick before the poller's first real orphan check (D.ready_for_ticker):
  *   after a fleet-wide outage a slot could otherwise fire next to the recovered copy of
- *   the previous run (lesson 61). It does not tick while quiet.
+ *   the previous run (lesson 61). It does not tick while quiet; resume and reloads kick it
+ *   awake (ticker_kick).
  * - A tick: pending rollbacks, deferred lock releases, then each entry in isolation. An
- *   availability error is retried on the next tick, without backoff (backing off on a lost
+ *   availability error is retried at the next look, without backoff (backing off on a lost
  *   connection left cron idle for minutes after Redis returned, lesson 54); any other
  *   error backs the entry off 5, 10, 20 … 300 s, reset by a success. The thread never dies
  *   (lesson 53) and is abandoned at stop, not joined (lesson 77).
@@ -25,6 +37,9 @@
  * - Catch-up (periodic_catch_up, default on): the claim of the current slot is exactly one
  *   run of the most recent missed slot. Off: an entry this ticker never checked primes
  *   last_slot with SET NX first, and a brand-new entry skips its first slot (lesson 60).
+ * - Each entry's jobs go to its own queue (`queue`, "default" unless set; a daemon
+ *   addition: cogworker has none). The published entry names it only when it is not
+ *   "default", so a default entry publishes the same bytes a Ruby process does.
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,10 +62,11 @@
 #define BACKOFF_FIRST 5.0
 #define BACKOFF_MAX 300.0
 #define SLACK 0.05              /* a tick due a hair before a backoff ends still counts */
+#define SLOT_MARGIN 0.002       /* wake this long after a slot's second begins */
 
 struct entry {
 	char pjid[41];
-	char *cron_text, *cls, *args, *retry_json;
+	char *cron_text, *cls, *args, *retry_json, *queue;
 	int until_executed;
 	struct cron *cron;
 	char *schedule_json;        /* the periodic:schedule value (§4.9) */
@@ -85,9 +101,11 @@ struct ticker {
 	struct log_site site;
 	double tick_mono;           /* when the current tick began: the clock of backoffs and
 	                             * of the blocked grace, so they line up with ticks */
+	int64_t tick_now;           /* the whole second the last tick took its slots at */
 };
 
 static pthread_t ticker_thread;
+static struct wakeup ticker_wake;
 
 /* ---- entries ---- */
 
@@ -103,6 +121,7 @@ static void entry_free(struct entry *e)
 	free(e->cls);
 	free(e->args);
 	free(e->retry_json);
+	free(e->queue);
 	free(e->schedule_json);
 	cron_free(e->cron);
 }
@@ -139,14 +158,18 @@ static int entry_build(struct entry *e, const struct periodic_entry *p)
 	e->cron_text = xstrdup(p->cron);
 	e->cls = xstrdup(p->class_name);
 	e->retry_json = xstrdup(p->retry_json ? p->retry_json : "0");
+	e->queue = xstrdup(p->queue ? p->queue : "default");
 	e->until_executed = p->until_executed;
 	char *qc = json_quote(p->cron, strlen(p->cron));
 	char *qk = json_quote(p->class_name, strlen(p->class_name));
+	char *qq = strcmp(e->queue, "default") != 0 ? json_quote(e->queue, strlen(e->queue)) : NULL;
 	e->schedule_json = xasprintf("{\"cron\":%s,\"class\":%s,\"retry\":%s,\"unique\":%s,"
-	                             "\"args\":%s}", qc, qk, e->retry_json,
-	                             e->until_executed ? "\"until_executed\"" : "null", e->args);
+	                             "\"args\":%s%s%s}", qc, qk, e->retry_json,
+	                             e->until_executed ? "\"until_executed\"" : "null", e->args,
+	                             qq ? ",\"queue\":" : "", qq ? qq : "");
 	free(qc);
 	free(qk);
+	free(qq);
 	return 0;
 }
 
@@ -163,10 +186,10 @@ static char *signature_of(const struct entry *e, int n, int replace)
 
 /*
  * (Re)build the entries from t->conf, keeping what this ticker knew of every pjid that
- * stays. reload = 1 when this follows a reload (the classes are then checked here; at
- * boot the manager did it on the main thread, §7.1).
+ * stays. (Classes without a handler and queues nobody here reads are the manager's
+ * warnings, at start and after each reload: conf_warnings.)
  */
-static void entries_rebuild(struct ticker *t, int reload)
+static void entries_rebuild(struct ticker *t)
 {
 	const struct conf *c = t->conf;
 	struct entry *fresh = xcalloc((size_t)c->nperiodic + 1, sizeof *fresh);
@@ -196,8 +219,6 @@ static void entries_rebuild(struct ticker *t, int reload)
 			e->backoff_until = o->backoff_until;
 			e->backoff_n = o->backoff_n;
 		}
-		if (reload && !conf_find_handler(c, e->cls))
-			log_warn("periodic job class %s can't be resolved", e->cls);
 		n++;
 	}
 	entries_free(t->e, t->n);
@@ -225,7 +246,7 @@ static void follow_conf(struct ticker *t)
 	struct conf *old = t->conf;
 	t->conf = c;
 	char *before = t->signature ? xstrdup(t->signature) : NULL;
-	entries_rebuild(t, 1);
+	entries_rebuild(t);
 	if (before && strcmp(before, t->signature) != 0)
 		log_info("Periodic: entries changed by the reload (%d entr%s), republishing", t->n,
 		         t->n == 1 ? "y" : "ies");
@@ -374,6 +395,12 @@ static void rollbacks_retry(struct ticker *t)
 
 enum outcome { ENTRY_OK, ENTRY_UNAVAILABLE, ENTRY_ERROR };
 
+/* The slot of e at whole second now: its latest match at or before now (§7.16). */
+static int64_t current_slot(const struct entry *e, int64_t now)
+{
+	return cron_prev(e->cron, now + 1);
+}
+
 static void entry_done(struct entry *e, int64_t slot)
 {
 	e->done_slot = slot;
@@ -405,7 +432,7 @@ static int push_job(struct ticker *t, const struct entry *e, int64_t slot, const
 	snprintf(extra, sizeof extra, "\"periodic_pjid\":\"%s\",\"periodic_slot\":%lld%s", e->pjid,
 	         (long long)slot, e->until_executed ? ",\"periodic_until_executed\":true" : "");
 	struct push p = {
-		.cls = e->cls, .queue = NULL, .args_json = e->args, .retry_json = e->retry_json,
+		.cls = e->cls, .queue = e->queue, .args_json = e->args, .retry_json = e->retry_json,
 		.at = 0, .jid = jid, .unique = 0, .extra = extra,
 	};
 	char out[25], err[512];
@@ -423,7 +450,7 @@ static enum outcome tick_entry(struct ticker *t, struct entry *e, int64_t now)
 {
 	struct rconn *r = &t->r;
 	const struct conf *c = t->conf;
-	int64_t slot = cron_prev(e->cron, now);
+	int64_t slot = current_slot(e, now);
 	if (slot < 0 || slot == e->done_slot)
 		return ENTRY_OK;
 	char jid[25];
@@ -553,6 +580,7 @@ static void tick(struct ticker *t)
 	rollbacks_retry(t);
 	deferred_releases_retry(&t->r);
 	int64_t now = (int64_t)floor(now_float());
+	t->tick_now = now;
 	for (int i = 0; i < t->n && !atomic_load(&D.stopping); i++) {
 		struct entry *e = &t->e[i];
 		if (e->backoff_until > t->tick_mono + SLACK || has_rollback(t, e->pjid))
@@ -571,6 +599,40 @@ void ticker_tick_once(struct ticker *t)
 		tick(t);
 }
 
+/*
+ * When the thread must look again (monotonic): at the next slot of any entry, at once for a
+ * slot that came after the last tick took its slots, when a backoff ends, and at the
+ * latest after the catch-up look (tick_interval). While quiet only the look: resume kicks.
+ */
+static double next_wake(const struct ticker *t)
+{
+	double m = mono_now(), wall = now_float();
+	double wake = m + t->conf->tick_interval;
+	if (atomic_load(&D.quiet))
+		return wake;
+	int64_t sec = (int64_t)floor(wall);
+	for (int i = 0; i < t->n; i++) {
+		const struct entry *e = &t->e[i];
+		if (e->backoff_until > m) {
+			if (e->backoff_until < wake)
+				wake = e->backoff_until;
+			continue;
+		}
+		int64_t slot = current_slot(e, sec);
+		if (slot >= 0 && slot != e->done_slot && slot > t->tick_now)
+			return m;                   /* a slot the last tick did not see yet */
+		int64_t next = cron_next(e->cron, sec);
+		if (next >= 0 && m + ((double)next - wall) + SLOT_MARGIN < wake)
+			wake = m + ((double)next - wall) + SLOT_MARGIN;
+	}
+	return wake;
+}
+
+void ticker_kick(void)
+{
+	wakeup_kick(&ticker_wake);
+}
+
 static void *ticker_main(void *arg)
 {
 	struct ticker *t = arg;
@@ -581,15 +643,9 @@ static void *ticker_main(void *arg)
 			return NULL;
 		}
 	}
-	double next = mono_now();
 	while (!atomic_load(&D.stopping)) {
 		ticker_tick_once(t);
-		next += t->conf->tick_interval;
-		double now = mono_now();
-		if (next < now)
-			next = now;             /* a slow tick: no burst of catch-up ticks */
-		if (sleep_unless_stopping(next - now))
-			break;
+		wakeup_wait(&ticker_wake, next_wake(t) - mono_now());
 	}
 	/* Abandoned at stop (the process exits without waiting for us, lesson 77); a tick
 	 * that ends before the exit frees what it holds. */
@@ -603,7 +659,7 @@ struct ticker *ticker_new(void)
 	t->site = (struct log_site)LOG_SITE("Periodic tick");
 	t->conf = conf_acquire();
 	rconn_init(&t->r, &t->conf->redis);
-	entries_rebuild(t, 0);
+	entries_rebuild(t);
 	return t;
 }
 
@@ -624,6 +680,7 @@ void ticker_free(struct ticker *t)
 
 int ticker_start(void)
 {
+	wakeup_init(&ticker_wake);
 	struct ticker *t = ticker_new();
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);

@@ -5,6 +5,8 @@
 #define COGWORKERD_TICKER_H
 
 int ticker_start(void);
+/* Look again now: quiet ended, or a reload may have changed the entries. */
+void ticker_kick(void);
 /* For the unit tests: a ticker on the current conf (not started), and one pass of its loop
  * (pick up the conf, publish if due, tick unless quiet). */
 struct ticker;

@@ -5,7 +5,8 @@
  *                             args, retry, unique, enabled, last run (periodic:last_slot:
  *                             <pjid>, or never) and next run (cron_next from now)
  *   periodic run PJID         push the entry's class and args as an ordinary job, by the
- *                             producer rules (no periodic_* fields, protocol defaults)
+ *                             producer rules (no periodic_* fields, protocol defaults), on
+ *                             the entry's queue when it names one (cogworkerd's `queue`)
  *   periodic enable|disable PJID   SREM / SADD periodic:disabled
  *
  * A PJID may be abbreviated to any unambiguous prefix (the table shows 12 characters).
@@ -24,6 +25,7 @@ struct pentry {
 	char *pjid;
 	char *raw;                  /* the entry JSON */
 	char *cron, *cls, *unique;  /* NULL when absent / not a string */
+	char *queue;                /* the entry's queue (a daemon addition), NULL = default */
 	char *args;                 /* original text of args, or NULL */
 	char *retry;                /* original text of retry, or NULL */
 	int enabled;
@@ -39,6 +41,7 @@ static void free_entries(struct pentry *e, int n)
 		free(e[i].cron);
 		free(e[i].cls);
 		free(e[i].unique);
+		free(e[i].queue);
 		free(e[i].args);
 		free(e[i].retry);
 	}
@@ -65,6 +68,8 @@ static void parse_entry(struct pentry *e)
 		e->cls = xstrdup(v->valuestring);
 	if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "unique")))
 		e->unique = xstrdup(v->valuestring);
+	if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "queue")) && v->valuestring[0])
+		e->queue = xstrdup(v->valuestring);
 	if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "args")))
 		e->args = member_text(e->raw, "args");
 	e->retry = member_text(e->raw, "retry");
@@ -160,6 +165,8 @@ static int list_periodic(struct ctl *c)
 			sb_printf(&b, ",\"args\":%s,\"retry\":%s,\"unique\":", e[i].args ? e[i].args : "null",
 			          e[i].retry ? e[i].retry : "null");
 			jstr(&b, e[i].unique);
+			sb_adds(&b, ",\"queue\":");
+			jstr(&b, e[i].queue ? e[i].queue : "default");
 			sb_printf(&b, ",\"enabled\":%s,\"last_run\":", e[i].enabled ? "true" : "false");
 			e[i].last_slot >= 0 ? sb_printf(&b, "%lld", e[i].last_slot) : sb_adds(&b, "null");
 			sb_adds(&b, ",\"next_run\":");
@@ -261,7 +268,8 @@ static int run_entry(struct ctl *c, const char *pjid, const char *raw)
 		goto out;
 	}
 	struct push p = {
-		.cls = e.cls, .args_json = e.args, .unique_lock_ttl = c->conf.unique_lock_ttl,
+		.cls = e.cls, .queue = e.queue, .args_json = e.args,
+		.unique_lock_ttl = c->conf.unique_lock_ttl,
 		.status_expiration = c->conf.status_expiration,
 	};
 	char jid[25], err[512];
@@ -278,7 +286,9 @@ static int run_entry(struct ctl *c, const char *pjid, const char *raw)
 		jstr(&b, pjid);
 		sb_printf(&b, ",\"jid\":\"%s\",\"class\":", jid);
 		jstr(&b, e.cls);
-		sb_adds(&b, ",\"queue\":\"default\"}");
+		sb_adds(&b, ",\"queue\":");
+		jstr(&b, e.queue ? e.queue : "default");
+		sb_addc(&b, '}');
 		jprint(&b);
 	} else {
 		printf("%s\n", jid);
@@ -288,6 +298,7 @@ out:
 	free(e.cron);
 	free(e.cls);
 	free(e.unique);
+	free(e.queue);
 	free(e.args);
 	free(e.retry);
 	return status;

@@ -5,7 +5,8 @@ The doc/behaviours.md fixture entry E (`* * * * *`, class P, until_executed, ret
 `[{"k":"v"}]`) is used where the minute matters (the published JSON, the pjid, the first
 slot's job); scenarios that need several slots use 6-field crons with a seconds field, and
 scenarios that must see one slot only use a yearly cron (its slot cannot change during a
-test). The ticker runs every 0.2 s (`tick_interval`), so "the next tick" is quick.
+test). Slots fire on time; the ticker's catch-up look (`tick_interval`, what retries a
+failed or blocked slot) runs every 0.2 s, so "the next tick" is quick.
 """
 
 import hashlib
@@ -56,17 +57,17 @@ def slot_lock_key(p, slot):
 
 
 def every_slot(n, t):
-    """The slot of `*/n * * * * *` (n divides 60) at instant t: the latest multiple of n
-    strictly before the whole second of t."""
+    """The slot of `*/n * * * * *` (n divides 60) at instant t: the latest multiple of n at
+    or before the whole second of t (issue 12: a slot fires at its second, not after it)."""
     s = int(t)
-    return s - n if s % n == 0 else s - s % n
+    return s - s % n
 
 
 def yearly_slot(t=None):
     """The slot of `0 0 1 1 *` in the local zone (the daemon's zone: same environment)."""
     y = time.localtime(t).tm_year
     start = int(time.mktime((y, 1, 1, 0, 0, 0, 0, 0, -1)))
-    if int(t if t is not None else time.time()) <= start:
+    if int(t if t is not None else time.time()) < start:
         start = int(time.mktime((y - 1, 1, 1, 0, 0, 0, 0, 0, -1)))
     return start
 

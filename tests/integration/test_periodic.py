@@ -32,8 +32,9 @@ HEX24 = re.compile(r"^[0-9a-f]{24}$")
 
 
 def minute_slot(t):
+    """The latest whole minute at or before t (issue 12: the slot of its own second)."""
     s = int(t)
-    return s - 60 if s % 60 == 0 else s - s % 60
+    return s - s % 60
 
 
 class FirstSlot(PeriodicTestCase):

@@ -132,11 +132,13 @@ class ScheduledPollTest(PollerTestCase):
         mon = self.monitor()
         self.daemon(**OTHER)
         wait_for(lambda: self.r.llen(b"cogworker:queue:default") == 120, timeout=8)
-        reads = [e[2] for e in mon.commands("ZRANGEBYSCORE") if e[2][1] == SCHEDULE]
+        # issue 12: the looks at the head (WITHSCORES LIMIT 0 1) are not batch reads
+        reads = [e[2] for e in mon.commands("ZRANGEBYSCORE") if e[2][1] == SCHEDULE and
+                 b"WITHSCORES" not in e[2]]
         for args in reads:
             self.assertEqual(args[2], b"-inf")
             self.assertEqual(args[4:], [b"LIMIT", b"0", b"50"])
-        # all 120 after three polls: the third read is the last one that found entries
+        # all 120 after three reads, back to back (a full batch is followed at once)
         self.assertLessEqual(len(reads), 5)
         jids = [loads(x)["jid"] for x in self.queue("default")]
         self.assertEqual(sorted(jids), sorted(loads(e)["jid"] for e in entries))

@@ -117,17 +117,18 @@ static void check_defaults(const struct conf *c)
 	ck_assert_str_eq(c->queue_names[0], "default");
 	ck_assert_int_eq(c->fetch_basic, 0);
 	ck_assert_double_eq(c->shutdown_timeout, 25);
-	ck_assert_double_eq(c->poll_interval, 5);
+	ck_assert_double_eq(c->poll_interval, 2);          /* issue 12: was 5 */
 	ck_assert_double_eq(c->heartbeat_interval, 5);
 	ck_assert_double_eq(c->process_ttl, 60);
 	ck_assert_double_eq(c->orphan_threshold, 300);
 	ck_assert_double_eq(c->orphan_check_interval, 60);
 	ck_assert_int_eq(c->max_orphanings, 3);
-	ck_assert_double_eq(c->fetch_idle_max_interval, 1.0);
+	ck_assert_double_eq(c->fetch_idle_max_interval, 0.5);  /* issue 12: was 1.0 */
 	ck_assert_double_eq(c->unique_lock_ttl, 86400);
 	ck_assert_int_eq(c->periodic_catch_up, 1);
 	ck_assert_int_eq(c->periodic_replace, 0);
-	ck_assert_double_eq(c->tick_interval, 5);
+	ck_assert_double_eq(c->tick_interval, 1);          /* issue 12: only the catch-up look */
+	ck_assert_ptr_null(c->tick_interval_where);
 	ck_assert_int_eq(c->log_level, LOG_INFO);
 	ck_assert_str_eq(c->metrics_listen, "");
 	ck_assert_double_eq(c->status_expiration, 0);
@@ -513,7 +514,7 @@ START_TEST(test_unknown_settings)
 	expect_error("handlers = (\n  { class = \"A\"; command = [ \"/bin/true\" ];\n"
 	             "    timout = 5; }\n);\n", 3, "unknown setting 'handler.timout'");
 	expect_error("periodic = (\n  { cron = \"* * * * *\"; class = \"A\";\n"
-	             "    queue = \"low\"; }\n);\n", 3, "unknown setting 'periodic.queue'");
+	             "    quue = \"low\"; }\n);\n", 3, "unknown setting 'periodic.quue'");
 }
 END_TEST
 
@@ -831,6 +832,53 @@ START_TEST(test_periodic)
 
 	LOAD_OK("periodic = ( { cron = \"* * * * *\"; class = \"A\"; } );\n", &c);
 	ck_assert_str_eq(c.periodic[0].retry_json, "0");
+	ck_assert_str_eq(c.periodic[0].queue, "default");
+	conf_free(&c);
+
+	LOAD_OK("periodic = (\n  { cron = \"* * * * *\"; class = \"A\"; queue = \"reports\"; }\n);\n",
+	        &c);
+	ck_assert_str_eq(c.periodic[0].queue, "reports");
+	ck_assert_ptr_nonnull(strstr(c.periodic[0].where, "cogworkerd.conf:2"));
+	conf_free(&c);
+}
+END_TEST
+
+/* --check's warnings (issue 12): a class without a handler, a queue this conf does not
+ * read, tick_interval set; none of them an error. */
+START_TEST(test_conf_warnings)
+{
+	struct conf c;
+	char **w;
+	int n;
+
+	LOAD_OK("queues = [ \"mail\", \"reports\" ];\n"
+	        "handlers = ( { class = \"A\"; command = [ \"/bin/true\" ]; } );\n"
+	        "periodic = (\n"
+	        "  { cron = \"* * * * *\"; class = \"A\"; queue = \"reports\"; },\n"
+	        "  { cron = \"* * * * *\"; class = \"A\"; },\n"
+	        "  { cron = \"0 * * * *\"; class = \"B\"; queue = \"mail\"; }\n"
+	        ");\n", &c);
+	n = conf_warnings(&c, &w);
+	ck_assert_int_eq(n, 2);
+	ck_assert_ptr_nonnull(strstr(w[0], "cogworkerd.conf:5: periodic entry A (* * * * *) puts "
+	                             "its jobs on queue 'default', which this conf does not read "
+	                             "(queues: mail, reports)"));
+	ck_assert_ptr_nonnull(strstr(w[1], "cogworkerd.conf:6: periodic job class B can't be "
+	                             "resolved"));
+	conf_warnings_free(w, n);
+	conf_free(&c);
+
+	LOAD_OK("handlers = ( { class = \"*\"; command = [ \"/bin/true\" ]; } );\n"
+	        "periodic = ( { cron = \"* * * * *\"; class = \"A\"; } );\n", &c);
+	ck_assert_int_eq(conf_warnings(&c, &w), 0);
+	conf_free(&c);
+
+	LOAD_OK("poll_interval = 1;\ntick_interval = 0.2;\n", &c);
+	ck_assert_double_eq(c.tick_interval, 0.2);
+	n = conf_warnings(&c, &w);
+	ck_assert_int_eq(n, 1);
+	ck_assert_ptr_nonnull(strstr(w[0], "cogworkerd.conf:2: tick_interval no longer paces"));
+	conf_warnings_free(w, n);
 	conf_free(&c);
 }
 END_TEST
@@ -857,6 +905,12 @@ START_TEST(test_periodic_errors)
 	expect_error("periodic = (\n  { cron = \"* * * * *\"; }\n);\n", 2, "without class");
 	expect_error("periodic = ( { cron = \"\"; class = \"A\"; } );\n", 1,
 	             "periodic.cron must not be empty");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\"; queue = \"\"; } );\n", 1,
+	             "periodic.queue must not be empty");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\"; queue = \"a b\"; } );\n",
+	             1, "is not a queue name");
+	expect_error("periodic = ( { cron = \"* * * * *\"; class = \"A\"; queue = 5; } );\n", 1,
+	             "periodic.queue must be a string");
 }
 END_TEST
 
@@ -1193,6 +1247,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_global_on_death);
 	tcase_add_test(tc, test_periodic);
 	tcase_add_test(tc, test_periodic_errors);
+	tcase_add_test(tc, test_conf_warnings);
 	tcase_add_test(tc, test_overrides);
 	tcase_add_test(tc, test_redis_url_env);
 	tcase_add_test(tc, test_url_tcp);
