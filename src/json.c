@@ -318,6 +318,31 @@ size_t decode_escape(const char *p, const char *end, uint32_t *cp)
 	return 6;
 }
 
+char *json_string_decode(const char *lit, size_t len, size_t *n)
+{
+	if (!lit || len < 2 || lit[0] != '"')
+		return NULL;
+	struct scan s = { lit, lit + len, 0, 0 };
+	if (scan_string(&s) < 0 || s.p != s.end)
+		return NULL;
+	struct sbuf b;
+	sb_init(&b);
+	const char *p = lit + 1, *end = lit + len - 1;
+	while (p < end) {
+		const char *run = p;
+		while (p < end && *p != '\\')
+			p++;
+		sb_add(&b, run, (size_t)(p - run));
+		if (p == end)
+			break;
+		uint32_t cp;
+		p += decode_escape(p, end, &cp);
+		utf8_put(&b, cp);
+	}
+	*n = b.len;
+	return sb_steal(&b);
+}
+
 /* Does the raw key text k (between its quotes, already scanned) decode to key? */
 static int key_equals(const char *k, size_t klen, const char *key, size_t keylen)
 {

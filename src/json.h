@@ -25,6 +25,14 @@ char *json_edit_object(const char *raw, size_t len, const struct json_edit *edit
  * or raw is not an object. */
 int json_member_span(const char *raw, size_t len, const char *key, size_t *start, size_t *vlen);
 
+/*
+ * The JSON string literal lit (quotes included, as json_member_span and json_array_spans
+ * give it) decoded: malloc'd and NUL-terminated, its length in *n. The text may hold NUL
+ * bytes (written "\u0000"), which is why the length is there: compare it with strlen to
+ * tell. NULL if lit is not exactly one string literal.
+ */
+char *json_string_decode(const char *lit, size_t len, size_t *n);
+
 /* True if raw is one well-formed JSON value with nothing but whitespace around it. */
 int json_valid(const char *raw, size_t len);
 

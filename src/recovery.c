@@ -229,7 +229,7 @@ static void repeat_orphan_followup(struct pass *p, const struct job *j, const ch
 		         "once (on_orphan = \"dead\")", j->jid ? j->jid : "?");
 	else
 		log_warn("jid=%s orphaned too often, moved to dead", j->jid ? j->jid : "?");
-	if (j->obj)             /* never for an unparseable payload (§4.6) */
+	if (job_gets_on_death(j))       /* never for an unparseable or invalid payload (§4.6) */
 		on_death_run(j->cls, j->jid, entry);
 }
 
@@ -509,7 +509,8 @@ static void file_record(struct pass *p, const char *rec, size_t len, const struc
 		log_info("filed handed-over job jid=%s into %s", j.jid ? j.jid : "?", rc->set);
 		if (strcmp(rc->set, K_DEAD) == 0) {
 			release_job_locks(p->r, j.jid, j.pjid, j.unique, j.cls, j.queue, j.args_json);
-			on_death_run(j.cls, j.jid, rc->payload);
+			if (job_gets_on_death(&j))      /* not a handed-over (unparseable) burial */
+				on_death_run(j.cls, j.jid, rc->payload);
 		}
 	}
 	if (rep)
