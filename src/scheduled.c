@@ -3,7 +3,8 @@
  *
  * One thread, its own Redis connection, three steps with their own rhythm:
  *
- *   key check        KeyGuard (keyguard.c): first poll, then every 60 s;
+ *   key check        KeyGuard (keyguard.c): first poll, then every 60 s, and at once
+ *                    (at most every KEY_CHECK_SOON) when any thread got a WRONGTYPE;
  *   orphan check     orphan recovery + reconcile (recovery.c): first poll, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
  *   scheduled poll   graduation of due schedule/retry entries: every poll_interval,
@@ -33,6 +34,14 @@
  * (unparseable) (lesson 5); an entry that fails is deferred 60 s with ZADD XX so it can't
  * starve the entries behind it (lesson 4).
  *
+ * Why WRONGTYPE triggers the key check: a wrong-typed key fails every command on it, in
+ * every thread, until it is moved (lesson 74); waiting up to a minute for the next check
+ * took 38 s and 159 error lines with three damaged keys. The Redis layer notes any WRONGTYPE
+ * reply (redis.h: a flag below us, so no lower file calls up) and the poller, sleeping in
+ * slices, wakes for it. A check that a WRONGTYPE triggered and that found nothing means the
+ * damaged key is not one KeyGuard knows: that is said once, and such checks slow down to
+ * one per KEY_CHECK_IDLE rather than one per KEY_CHECK_SOON for as long as it lasts.
+ *
  * At stop the thread is abandoned, never joined (lesson 77): it checks the stopping flag
  * between steps and sleeps in slices of 0.1 s.
  */
@@ -50,6 +59,8 @@
 #include "util.h"
 
 #define KEY_CHECK_INTERVAL 60.0
+#define KEY_CHECK_SOON 1.0              /* least gap between checks a WRONGTYPE triggers */
+#define KEY_CHECK_IDLE 10.0             /* ... while they find nothing to move */
 #define POLL_BATCH 50
 #define DEFER_DELAY 60.0
 
@@ -57,6 +68,8 @@ struct poller {
 	struct rconn r;
 	struct log_site key_site, orphan_site, reconcile_site, poll_site;
 	double next_key, next_orphan, next_poll;        /* monotonic due times */
+	double last_key, key_gap;       /* last key check; gap before a WRONGTYPE may trigger one */
+	int fruitless;                  /* triggered checks found nothing: said once */
 	int scanned;            /* the boot SCAN of a reliable process is done */
 };
 
@@ -218,6 +231,35 @@ static void orphan_check(struct poller *p, double poll_every)
 		log_info("first orphan check completed; periodic jobs may fire from now on");
 }
 
+/* ---- the key check ---- */
+
+static int key_check_triggered(const struct poller *p, double now)
+{
+	return redis_wrongtype_pending() && now >= p->last_key + p->key_gap;
+}
+
+static void key_check(struct poller *p, double now)
+{
+	int triggered = redis_wrongtype_take() && now < p->next_key;
+	p->next_key = now + KEY_CHECK_INTERVAL;
+	p->last_key = now;
+	if (triggered)
+		log_info("Key check: a command met a key of the wrong type (WRONGTYPE); checking "
+		         "the keys now");
+	int moved = keyguard_check(&p->r, &p->key_site);
+	if (triggered && moved == 0) {
+		if (!p->fruitless)
+			log_warn("Key check: a command met a key of the wrong type, but every key the "
+			         "check knows has its type: the key is another one (see the command's "
+			         "error)");
+		p->fruitless = 1;
+		p->key_gap = KEY_CHECK_IDLE;
+	} else if (moved > 0) {
+		p->fruitless = 0;
+		p->key_gap = KEY_CHECK_SOON;
+	}
+}
+
 /* ---- the loop ---- */
 
 static double min3(double a, double b, double c)
@@ -234,10 +276,8 @@ static void *poller_main(void *arg)
 		double poll_every = c->poll_interval, orphan_every = c->orphan_check_interval;
 		conf_release(c);
 		double now = mono_now();
-		if (now >= p->next_key) {
-			p->next_key = now + KEY_CHECK_INTERVAL;
-			keyguard_check(&p->r, &p->key_site);
-		}
+		if (now >= p->next_key || key_check_triggered(p, now))
+			key_check(p, now);
 		if (now >= p->next_orphan && !atomic_load(&D.stopping)) {
 			p->next_orphan = now + orphan_every;    /* scheduled before it runs */
 			orphan_check(p, poll_every);
@@ -247,7 +287,10 @@ static void *poller_main(void *arg)
 			if (!atomic_load(&D.quiet))
 				scheduled_poll(p);
 		}
-		sleep_unless_stopping(min3(p->next_key, p->next_orphan, p->next_poll) - mono_now());
+		double until = min3(p->next_key, p->next_orphan, p->next_poll);
+		while (!atomic_load(&D.stopping) && mono_now() < until &&
+		       !key_check_triggered(p, mono_now()))
+			sleep_unless_stopping(until - mono_now() < 0.1 ? until - mono_now() : 0.1);
 	}
 	return NULL;
 }
@@ -261,6 +304,7 @@ int poller_start(void)
 	P.orphan_site = (struct log_site)LOG_SITE("Orphan check");
 	P.reconcile_site = (struct log_site)LOG_SITE("Reconcile");
 	P.poll_site = (struct log_site)LOG_SITE("Scheduled poll");
+	P.key_gap = KEY_CHECK_SOON;
 	pthread_attr_t attr;
 	pthread_t t;
 	pthread_attr_init(&attr);
