@@ -177,11 +177,17 @@ INSTALL_SED := sed -e 's|/usr/local/sbin/cogworkerd|$(SBINDIR)/cogworkerd|g' \
                -e 's|/usr/local/lib/systemd/system|$(UNITDIR)|g' \
                -e 's|/etc/cogworkerd|$(SYSCONFDIR)/cogworkerd|g'
 
+# The conf may hold a Redis password: its directory is 0750 and the conf 0640, group
+# $(SERVICE_GROUP) when that group exists and we may hand files to it (root), so the service
+# and the operators in the group read it, and nobody else, on a host without systemd-tmpfiles
+# too. Otherwise (a DESTDIR staged by a user) the modes are set and chgrp is left to the host.
+SERVICE_GROUP ?= cogworker
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/cogworkerd \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -d -m 0750 $(DESTDIR)$(SYSCONFDIR)/cogworkerd
 	install -m 0755 $(BUILD)/cogworkerd $(DESTDIR)$(SBINDIR)/cogworkerd
 	install -m 0644 completion/cogworkerctl.bash $(DESTDIR)$(BASHCOMPDIR)/cogworkerctl
 	install -m 0644 completion/_cogworkerctl $(DESTDIR)$(ZSHCOMPDIR)/_cogworkerctl
@@ -189,9 +195,9 @@ install: all
 	@conf=$(DESTDIR)$(SYSCONFDIR)/cogworkerd/cogworkerd.conf; \
 	if [ -e "$$conf" ]; then \
 	    echo "install: $$conf exists, kept; the new example is $$conf.example"; \
-	    install -m 0644 conf/cogworkerd.conf "$$conf.example"; \
+	    install -m 0640 conf/cogworkerd.conf "$$conf.example"; \
 	else \
-	    install -m 0644 conf/cogworkerd.conf "$$conf"; \
+	    install -m 0640 conf/cogworkerd.conf "$$conf"; \
 	fi
 	for u in cogworkerd.service cogworkerd@.service; do \
 	    $(INSTALL_SED) systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
@@ -212,4 +218,10 @@ install: all
 	    echo "install: done; edit $(SYSCONFDIR)/cogworkerd/cogworkerd.conf, then: systemctl enable --now cogworkerd"; \
 	else \
 	    echo "install: done; on the target host run: systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload"; \
+	fi
+	@dir=$(DESTDIR)$(SYSCONFDIR)/cogworkerd; \
+	if [ "$$(id -u)" = 0 ] && getent group $(SERVICE_GROUP) >/dev/null; then \
+	    chgrp $(SERVICE_GROUP) "$$dir" "$$dir"/cogworkerd.conf*; \
+	else \
+	    echo "install: $$dir is 0750 and its conf 0640; give them to group $(SERVICE_GROUP) on the target host: chgrp -R $(SERVICE_GROUP) $(SYSCONFDIR)/cogworkerd"; \
 	fi
