@@ -100,11 +100,12 @@ struct field {
 	int nul;                /* F_STRING: it holds a NUL byte */
 };
 
-static struct field text_field(const char *raw, size_t len, const char *key)
+/* The member at raw[start], vlen bytes (0: absent). */
+static struct field text_field(const char *raw, size_t start, size_t vlen)
 {
 	struct field f = { F_ABSENT, NULL, 0 };
-	size_t start, vlen, n;
-	if (json_member_span(raw, len, key, &start, &vlen) != 0)
+	size_t n;
+	if (vlen == 0)
 		return f;
 	f.kind = raw[start] == '"' ? F_STRING : raw[start] == '[' ? F_ARRAY : F_OTHER;
 	if (f.kind == F_STRING) {
@@ -123,8 +124,8 @@ static char *take_string(struct field *f)
 }
 
 /* Why the object j is not a job that can run (malloc'd), or NULL. */
-static char *invalid_reason(const char *raw, size_t len, const struct field *cls,
-                            const struct field *jid, int queue_nul)
+static char *invalid_reason(const struct field *cls, const struct field *jid, int queue_nul,
+                            enum field_kind args)
 {
 	if (cls->kind == F_ABSENT)
 		return xstrdup("not a job: no class");
@@ -142,9 +143,7 @@ static char *invalid_reason(const char *raw, size_t len, const struct field *cls
 		return xstrdup("not a job: jid holds a NUL character (\\u0000)");
 	if (queue_nul)
 		return xstrdup("not a job: queue holds a NUL character (\\u0000)");
-	struct field args = text_field(raw, len, "args");
-	free(args.s);
-	if (args.kind != F_ABSENT && args.kind != F_ARRAY)
+	if (args != F_ABSENT && args != F_ARRAY)
 		return xstrdup("not a job: args is not an array");
 	return NULL;
 }
@@ -181,22 +180,26 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	}
 	/* cJSON is laxer than JSON (leading zeros, raw control characters in strings), which
 	 * Ruby's parser rejects; such a payload could not be filed byte-preservingly either
-	 * (json_edit_object is strict), so it is unparseable here too. */
-	char *strict = json_edit_object(j->raw, len, NULL, 0);
-	if (!strict) {
+	 * (json_edit_object is as strict as this scan), so it is unparseable here too. One
+	 * scan checks that and finds the members read from the text. */
+	static const char *const names[] = { "class", "jid", "queue", "periodic_pjid", "unique",
+	                                     "args" };
+	size_t st[6], ln[6];
+	if (json_member_spans(j->raw, len, names, 6, st, ln) != 0) {
 		cJSON_Delete(v);
 		j->parse_error = xstrdup("unexpected token: not valid JSON (RFC 8259)");
 		j->queue = xstrdup("default");
 		return;
 	}
-	free(strict);
 	j->obj = v;
-	struct field cls = text_field(j->raw, len, "class");
-	struct field jid = text_field(j->raw, len, "jid");
-	struct field queue = text_field(j->raw, len, "queue");
-	struct field pjid = text_field(j->raw, len, "periodic_pjid");
-	struct field unique = text_field(j->raw, len, "unique");
-	j->invalid = invalid_reason(j->raw, len, &cls, &jid, queue.kind == F_STRING && queue.nul);
+	struct field cls = text_field(j->raw, st[0], ln[0]);
+	struct field jid = text_field(j->raw, st[1], ln[1]);
+	struct field queue = text_field(j->raw, st[2], ln[2]);
+	struct field pjid = text_field(j->raw, st[3], ln[3]);
+	struct field unique = text_field(j->raw, st[4], ln[4]);
+	struct field args = text_field(j->raw, st[5], ln[5]);
+	free(args.s);
+	j->invalid = invalid_reason(&cls, &jid, queue.kind == F_STRING && queue.nul, args.kind);
 	j->cls = take_string(&cls);
 	j->jid = take_string(&jid);
 	j->queue = take_string(&queue);
@@ -208,11 +211,7 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	j->unique = unique.kind == F_STRING && strcmp(unique.s, "until_executed") == 0 &&
 	            !unique.nul;
 	free(unique.s);
-	size_t start, vlen;
-	if (json_member_span(j->raw, len, "args", &start, &vlen) == 0)
-		j->args_json = xstrndup(j->raw + start, vlen);
-	else
-		j->args_json = xstrdup("[]");
+	j->args_json = ln[5] ? xstrndup(j->raw + st[5], ln[5]) : xstrdup("[]");
 	j->retry_count = int_field(v, "retry_count");
 	j->interrupted_count = int_field(v, "interrupted_count");
 	j->max_retries = job_max_retries(member(v, "retry"));
