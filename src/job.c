@@ -81,14 +81,21 @@ static const cJSON *member(const cJSON *obj, const char *name)
 	return found;
 }
 
+/* A count field: absent or unusable 0, capped like the retry budget, so that neither the
+ * cast from a double (1e300) nor the daemon's count + 1 can overflow. */
+#define COUNT_MAX 1000000000L
+
 static long int_field(const cJSON *obj, const char *name)
 {
 	const cJSON *v = member(obj, name);
-	if (cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble > 0)
-		return (long)v->valuedouble;
-	if (cJSON_IsString(v))
-		return strtol(v->valuestring, NULL, 10) > 0 ? strtol(v->valuestring, NULL, 10) : 0;
-	return 0;
+	double d = 0;
+	if (cJSON_IsNumber(v))
+		d = v->valuedouble;
+	else if (cJSON_IsString(v))
+		d = (double)strtol(v->valuestring, NULL, 10);
+	if (!isfinite(d) || d <= 0)
+		return 0;
+	return d >= (double)COUNT_MAX ? COUNT_MAX : (long)d;
 }
 
 /* What a top-level member of the text is (the strings decoded here, not by cJSON). */

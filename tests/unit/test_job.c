@@ -114,6 +114,13 @@ START_TEST(test_parse_fields)
 	job_parse(&j, "[1]", 3, "default");
 	ck_assert_ptr_null(j.obj);
 	job_free(&j);
+	/* counts too big for a long are capped (found by tests/fuzz/fuzz_job: 1e300 was cast) */
+	raw = "{\"class\":\"R\",\"jid\":\"j\",\"retry_count\":1e300,"
+	      "\"interrupted_count\":\"99999999999999999999999\"}";
+	job_parse(&j, raw, strlen(raw), "q");
+	ck_assert_int_eq(j.retry_count, 1000000000);
+	ck_assert_int_eq(j.interrupted_count, 1000000000);
+	job_free(&j);
 	/* a queue that is not a usable string falls back to default */
 	job_parse(&j, "{\"class\":\"X\",\"queue\":null}", 26, NULL);
 	ck_assert_str_eq(j.queue, "default");
