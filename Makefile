@@ -9,6 +9,8 @@
 #   make deb        the Debian package, build/deb/cogworkerd_<version>_<arch>.deb, lintian-checked
 #   make check-systemd   the package installed, purged and run as a service by a real
 #                   systemd, in a container (part of make check too)
+#   make fuzz       libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS each (not in make check)
+#   make soak       the chaos soak (tests/soak): daemons killed, Redis restarted, jobs counted
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
 CC       ?= cc
@@ -50,7 +52,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps check lint unit integration run bench clean install compile_commands.json \
-        deb container-root check-systemd
+        deb container-root check-systemd fuzz fuzz-build soak
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -126,6 +128,45 @@ bench: deps all $(BUILD)/bench/spawn_ceiling
 $(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
+
+# make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="job json conf cron"]: each libFuzzer harness of
+# tests/fuzz/ runs FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/NAME/, kept in the
+# repo), under ASan + UBSan. The library is built again with clang for it (build/fuzz/: the
+# fuzzer instruments the code under test, not only the harness); new inputs go to
+# build/fuzz/corpus/NAME/, crashes to build/fuzz/crash-NAME-*. Not part of make check: a run
+# long enough to find anything does not fit its budget.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= job json conf cron
+FUZZ_CC      ?= clang
+FUZZ_DIR     := build/fuzz
+FUZZ_CFLAGS  := $(filter-out -O2 -fsanitize=%,$(CFLAGS)) -O1 -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB     := $(LIB_SRC:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/lua_scripts.o
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+$(FUZZ_DIR)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -Isrc -c -o $@ $<
+$(FUZZ_DIR)/lua_scripts.o: $(BUILD)/lua_scripts.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -c -o $@ $<
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+
+fuzz-build:
+	@sh tests/fuzz/deps.sh
+	$(MAKE) $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	sh tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# make soak [SOAK_SECONDS=180] [SOAK_DAEMONS=3] [SANITIZE=address]: the chaos soak of
+# tests/soak/ against the build (build/asan with SANITIZE=address); it prints jobs pushed,
+# lost, run twice and left in Redis, and fails on a lost job or a sanitizer report.
+SOAK_SECONDS ?= 180
+SOAK_DAEMONS ?= 3
+soak: deps all
+	python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --daemons $(SOAK_DAEMONS)
 
 clean:
 	rm -rf build
