@@ -101,11 +101,6 @@ static int strs_find(const struct strs *s, const char *str)
 	return -1;
 }
 
-static int strs_has(const struct strs *s, const char *str)
-{
-	return strs_find(s, str) >= 0;
-}
-
 static void strs_free(struct strs *s)
 {
 	for (int i = 0; i < s->n; i++)
@@ -255,10 +250,34 @@ static void repeat_orphan_followup(struct pass *p, const struct job *j, const ch
 
 /* ---- candidates ---- */
 
+/* Duplicates (a SCAN may repeat a key; the registry lists most of them again) are dropped
+ * once all are in (strs_unique): a lookup per candidate was quadratic in a registry that
+ * anyone with access to Redis can fill. */
 static void add_candidate(struct strs *c, const char *id)
 {
-	if (strcmp(id, D.identity) != 0 && !strs_has(c, id))
+	if (strcmp(id, D.identity) != 0)
 		strs_add(c, id, strlen(id));
+}
+
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort s and drop its repeats (its len and at arrays are not kept in step: identities). */
+static void strs_unique(struct strs *s)
+{
+	if (s->n < 2)
+		return;
+	qsort(s->v, (size_t)s->n, sizeof *s->v, by_string);
+	int m = 1;
+	for (int i = 1; i < s->n; i++) {
+		if (strcmp(s->v[i], s->v[m - 1]) == 0)
+			free(s->v[i]);
+		else
+			s->v[m++] = s->v[i];
+	}
+	s->n = m;
 }
 
 static void read_registry(struct pass *p, struct strs *cands)
@@ -577,6 +596,7 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 	read_registry(&p, &cands);
 	if (scan && !rep->conn_lost)
 		scan_lists(&p, &cands);
+	strs_unique(&cands);
 	for (int i = 0; i < cands.n && !rep->conn_lost && !atomic_load(&D.stopping); i++)
 		recover_identity(&p, cands.v[i]);
 	strs_free(&cands);
