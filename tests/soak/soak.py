@@ -119,6 +119,7 @@ class Soak:
         self.events = {"client_kill": 0, "debug_sleep": 0, "redis_restart": 0}
         self.lock = threading.Lock()
         self.generation = 0
+        self.pusher_error = None
 
     # -- daemons
 
@@ -156,6 +157,15 @@ class Soak:
     # -- the pusher
 
     def pusher(self):
+        try:
+            self.push_all()
+        except Exception as e:          # a push in doubt: the soak can't count, it fails
+            self.pusher_error = "%s: %s" % (type(e).__name__, e)
+            self.push_idle.set()
+
+    def push_all(self):
+        """LPUSH at --rate. After a pause (the server restarted) a fresh connection, named
+        again so CLIENT KILL spares it; any error ends the pushing, and the soak fails."""
         c = self.server.client("soak-pusher")
         n = 0
         next_at = time.monotonic()
@@ -163,6 +173,10 @@ class Soak:
             if self.push_paused.is_set():
                 self.push_idle.set()
                 time.sleep(0.05)
+                if not self.push_paused.is_set():
+                    c.close()
+                    c = self.server.client("soak-pusher")
+                    next_at = time.monotonic()
                 continue
             self.push_idle.clear()
             now = time.time()
@@ -345,6 +359,7 @@ class Soak:
             "events": self.events,
             "sanitizer_reports": self.sanitizer_reports(),
             "died_by_themselves": [os.path.basename(d.log_path) for d in died],
+            "pusher_error": self.pusher_error,
             "workdir": self.workdir,
         }
         return report, lost
@@ -370,7 +385,8 @@ def main():
         soak.server.stop()
     left = sum(rep["left_in_redis"].values())
     ok = (rep["lost"] == 0 and left == 0 and rep["extra_runs"] <= rep["at_least_once_window"]
-          and not rep["sanitizer_reports"] and not rep["died_by_themselves"])
+          and not rep["sanitizer_reports"] and not rep["died_by_themselves"]
+          and not rep["pusher_error"])
     print("soak: %gs, %d daemons x %d, build %s, seed %d" % (
         args.seconds, args.daemons, args.concurrency, args.build, args.seed))
     print("  chaos: %d kill -9 (in flight at each: %s; handlers running: %s), %d CLIENT KILL "
@@ -393,6 +409,8 @@ def main():
         print("  daemons that died by themselves: %s" % rep["died_by_themselves"])
     if lost:
         print("  lost jids (first 10): %s" % lost[:10])
+    if rep["pusher_error"]:
+        print("  the pusher stopped: %s" % rep["pusher_error"])
     print("soak: %s" % ("ok" if ok else "FAILED (work dir kept: %s)" % rep["workdir"]))
     if args.json:
         with open(args.json, "w") as f:
