@@ -38,9 +38,9 @@
  * every thread, until it is moved (lesson 74); waiting up to a minute for the next check
  * took 38 s and 159 error lines with three damaged keys. The Redis layer notes any WRONGTYPE
  * reply (redis.h: a flag below us, so no lower file calls up) and the poller, sleeping in
- * slices, wakes for it. A check that a WRONGTYPE triggered and that found nothing means the
- * damaged key is not one KeyGuard knows: that is said once, and such checks slow down to
- * one per KEY_CHECK_IDLE rather than one per KEY_CHECK_SOON for as long as it lasts.
+ * slices, wakes for it. A check that a WRONGTYPE triggered and that moved nothing means the
+ * damaged key is not one KeyGuard knows (or can't be moved: no RENAME): that is said once,
+ * and WRONGTYPE triggers no more checks until a minute's check meets none since the last.
  *
  * At stop the thread is abandoned, never joined (lesson 77): it checks the stopping flag
  * between steps and sleeps in slices of 0.1 s.
@@ -60,7 +60,6 @@
 
 #define KEY_CHECK_INTERVAL 60.0
 #define KEY_CHECK_SOON 1.0              /* least gap between checks a WRONGTYPE triggers */
-#define KEY_CHECK_IDLE 10.0             /* ... while they find nothing to move */
 #define POLL_BATCH 50
 #define DEFER_DELAY 60.0
 
@@ -240,7 +239,11 @@ static int key_check_triggered(const struct poller *p, double now)
 
 static void key_check(struct poller *p, double now)
 {
-	int triggered = redis_wrongtype_take() && now < p->next_key;
+	int seen = redis_wrongtype_take(), triggered = seen && now < p->next_key;
+	if (!seen) {                    /* no WRONGTYPE since the last check: episode over */
+		p->fruitless = 0;
+		p->key_gap = KEY_CHECK_SOON;
+	}
 	p->next_key = now + KEY_CHECK_INTERVAL;
 	p->last_key = now;
 	if (triggered)
@@ -249,11 +252,11 @@ static void key_check(struct poller *p, double now)
 	int moved = keyguard_check(&p->r, &p->key_site);
 	if (triggered && moved == 0) {
 		if (!p->fruitless)
-			log_warn("Key check: a command met a key of the wrong type, but every key the "
-			         "check knows has its type: the key is another one (see the command's "
-			         "error)");
+			log_warn("Key check: a command met a key of the wrong type, but the check moved "
+			         "none: the key is one it doesn't know, or can't be renamed (see the "
+			         "command's error); checking every 60 s again");
 		p->fruitless = 1;
-		p->key_gap = KEY_CHECK_IDLE;
+		p->key_gap = KEY_CHECK_INTERVAL;
 	} else if (moved > 0) {
 		p->fruitless = 0;
 		p->key_gap = KEY_CHECK_SOON;
