@@ -9,6 +9,9 @@ dir=$1
 seconds=$2
 shift 2
 here=$(dirname "$0")
+# Leaks of our dependencies, not ours (each one explained in the file).
+LSAN_OPTIONS="suppressions=$(cd "$here" && pwd)/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS
 failed=""
 summary=""
 for t in "$@"; do
