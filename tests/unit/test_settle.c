@@ -146,11 +146,13 @@ static const char *LOST_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\
 static const char *STRAY_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
                                 "\"jid\":\"eeeeeeeeeeeeeeeeeeeeeeee\"}";
 
+/* Two reconcile passes, their looks apart as two passes are (RC-12: at least 0.5 s). */
 static void reconcile_twice(void *arg)
 {
 	(void)arg;
 	struct log_site s = LOG_SITE("Reconcile");
 	reconcile_own(&R, &s);
+	sleep_seconds(0.6);
 	reconcile_own(&R, &s);
 }
 
