@@ -9,6 +9,8 @@
 #   make deb        the Debian package, build/deb/cogworkerd_<version>_<arch>.deb, lintian-checked
 #   make check-systemd   the package installed, purged and run as a service by a real
 #                   systemd, in a container (part of make check too)
+#   make fuzz       libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS each (not in make check)
+#   make soak       the chaos soak (tests/soak): daemons killed, Redis restarted, jobs counted
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
 CC       ?= cc
@@ -50,7 +52,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps check lint unit integration run bench clean install compile_commands.json \
-        deb container-root check-systemd
+        deb container-root check-systemd fuzz fuzz-build soak
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -127,6 +129,45 @@ $(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
 
+# make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="job json conf cron"]: each libFuzzer harness of
+# tests/fuzz/ runs FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/NAME/, kept in the
+# repo), under ASan + UBSan. The library is built again with clang for it (build/fuzz/: the
+# fuzzer instruments the code under test, not only the harness); new inputs go to
+# build/fuzz/corpus/NAME/, crashes to build/fuzz/crash-NAME-*. Not part of make check: a run
+# long enough to find anything does not fit its budget.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= job json conf cron
+FUZZ_CC      ?= clang
+FUZZ_DIR     := build/fuzz
+FUZZ_CFLAGS  := $(filter-out -O2 -fsanitize=%,$(CFLAGS)) -O1 -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB     := $(LIB_SRC:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/lua_scripts.o
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+$(FUZZ_DIR)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -Isrc -c -o $@ $<
+$(FUZZ_DIR)/lua_scripts.o: $(BUILD)/lua_scripts.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -c -o $@ $<
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+
+fuzz-build:
+	@sh tests/fuzz/deps.sh
+	$(MAKE) $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	sh tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# make soak [SOAK_SECONDS=180] [SOAK_DAEMONS=3] [SANITIZE=address]: the chaos soak of
+# tests/soak/ against the build (build/asan with SANITIZE=address); it prints jobs pushed,
+# lost, run twice and left in Redis, and fails on a lost job or a sanitizer report.
+SOAK_SECONDS ?= 180
+SOAK_DAEMONS ?= 3
+soak: deps all
+	python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --daemons $(SOAK_DAEMONS)
+
 clean:
 	rm -rf build
 
@@ -177,11 +218,17 @@ INSTALL_SED := sed -e 's|/usr/local/sbin/cogworkerd|$(SBINDIR)/cogworkerd|g' \
                -e 's|/usr/local/lib/systemd/system|$(UNITDIR)|g' \
                -e 's|/etc/cogworkerd|$(SYSCONFDIR)/cogworkerd|g'
 
+# The conf may hold a Redis password: its directory is 0750 and the conf 0640, group
+# $(SERVICE_GROUP) when that group exists and we may hand files to it (root), so the service
+# and the operators in the group read it, and nobody else, on a host without systemd-tmpfiles
+# too. Otherwise (a DESTDIR staged by a user) the modes are set and chgrp is left to the host.
+SERVICE_GROUP ?= cogworker
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/cogworkerd \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -d -m 0750 $(DESTDIR)$(SYSCONFDIR)/cogworkerd
 	install -m 0755 $(BUILD)/cogworkerd $(DESTDIR)$(SBINDIR)/cogworkerd
 	install -m 0644 completion/cogworkerctl.bash $(DESTDIR)$(BASHCOMPDIR)/cogworkerctl
 	install -m 0644 completion/_cogworkerctl $(DESTDIR)$(ZSHCOMPDIR)/_cogworkerctl
@@ -189,9 +236,9 @@ install: all
 	@conf=$(DESTDIR)$(SYSCONFDIR)/cogworkerd/cogworkerd.conf; \
 	if [ -e "$$conf" ]; then \
 	    echo "install: $$conf exists, kept; the new example is $$conf.example"; \
-	    install -m 0644 conf/cogworkerd.conf "$$conf.example"; \
+	    install -m 0640 conf/cogworkerd.conf "$$conf.example"; \
 	else \
-	    install -m 0644 conf/cogworkerd.conf "$$conf"; \
+	    install -m 0640 conf/cogworkerd.conf "$$conf"; \
 	fi
 	for u in cogworkerd.service cogworkerd@.service; do \
 	    $(INSTALL_SED) systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
@@ -212,4 +259,10 @@ install: all
 	    echo "install: done; edit $(SYSCONFDIR)/cogworkerd/cogworkerd.conf, then: systemctl enable --now cogworkerd"; \
 	else \
 	    echo "install: done; on the target host run: systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload"; \
+	fi
+	@dir=$(DESTDIR)$(SYSCONFDIR)/cogworkerd; \
+	if [ "$$(id -u)" = 0 ] && getent group $(SERVICE_GROUP) >/dev/null; then \
+	    chgrp $(SERVICE_GROUP) "$$dir" "$$dir"/cogworkerd.conf*; \
+	else \
+	    echo "install: $$dir is 0750 and its conf 0640; give them to group $(SERVICE_GROUP) on the target host: chgrp -R $(SERVICE_GROUP) $(SYSCONFDIR)/cogworkerd"; \
 	fi

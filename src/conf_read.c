@@ -51,6 +51,11 @@ void put_err(struct loader *L, const char *loc, unsigned line, const char *msg)
 		snprintf(L->err, L->errlen, "%s: %s", loc, msg);
 	else
 		snprintf(L->err, L->errlen, "%s", msg);
+	/* One error, one line: a value quoted in it (a queue name with a line break, found by
+	 * tests/fuzz/fuzz_conf) must not break the line --check and the log print. */
+	for (char *p = L->err; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 }
 
 /* "<file>:<line>: <msg>" for setting s (or "<file>: <msg>" without one). Returns -1. */

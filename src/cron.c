@@ -167,8 +167,9 @@ static int parse_value(struct fparse *fp, const char **s, int *out)
 	const char *p = *s;
 	if (isdigit((unsigned char)*p)) {
 		int v = 0, n = 0;
-		while (isdigit((unsigned char)*p))
-			v = v * 10 + (*p++ - '0'), n++;
+		for (; isdigit((unsigned char)*p); p++, n++)
+			if (n < f->digits)      /* past that it is refused: no overflow on the way */
+				v = v * 10 + (*p - '0');
 		if (n > f->digits)
 			return FAIL(fp, "bad %s '%.*s': at most %d digits", f->name, (int)(p - *s),
 			            *s, f->digits);
@@ -195,8 +196,9 @@ static int parse_step(struct fparse *fp, const char **s, int *step)
 		*step = 1;
 		return 0;
 	}
-	for (p++; isdigit((unsigned char)*p); p++)
-		v = v * 10 + (*p - '0'), n++;
+	for (p++; isdigit((unsigned char)*p); p++, n++)
+		if (n < 2)
+			v = v * 10 + (*p - '0');
 	if (n == 0 || n > 2 || v == 0)
 		return FAIL(fp, "bad step '%s' in %s (1-99)", *s, fp->f->name);
 	*s = p, *step = v;

@@ -272,7 +272,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	*dead_entry = NULL;
 	*finish = 0;
 	*took = 0;
-	if (!j->obj) {
+	if (!j->obj || j->invalid) {            /* never run, never retried (§7.4) */
 		metrics_inc(METRIC_JOBS_DEAD);
 		return bury_unparseable(&f->r, j, &job_site);
 	}

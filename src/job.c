@@ -68,20 +68,91 @@ int job_max_retries(const cJSON *retry)
 	return 0;
 }
 
-static long int_field(const cJSON *obj, const char *name)
+/*
+ * The member that counts for name (a repeated key: the last one, as Ruby reads it), among
+ * the members cJSON decoded. cJSON_GetObjectItemCaseSensitive would give the first.
+ */
+static const cJSON *member(const cJSON *obj, const char *name)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-	if (cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble > 0)
-		return (long)v->valuedouble;
-	if (cJSON_IsString(v))
-		return strtol(v->valuestring, NULL, 10) > 0 ? strtol(v->valuestring, NULL, 10) : 0;
-	return 0;
+	const cJSON *found = NULL;
+	for (const cJSON *c = obj->child; c; c = c->next)
+		if (c->string && strcmp(c->string, name) == 0)
+			found = c;
+	return found;
 }
 
-static const char *string_field(const cJSON *obj, const char *name)
+/* A count field: absent or unusable 0, capped like the retry budget, so that neither the
+ * cast from a double (1e300) nor the daemon's count + 1 can overflow. */
+#define COUNT_MAX 1000000000L
+
+static long int_field(const cJSON *obj, const char *name)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
+	const cJSON *v = member(obj, name);
+	double d = 0;
+	if (cJSON_IsNumber(v))
+		d = v->valuedouble;
+	else if (cJSON_IsString(v))
+		d = (double)strtol(v->valuestring, NULL, 10);
+	if (!isfinite(d) || d <= 0)
+		return 0;
+	return d >= (double)COUNT_MAX ? COUNT_MAX : (long)d;
+}
+
+/* What a top-level member of the text is (the strings decoded here, not by cJSON). */
+enum field_kind { F_ABSENT, F_STRING, F_ARRAY, F_OTHER };
+
+struct field {
+	enum field_kind kind;
+	char *s;                /* F_STRING: decoded, malloc'd */
+	int nul;                /* F_STRING: it holds a NUL byte */
+};
+
+/* The member at raw[start], vlen bytes (0: absent). */
+static struct field text_field(const char *raw, size_t start, size_t vlen)
+{
+	struct field f = { F_ABSENT, NULL, 0 };
+	size_t n;
+	if (vlen == 0)
+		return f;
+	f.kind = raw[start] == '"' ? F_STRING : raw[start] == '[' ? F_ARRAY : F_OTHER;
+	if (f.kind == F_STRING) {
+		f.s = json_string_decode(raw + start, vlen, &n);
+		f.nul = f.s && strlen(f.s) != n;
+		if (!f.s)
+			f.kind = F_OTHER;
+	}
+	return f;
+}
+
+/* A string field as the job keeps it: NULL unless a string. */
+static char *take_string(struct field *f)
+{
+	return f->kind == F_STRING ? f->s : NULL;
+}
+
+/* Why the object j is not a job that can run (malloc'd), or NULL. */
+static char *invalid_reason(const struct field *cls, const struct field *jid, int queue_nul,
+                            enum field_kind args)
+{
+	if (cls->kind == F_ABSENT)
+		return xstrdup("not a job: no class");
+	if (cls->kind != F_STRING)
+		return xstrdup("not a job: class is not a string");
+	if (!cls->s[0] && !cls->nul)
+		return xstrdup("not a job: class is an empty string");
+	if (cls->nul)
+		return xstrdup("not a job: class holds a NUL character (\\u0000)");
+	if (jid->kind == F_ABSENT)
+		return xstrdup("not a job: no jid");
+	if (jid->kind != F_STRING || (!jid->s[0] && !jid->nul))
+		return xstrdup("not a job: jid is not a non-empty string");
+	if (jid->nul)
+		return xstrdup("not a job: jid holds a NUL character (\\u0000)");
+	if (queue_nul)
+		return xstrdup("not a job: queue holds a NUL character (\\u0000)");
+	if (args != F_ABSENT && args != F_ARRAY)
+		return xstrdup("not a job: args is not an array");
+	return NULL;
 }
 
 static char *parse_error_text(const char *raw, size_t len, size_t at)
@@ -101,47 +172,62 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	j->raw = xstrndup(raw, len);
 	j->raw_len = len;
 	j->fetched_from = fetched_from ? xstrdup(fetched_from) : NULL;
-	j->queue = "default";
 	size_t at = 0;
 	cJSON *v = parse_strict(j->raw, len, &at);
 	if (!v) {
 		j->parse_error = parse_error_text(raw, len, at);
+		j->queue = xstrdup("default");
 		return;
 	}
 	if (!cJSON_IsObject(v)) {
 		cJSON_Delete(v);
 		j->parse_error = xstrdup("not a JSON object");
+		j->queue = xstrdup("default");
 		return;
 	}
 	/* cJSON is laxer than JSON (leading zeros, raw control characters in strings), which
 	 * Ruby's parser rejects; such a payload could not be filed byte-preservingly either
-	 * (json_edit_object is strict), so it is unparseable here too. */
-	char *strict = json_edit_object(j->raw, len, NULL, 0);
-	if (!strict) {
+	 * (json_edit_object is as strict as this scan), so it is unparseable here too. One
+	 * scan checks that and finds the members read from the text. */
+	static const char *const names[] = { "class", "jid", "queue", "periodic_pjid", "unique",
+	                                     "args" };
+	size_t st[6], ln[6];
+	if (json_member_spans(j->raw, len, names, 6, st, ln) != 0) {
 		cJSON_Delete(v);
 		j->parse_error = xstrdup("unexpected token: not valid JSON (RFC 8259)");
+		j->queue = xstrdup("default");
 		return;
 	}
-	free(strict);
 	j->obj = v;
-	j->cls = string_field(v, "class");
-	j->jid = string_field(v, "jid");
-	const char *q = string_field(v, "queue");
-	if (q && q[0])
-		j->queue = q;
-	size_t start, vlen;
-	if (json_member_span(j->raw, len, "args", &start, &vlen) == 0)
-		j->args_json = xstrndup(j->raw + start, vlen);
-	else
-		j->args_json = xstrdup("[]");
+	struct field cls = text_field(j->raw, st[0], ln[0]);
+	struct field jid = text_field(j->raw, st[1], ln[1]);
+	struct field queue = text_field(j->raw, st[2], ln[2]);
+	struct field pjid = text_field(j->raw, st[3], ln[3]);
+	struct field unique = text_field(j->raw, st[4], ln[4]);
+	struct field args = text_field(j->raw, st[5], ln[5]);
+	free(args.s);
+	j->invalid = invalid_reason(&cls, &jid, queue.kind == F_STRING && queue.nul, args.kind);
+	j->cls = take_string(&cls);
+	j->jid = take_string(&jid);
+	j->queue = take_string(&queue);
+	if (!j->queue || !j->queue[0]) {
+		free(j->queue);
+		j->queue = xstrdup("default");
+	}
+	j->pjid = take_string(&pjid);
+	j->unique = unique.kind == F_STRING && strcmp(unique.s, "until_executed") == 0 &&
+	            !unique.nul;
+	free(unique.s);
+	j->args_json = ln[5] ? xstrndup(j->raw + st[5], ln[5]) : xstrdup("[]");
 	j->retry_count = int_field(v, "retry_count");
 	j->interrupted_count = int_field(v, "interrupted_count");
-	j->max_retries = job_max_retries(cJSON_GetObjectItemCaseSensitive(v, "retry"));
-	j->pjid = string_field(v, "periodic_pjid");
-	j->periodic_until_executed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v,
-	                                          "periodic_until_executed"));
-	const char *u = string_field(v, "unique");
-	j->unique = u && strcmp(u, "until_executed") == 0;
+	j->max_retries = job_max_retries(member(v, "retry"));
+	j->periodic_until_executed = cJSON_IsTrue(member(v, "periodic_until_executed"));
+}
+
+int job_gets_on_death(const struct job *j)
+{
+	return j->obj && !j->invalid && j->cls && strcmp(j->cls, JOB_UNPARSEABLE_CLASS) != 0;
 }
 
 /* A positive finite number field, else 0. */
@@ -176,8 +262,13 @@ void job_free(struct job *j)
 {
 	free(j->raw);
 	free(j->fetched_from);
+	free(j->cls);
+	free(j->jid);
+	free(j->queue);
+	free(j->pjid);
 	free(j->args_json);
 	free(j->parse_error);
+	free(j->invalid);
 	if (j->obj)
 		cJSON_Delete(j->obj);
 	memset(j, 0, sizeof *j);

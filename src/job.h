@@ -12,31 +12,51 @@
 #define MAX_ERROR_MESSAGE 10000
 #define MAX_RAW_PAYLOAD 100000
 
+/*
+ * The string fields are read from the text, the way Ruby reads them (a repeated key counts
+ * with its last value; a key or value holding "\u0000" keeps it), not from cJSON, which
+ * takes a repeated key's first value and cuts a string at a NUL: a payload must not be
+ * able to run one handler while the rest of the fleet reads another class.
+ */
 struct job {
 	char *raw;              /* exactly as fetched */
 	size_t raw_len;
 	char *fetched_from;     /* queue name it was fetched from (NULL if unknown) */
 	cJSON *obj;             /* NULL if raw is not a JSON object */
-	const char *cls;        /* "class" string, or NULL */
-	const char *jid;        /* "jid" string, or NULL */
-	const char *queue;      /* "queue" if a non-empty string, else "default" */
+	char *cls;              /* "class" string, or NULL */
+	char *jid;              /* "jid" string, or NULL */
+	char *queue;            /* "queue" if a non-empty string, else "default" */
 	char *args_json;        /* original text of "args", or "[]" */
 	long retry_count;       /* absent or unusable = 0 */
 	long interrupted_count;
 	int max_retries;
-	const char *pjid;       /* periodic_pjid, or NULL */
+	char *pjid;             /* periodic_pjid, or NULL */
 	int periodic_until_executed;
 	int unique;             /* unique == "until_executed" */
 	char *parse_error;      /* why obj is NULL */
+	char *invalid;          /* why an object is not a job that can run, or NULL (job_parse) */
 };
+
+/* The class of the (unparseable) wrapper (doc/protocol.md §4.6). */
+#define JOB_UNPARSEABLE_CLASS "(unparseable)"
 
 /* cJSON parse of NUL-terminated text, strict and serialised (cJSON's global error
  * pointer is written by every parse). NULL if invalid. */
 cJSON *job_json_parse(const char *s, size_t len);
 
-/* Parse raw (copied). Always succeeds; an unparseable payload has obj == NULL. */
+/*
+ * Parse raw (copied). Always succeeds; an unparseable payload has obj == NULL. An object
+ * that is no job the daemon may run has invalid set, saying why: no class, a class that is
+ * not a non-empty string, args present but not an array, no jid (or not a non-empty
+ * string), or a class, queue or jid holding NUL (which no handler lookup, environment or
+ * Redis key built from it could carry faithfully).
+ */
 void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_from);
 void job_free(struct job *j);
+
+/* Does an entry put in dead get on_death? Not an unparseable or invalid payload, nor an
+ * (unparseable) wrapper filed later (doc/protocol.md §4.6, §7.19). */
+int job_gets_on_death(const struct job *j);
 
 /* max_retries(retry): false → 0; true/absent/null → 25; int; float truncated; numeric
  * string parsed; anything else 0. */

@@ -318,6 +318,31 @@ size_t decode_escape(const char *p, const char *end, uint32_t *cp)
 	return 6;
 }
 
+char *json_string_decode(const char *lit, size_t len, size_t *n)
+{
+	if (!lit || len < 2 || lit[0] != '"')
+		return NULL;
+	struct scan s = { lit, lit + len, 0, 0 };
+	if (scan_string(&s) < 0 || s.p != s.end)
+		return NULL;
+	struct sbuf b;
+	sb_init(&b);
+	const char *p = lit + 1, *end = lit + len - 1;
+	while (p < end) {
+		const char *run = p;
+		while (p < end && *p != '\\')
+			p++;
+		sb_add(&b, run, (size_t)(p - run));
+		if (p == end)
+			break;
+		uint32_t cp;
+		p += decode_escape(p, end, &cp);
+		utf8_put(&b, cp);
+	}
+	*n = b.len;
+	return sb_steal(&b);
+}
+
 /* Does the raw key text k (between its quotes, already scanned) decode to key? */
 static int key_equals(const char *k, size_t klen, const char *key, size_t keylen)
 {
@@ -420,21 +445,33 @@ static int member_has_key(const char *raw, const struct member *m, const char *k
 	return key_equals(raw + m->kstart + 1, m->kend - m->kstart - 2, key, strlen(key));
 }
 
-int json_member_span(const char *raw, size_t len, const char *key, size_t *start, size_t *vlen)
+int json_member_spans(const char *raw, size_t len, const char *const *keys, int nkeys,
+                      size_t *starts, size_t *lens)
 {
 	struct layout lay;
-	if (!raw || !key || scan_object_layout(raw, len, &lay) < 0)
+	if (!raw || scan_object_layout(raw, len, &lay) < 0)
 		return -1;
-	int found = -1;
-	for (int i = 0; i < lay.n; i++)
-		if (member_has_key(raw, &lay.m[i], key))
-			found = i;  /* the last one: Ruby keeps a repeated key's last value */
-	if (found >= 0) {
-		*start = lay.m[found].vstart;
-		*vlen = lay.m[found].vend - lay.m[found].vstart;
+	for (int k = 0; k < nkeys; k++) {
+		starts[k] = lens[k] = 0;
+		for (int i = 0; i < lay.n; i++)
+			if (member_has_key(raw, &lay.m[i], keys[k])) {
+				/* the last one: Ruby keeps a repeated key's last value */
+				starts[k] = lay.m[i].vstart;
+				lens[k] = lay.m[i].vend - lay.m[i].vstart;
+			}
 	}
 	free(lay.m);
-	return found >= 0 ? 0 : -1;
+	return 0;
+}
+
+int json_member_span(const char *raw, size_t len, const char *key, size_t *start, size_t *vlen)
+{
+	size_t s, n;
+	if (!key || json_member_spans(raw, len, &key, 1, &s, &n) < 0 || n == 0)
+		return -1;
+	*start = s;
+	*vlen = n;
+	return 0;
 }
 
 /* Index of the last edit naming key, or -1. The last edit for a key is the one that counts. */

@@ -24,6 +24,18 @@ char *json_edit_object(const char *raw, size_t len, const struct json_edit *edit
 /* Locate the value text of a top-level member; 0 and the span on success, -1 if absent
  * or raw is not an object. */
 int json_member_span(const char *raw, size_t len, const char *key, size_t *start, size_t *vlen);
+/* The same for several keys in one scan: the span of keys[i] in starts[i] and lens[i]
+ * (lens[i] = 0: absent). 0, or -1 if raw is not an object. */
+int json_member_spans(const char *raw, size_t len, const char *const *keys, int nkeys,
+                      size_t *starts, size_t *lens);
+
+/*
+ * The JSON string literal lit (quotes included, as json_member_span and json_array_spans
+ * give it) decoded: malloc'd and NUL-terminated, its length in *n. The text may hold NUL
+ * bytes (written "\u0000"), which is why the length is there: compare it with strlen to
+ * tell. NULL if lit is not exactly one string literal.
+ */
+char *json_string_decode(const char *lit, size_t len, size_t *n);
 
 /* True if raw is one well-formed JSON value with nothing but whitespace around it. */
 int json_valid(const char *raw, size_t len);

@@ -219,7 +219,8 @@ out:
 	free(prefix);
 }
 
-/* Quarantine one wrong-typed key; -1 on an availability error. */
+/* Quarantine one wrong-typed key: 1 moved, 0 not (fixed meanwhile, or an error logged),
+ * -1 on an availability error. */
 static int quarantine(struct rconn *r, const struct watched *w, const char *actual,
                       struct log_site *site)
 {
@@ -241,6 +242,7 @@ static int quarantine(struct rconn *r, const struct watched *w, const char *actu
 		         target);
 		metrics_inc(METRIC_KEYS_QUARANTINED);
 		prune_copies(r, w->key);
+		rc = 1;
 	}
 	if (rep)
 		freeReplyObject(rep);
@@ -264,12 +266,17 @@ int keyguard_check(struct rconn *r, struct log_site *site)
 		rpipe_exec(r, &p, types);
 		rc = p.unavailable ? -1 : 0;
 	}
+	int moved = 0;
 	for (int i = 0; rc == 0 && i < w.n; i++) {
 		const redisReply *t = types[i];
 		if (!t || (t->type != REDIS_REPLY_STATUS && t->type != REDIS_REPLY_STRING))
 			continue;
-		if (strcmp(t->str, "none") != 0 && strcmp(t->str, w.v[i].type) != 0)
-			rc = quarantine(r, &w.v[i], t->str, site);
+		if (strcmp(t->str, "none") != 0 && strcmp(t->str, w.v[i].type) != 0) {
+			int q = quarantine(r, &w.v[i], t->str, site);
+			if (q < 0)
+				rc = -1;
+			moved += q > 0;
+		}
 	}
 	for (int i = 0; types && i < w.n; i++)
 		if (types[i])
@@ -280,5 +287,5 @@ int keyguard_check(struct rconn *r, struct log_site *site)
 		site_result(site, r, 1, "key check");
 	else
 		site_result(site, r, 0, "key check");
-	return rc;
+	return rc == 0 ? moved : -1;
 }

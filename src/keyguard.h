@@ -8,7 +8,7 @@
 #include "log.h"
 #include "redis.h"
 
-/* 0 when Redis answered, -1 on an availability error. */
+/* The number of keys moved when Redis answered, -1 on an availability error. */
 int keyguard_check(struct rconn *r, struct log_site *site);
 
 #endif

@@ -109,7 +109,8 @@ void log_job_end(void)
 	job_cls = job_jid = job_queue = NULL;
 }
 
-static void write_all(const char *s, size_t len)
+/* The bytes written: what a caller that budgets its lines counts (pump.c). */
+static size_t write_all(const char *s, size_t len)
 {
 	size_t off = 0;
 	while (off < len) {
@@ -118,6 +119,7 @@ static void write_all(const char *s, size_t len)
 			break;
 		off += (size_t)w;
 	}
+	return off;
 }
 
 static void iso_now(char out[64])
@@ -131,7 +133,7 @@ static void iso_now(char out[64])
 	         ts.tv_nsec / 1000000);
 }
 
-static void text_line(enum log_level l, const char *fmt, va_list ap)
+static size_t text_line(enum log_level l, const char *fmt, va_list ap)
 {
 	char line[16384];
 	int n;
@@ -151,7 +153,7 @@ static void text_line(enum log_level l, const char *fmt, va_list ap)
 		if (line[i] == '\n' || line[i] == '\r')
 			line[i] = ' ';
 	line[len++] = '\n';
-	write_all(line, len);
+	return write_all(line, len);
 }
 
 static void json_str(struct sbuf *b, const char *key, const char *v)
@@ -171,8 +173,8 @@ static void json_num(struct sbuf *b, const char *key, double v)
 		sb_printf(b, ",\"%s\":%.3f", key, v);
 }
 
-static void json_line(enum log_level l, const char *event, const struct log_field *f, int nf,
-                      const char *fmt, va_list ap)
+static size_t json_line(enum log_level l, const char *event, const struct log_field *f,
+                        int nf, const char *fmt, va_list ap)
 {
 	char t[64];
 	struct sbuf b;
@@ -201,41 +203,43 @@ static void json_line(enum log_level l, const char *event, const struct log_fiel
 	json_str(&b, "msg", msg ? msg : "");
 	free(msg);
 	sb_adds(&b, "}\n");
-	write_all(b.s, b.len);
+	size_t wrote = write_all(b.s, b.len);
 	sb_free(&b);
+	return wrote;
 }
 
-static void log_line(enum log_level l, const char *event, const struct log_field *f, int nf,
-                     const char *fmt, va_list ap)
+static size_t log_line(enum log_level l, const char *event, const struct log_field *f,
+                       int nf, const char *fmt, va_list ap)
 {
 	if ((int)l < atomic_load(&current_level))
-		return;
+		return 0;
 	if (atomic_load(&current_format) == LOG_FORMAT_JSON)
-		json_line(l, event, f, nf, fmt, ap);
-	else
-		text_line(l, fmt, ap);
+		return json_line(l, event, f, nf, fmt, ap);
+	return text_line(l, fmt, ap);
 }
 
-void log_vmsg(enum log_level l, const char *fmt, va_list ap)
+size_t log_vmsg(enum log_level l, const char *fmt, va_list ap)
 {
-	log_line(l, NULL, NULL, 0, fmt, ap);
+	return log_line(l, NULL, NULL, 0, fmt, ap);
 }
 
-void log_msg(enum log_level l, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	log_line(l, NULL, NULL, 0, fmt, ap);
-	va_end(ap);
-}
-
-void log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
-               const char *fmt, ...)
+size_t log_msg(enum log_level l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_line(l, event, fields, n, fmt, ap);
+	size_t n = log_line(l, NULL, NULL, 0, fmt, ap);
 	va_end(ap);
+	return n;
+}
+
+size_t log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
+                 const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t wrote = log_line(l, event, fields, n, fmt, ap);
+	va_end(ap);
+	return wrote;
 }
 
 /* Sites may be shared by threads (the fetchers'): one lock for all, rarely contended. */

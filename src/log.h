@@ -13,6 +13,7 @@
 #define COGWORKERD_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
@@ -22,8 +23,10 @@ int log_level_parse(const char *s, enum log_level *out);
 void log_set_format(enum log_format f);
 int log_format_parse(const char *s, enum log_format *out);
 
-void log_msg(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void log_vmsg(enum log_level l, const char *fmt, va_list ap);
+/* Both return the bytes the line took in the log (0 below the level), whichever the
+ * format: what a caller that budgets its lines counts (pump.c). */
+size_t log_msg(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+size_t log_vmsg(enum log_level l, const char *fmt, va_list ap);
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
@@ -40,15 +43,15 @@ void log_job_end(void);
 /*
  * One named event with fields of its own (JSON only; the text line is the message). A
  * field is a string (str) or, with str NULL, a number; nothing is printed for a number
- * that is NaN, so optional fields can be left NAN.
+ * that is NaN, so optional fields can be left NAN. Returns the bytes written, as log_msg.
  */
 struct log_field {
 	const char *key;
 	const char *str;
 	double num;
 };
-void log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+size_t log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Per-site summarising of Redis availability errors (doc/protocol.md §7.24): the first

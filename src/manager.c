@@ -209,6 +209,29 @@ static int first_beat(void)
 	}
 }
 
+/*
+ * RLIMIT_NPROC counts every process and thread of the child's real user, and the kernel
+ * does not enforce it for root: without `user` the child is the daemon's user, so the
+ * limit does nothing for a root daemon and counts the daemon's own threads otherwise.
+ * Valid, so not a conf error; but it rarely does what was meant, so it is said at start.
+ */
+static void check_nproc_limits(const struct conf *c)
+{
+	for (int i = 0; i < c->nhandlers; i++) {
+		const struct handler *h = &c->handlers[i];
+		if (h->rlimit_nproc < 0 || h->user)
+			continue;
+		if (geteuid() == 0)
+			log_warn("handler %s: rlimit_nproc does nothing here: the handler runs as root "
+			         "(no user set), and the kernel does not apply it to root",
+			         h->class_name);
+		else
+			log_warn("handler %s: rlimit_nproc counts every process and thread of the "
+			         "daemon's own user (no user set), the daemon's threads included",
+			         h->class_name);
+	}
+}
+
 static void notify_status(const struct conf *c)
 {
 	sd_notifyf(0, "STATUS=%d/%d busy%s, redis %s", atomic_load(&D.busy), c->concurrency,
@@ -310,6 +333,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	}
 	log_conf_warnings(c);
 	conf_check_commands(c, warn_command, NULL);
+	check_nproc_limits(c);
 	rconn_init(&mconn, &c->redis);
 	double beat_every = c->heartbeat_interval;
 	int concurrency = c->concurrency;

@@ -37,37 +37,39 @@ static int in_list(const int *v, int n, int code)
 }
 
 /*
- * json_array_spans gives each element's original text; cJSON decodes the strings. The
- * elements are walked as a list, in step with the spans: cJSON_GetArrayItem(i) walks
- * from the head each time, quadratic in the number of args.
+ * json_array_spans gives each element's original text, and a string element is decoded
+ * from that text (json_string_decode), so the walk is one pass over the args: a cJSON walk
+ * with cJSON_GetArrayItem(i) started from the head each time, quadratic in the number of
+ * args (80 000 args cost 13 s of CPU). The decoding keeps a "\u0000", which cJSON would
+ * have cut the string at: an argv element can't hold a NUL, so such args are refused
+ * rather than passed truncated.
  */
-char **args_as_argv(const char *args_json, int *n)
+char **args_as_argv(const char *args_json, int *n, int *nul_at)
 {
 	size_t len = strlen(args_json);
 	size_t *starts = NULL, *lens = NULL;
 	int count = json_array_spans(args_json, len, &starts, &lens);
 	*n = 0;
-	if (count <= 0) {
-		free(starts);
-		free(lens);
-		return NULL;
-	}
-	char **out = xcalloc((size_t)count, sizeof *out);
-	cJSON *arr = job_json_parse(args_json, len);
-	const cJSON *e = cJSON_IsArray(arr) ? arr->child : NULL;
-	for (int i = 0; i < count; i++) {
-		if (cJSON_IsString(e))
-			out[i] = xstrdup(e->valuestring);
-		else
+	*nul_at = -1;
+	char **out = count > 0 ? xcalloc((size_t)count, sizeof *out) : NULL;
+	for (int i = 0; i < count && *nul_at < 0; i++) {
+		size_t dlen = 0;
+		if (args_json[starts[i]] == '"')
+			out[i] = json_string_decode(args_json + starts[i], lens[i], &dlen);
+		if (!out[i])
 			out[i] = xstrndup(args_json + starts[i], lens[i]);
-		if (e)
-			e = e->next;
+		else if (strlen(out[i]) != dlen)
+			*nul_at = i;
 	}
-	if (arr)
-		cJSON_Delete(arr);
 	free(starts);
 	free(lens);
-	*n = count;
+	if (*nul_at >= 0) {
+		for (int i = 0; i <= *nul_at; i++)
+			free(out[i]);
+		free(out);
+		return NULL;
+	}
+	*n = count > 0 ? count : 0;
 	return out;
 }
 
@@ -131,9 +133,20 @@ int job_run_init(struct job_run *run, const struct job *j, const struct handler 
 	memset(run, 0, sizeof *run);
 	char rc[32];
 	snprintf(rc, sizeof rc, "%ld", j->retry_count);
-	run->env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
+	int nul_at = -1;
 	if (h->args_as_argv)
-		run->extra = args_as_argv(j->args_json, &run->nextra);
+		run->extra = args_as_argv(j->args_json, &run->nextra, &nul_at);
+	if (nul_at >= 0) {
+		/* No retry can ever pass it: cut short to dead, like E2BIG (decide_failure). */
+		outcome_clear(o);
+		char *what = xasprintf("exec failed: args[%d] holds a NUL character (\\u0000), which "
+		                       "can't be passed on a command line", nul_at);
+		failed(o, "Cogworker::HandlerSpawnFailed", what, NULL, 0);
+		o->permanent = 1;
+		free(what);
+		return -1;
+	}
+	run->env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
 	run->message_tail = h->output_tail;
 	run->req = (struct run_request){
 		.command = &h->command, .extra_args = (const char *const *)run->extra,
@@ -232,7 +245,7 @@ enum decision decide_failure(const struct job *j, const struct handler *h,
 	int code = o->exit_code;
 	if (j->retry_count + 1 > j->max_retries)
 		return DECIDE_DEAD;
-	if (o->spawn_errno == E2BIG)
+	if (o->spawn_errno == E2BIG || o->permanent)
 		return DECIDE_KILLED;
 	if (h && code > 0 && in_list(h->dead_codes, h->ndead, code))
 		return DECIDE_KILLED;
@@ -265,6 +278,9 @@ void decision_reason(enum decision d, const struct job *j, const struct run_outc
 		if (o->spawn_errno == E2BIG)
 			snprintf(out, n, "the arguments do not fit in an argv (E2BIG): no retry can "
 			         "succeed");
+		else if (o->permanent)
+			snprintf(out, n, "an arg holds a NUL character, which no argv can carry: no "
+			         "retry can succeed");
 		else
 			snprintf(out, n, "exit code %d is in dead_exit_codes", o->exit_code);
 		return;

@@ -31,6 +31,7 @@ struct run_outcome {
 	                             * whatever the retry budget and the exit-code map say */
 	int exit_code;              /* a non-zero exit status, for the exit-code map; else -1 */
 	int spawn_errno;            /* the errno of a spawn that failed; else 0 */
+	int permanent;              /* a failure no retry can mend (an arg holding NUL) */
 	const char *error_class;    /* NULL for a success or an abort */
 	char *error_message;        /* malloc'd, NULL when error_class is */
 	char *detail;               /* the message without the stderr tail ("exit status 4"),
@@ -53,8 +54,9 @@ struct job_run {
 	size_t message_tail;        /* the handler's output_tail */
 };
 
-/* 0; or -1 when the handler's user or group can't be resolved: then *o is that failure,
- * nothing is to be run and run needs no job_run_free. */
+/* 0; or -1 when the handler's user or group can't be resolved, or an arg to pass as argv
+ * holds a NUL (a permanent failure): then *o is that failure, nothing is to be run and run
+ * needs no job_run_free. */
 int job_run_init(struct job_run *run, const struct job *j, const struct handler *h,
                  struct run_outcome *o);
 void job_run_free(struct job_run *run);
@@ -69,8 +71,9 @@ void outcome_free(struct run_outcome *o);
 /*
  * Where a failure goes (doc/protocol.md §7.5): the retry budget first, then the handler's
  * dead_exit_codes and discard_exit_codes (h may be NULL: no handler), else a retry. A
- * spawn that no retry can fix (E2BIG: the job's args do not fit in an argv) is cut short
- * like a dead exit code: retrying it 25 times only delays the dead entry by three weeks.
+ * spawn that no retry can fix (E2BIG: the job's args do not fit in an argv; an arg holding
+ * NUL, o->permanent) is cut short like a dead exit code: retrying it 25 times only delays
+ * the dead entry by three weeks.
  */
 enum decision { DECIDE_RETRY, DECIDE_DEAD, DECIDE_KILLED, DECIDE_DISCARD };
 enum decision decide_failure(const struct job *j, const struct handler *h,
@@ -82,7 +85,8 @@ void decision_reason(enum decision d, const struct job *j, const struct run_outc
 
 /* The elements of a JSON array as argv strings: strings decoded, anything else as its
  * original text (a big integer keeps its digits). NULL with *n = 0 for an empty array or
- * not an array. Each string and the array malloc'd. */
-char **args_as_argv(const char *args_json, int *n);
+ * not an array. Each string and the array malloc'd. A string holding NUL can't be an argv
+ * element: then NULL, *n = 0 and *nul_at = its index (else -1). */
+char **args_as_argv(const char *args_json, int *n, int *nul_at);
 
 #endif

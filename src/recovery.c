@@ -39,7 +39,12 @@
  * hash, which a failover can lose (lesson 42). A listed job that is not running is a
  * stray; a stray with a pending settlement is settled, never re-run; any other stray is
  * requeued only when it was a stray on the previous pass too (the two-look rule), which
- * rules out a job caught between its fetch and "mark running".
+ * rules out a job caught between its fetch and "mark running". The two looks must be
+ * half a pass apart (at most RECONCILE_LOOK_GAP) in the server's time, not merely two
+ * consecutive passes: a pass held up (a
+ * DEBUG SLEEP, a slow server) ends when the next one is already due, and two looks a few
+ * milliseconds apart both fell between one fetch and its "mark running" (the chaos soak
+ * caught a job run twice so).
  *
  * State kept between passes (the raw burials still to swap, the previous strays) lives
  * in this file and is touched by the poller thread only.
@@ -58,6 +63,7 @@
 #include "util.h"
 
 #define BATCH 100               /* repeat orphans / unsettled records read per pass */
+#define RECONCILE_LOOK_GAP 0.5  /* least time between the two looks at a stray */
 #define RECORDS_QUARANTINE_TTL "2592000"
 
 /* ---- a small list of strings (raw jobs, identities) ---- */
@@ -65,26 +71,34 @@
 struct strs {
 	char **v;
 	size_t *len;
+	double *at;             /* strays: when each was first seen (monotonic) */
 	int n, cap;
 };
 
-static void strs_add(struct strs *s, const char *str, size_t len)
+static void strs_add_at(struct strs *s, const char *str, size_t len, double at)
 {
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 16;
 		s->v = xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
 		s->len = xrealloc(s->len, (size_t)s->cap * sizeof *s->len);
+		s->at = xrealloc(s->at, (size_t)s->cap * sizeof *s->at);
 	}
 	s->v[s->n] = xstrndup(str, len);
+	s->at[s->n] = at;
 	s->len[s->n++] = len;
 }
 
-static int strs_has(const struct strs *s, const char *str)
+static void strs_add(struct strs *s, const char *str, size_t len)
+{
+	strs_add_at(s, str, len, 0);
+}
+
+static int strs_find(const struct strs *s, const char *str)
 {
 	for (int i = 0; i < s->n; i++)
 		if (strcmp(s->v[i], str) == 0)
-			return 1;
-	return 0;
+			return i;
+	return -1;
 }
 
 static void strs_free(struct strs *s)
@@ -93,6 +107,7 @@ static void strs_free(struct strs *s)
 		free(s->v[i]);
 	free(s->v);
 	free(s->len);
+	free(s->at);
 	memset(s, 0, sizeof *s);
 }
 
@@ -229,16 +244,40 @@ static void repeat_orphan_followup(struct pass *p, const struct job *j, const ch
 		         "once (on_orphan = \"dead\")", j->jid ? j->jid : "?");
 	else
 		log_warn("jid=%s orphaned too often, moved to dead", j->jid ? j->jid : "?");
-	if (j->obj)             /* never for an unparseable payload (§4.6) */
+	if (job_gets_on_death(j))       /* never for an unparseable or invalid payload (§4.6) */
 		on_death_run(j->cls, j->jid, entry);
 }
 
 /* ---- candidates ---- */
 
+/* Duplicates (a SCAN may repeat a key; the registry lists most of them again) are dropped
+ * once all are in (strs_unique): a lookup per candidate was quadratic in a registry that
+ * anyone with access to Redis can fill. */
 static void add_candidate(struct strs *c, const char *id)
 {
-	if (strcmp(id, D.identity) != 0 && !strs_has(c, id))
+	if (strcmp(id, D.identity) != 0)
 		strs_add(c, id, strlen(id));
+}
+
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort s and drop its repeats (its len and at arrays are not kept in step: identities). */
+static void strs_unique(struct strs *s)
+{
+	if (s->n < 2)
+		return;
+	qsort(s->v, (size_t)s->n, sizeof *s->v, by_string);
+	int m = 1;
+	for (int i = 1; i < s->n; i++) {
+		if (strcmp(s->v[i], s->v[m - 1]) == 0)
+			free(s->v[i]);
+		else
+			s->v[m++] = s->v[i];
+	}
+	s->n = m;
 }
 
 static void read_registry(struct pass *p, struct strs *cands)
@@ -509,7 +548,8 @@ static void file_record(struct pass *p, const char *rec, size_t len, const struc
 		log_info("filed handed-over job jid=%s into %s", j.jid ? j.jid : "?", rc->set);
 		if (strcmp(rc->set, K_DEAD) == 0) {
 			release_job_locks(p->r, j.jid, j.pjid, j.unique, j.cls, j.queue, j.args_json);
-			on_death_run(j.cls, j.jid, rc->payload);
+			if (job_gets_on_death(&j))      /* not a handed-over (unparseable) burial */
+				on_death_run(j.cls, j.jid, rc->payload);
 		}
 	}
 	if (rep)
@@ -556,6 +596,7 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 	read_registry(&p, &cands);
 	if (scan && !rep->conn_lost)
 		scan_lists(&p, &cands);
+	strs_unique(&cands);
 	for (int i = 0; i < cands.n && !rep->conn_lost && !atomic_load(&D.stopping); i++)
 		recover_identity(&p, cands.v[i]);
 	strs_free(&cands);
@@ -615,7 +656,15 @@ static int drop_finished_stray(struct rconn *r, const char *raw, size_t len)
 int reconcile_own(struct rconn *r, struct log_site *site)
 {
 	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	/* This look happens after `sent`, and before `seen`, in the server's time. */
+	struct conf *c = conf_acquire();
+	double gap = c->orphan_check_interval / 2;
+	conf_release(c);
+	if (gap > RECONCILE_LOOK_GAP)
+		gap = RECONCILE_LOOK_GAP;
+	double sent = mono_now();
 	redisReply *rep = rcmd(r, "LRANGE %s 0 -1", list);
+	double seen = mono_now();
 	free(list);
 	if (!rep) {
 		site_result(site, r, 0, "in-progress list unreadable");
@@ -637,19 +686,21 @@ int reconcile_own(struct rconn *r, struct log_site *site)
 	/* A stray with a pending settlement is settled, never re-run (lessons 18, 19). */
 	if (owed.n > 0 && !atomic_load(&D.stopping))
 		settle_pending_all(r, site);
-	/* The two-look rule: requeue only what was a stray on the previous pass too. */
+	/* The two-look rule: requeue only what was a stray on a look at least `gap` earlier
+	 * too (the previous pass's, or the one before if that came too soon after it). */
 	int rc = 0;
 	for (int i = 0; i < strays.n; i++) {
-		int done = 0;
-		if (strs_has(&prev_strays, strays.v[i]) && rc == 0 && !atomic_load(&D.stopping)) {
+		int done = 0, k = strs_find(&prev_strays, strays.v[i]);
+		double first = k >= 0 ? prev_strays.at[k] : seen;
+		if (k >= 0 && sent - first >= gap && rc == 0 && !atomic_load(&D.stopping)) {
 			int x = finished_here(strays.v[i], strays.len[i])
 			        ? drop_finished_stray(r, strays.v[i], strays.len[i])
 			        : requeue_stray(r, strays.v[i], strays.len[i], site);
 			rc = x < 0 ? -1 : 0;
 			done = x > 0;
 		}
-		if (!done)      /* first look, or a failed requeue: looked at again next pass */
-			strs_add(&now_strays, strays.v[i], strays.len[i]);
+		if (!done)      /* first look, too soon, or a failed requeue: looked at again */
+			strs_add_at(&now_strays, strays.v[i], strays.len[i], first);
 	}
 	strs_free(&prev_strays);
 	prev_strays = now_strays;

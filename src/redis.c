@@ -22,6 +22,7 @@
  */
 #include <ctype.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,19 @@
 #include "util.h"
 
 int (*redis_fault_hook)(const char *name);
+
+/* A WRONGTYPE reply seen on any connection, for the poller's key check (redis.h). */
+static atomic_int wrongtype_seen;
+
+int redis_wrongtype_take(void)
+{
+	return atomic_exchange(&wrongtype_seen, 0);
+}
+
+int redis_wrongtype_pending(void)
+{
+	return atomic_load(&wrongtype_seen);
+}
 
 #define BACKOFF_MIN 0.05
 #define BACKOFF_MAX 2.0
@@ -306,6 +320,9 @@ static redisReply *finish(struct rconn *r, redisReply *rep)
 		return NULL;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
+		/* Also inside a script's error ("... WRONGTYPE Operation against a key ..."). */
+		if (strstr(rep->str, "WRONGTYPE"))
+			atomic_store(&wrongtype_seen, 1);
 		set_err(r, redis_error_is_unavailable(rep->str), "%s", rep->str);
 		freeReplyObject(rep);
 		/* With Sentinel, a demoted primary's reply means: ask the sentinels again. */

@@ -91,6 +91,16 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
  */
 extern int (*redis_fault_hook)(const char *name);
 
+/*
+ * A WRONGTYPE reply, on any connection of the process, means a key of the wrong type,
+ * which fails every command on it until KeyGuard moves it away (doc/protocol.md §7.15):
+ * it is noted here, and the poller, which owns the key check, takes the note to run the
+ * check at once instead of at its next minute. Pending: a note is there; take: read and
+ * clear it.
+ */
+int redis_wrongtype_pending(void);
+int redis_wrongtype_take(void);
+
 /* True if an error reply's text means "Redis unavailable" (doc/protocol.md §7.24). */
 int redis_error_is_unavailable(const char *msg);
 /* True if it is a demoted primary's (READONLY, MASTERDOWN, NOREPLICAS, UNBLOCKED). */

@@ -3,7 +3,8 @@
  *
  * One thread, its own Redis connection, three steps with their own rhythm:
  *
- *   key check        KeyGuard (keyguard.c): first pass, then every 60 s;
+ *   key check        KeyGuard (keyguard.c): first pass, then every 60 s, and at once
+ *                    (at most every KEY_CHECK_SOON) when any thread got a WRONGTYPE;
  *   orphan check     orphan recovery + reconcile (recovery.c): first pass, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
  *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet.
@@ -51,6 +52,14 @@
  * dead as (unparseable) (lesson 5); an entry that fails is deferred 60 s with ZADD XX so
  * it can't starve the entries behind it (lesson 4).
  *
+ * Why WRONGTYPE triggers the key check: a wrong-typed key fails every command on it, in
+ * every thread, until it is moved (lesson 74); waiting up to a minute for the next check
+ * took 38 s and 159 error lines with three damaged keys. The Redis layer notes any WRONGTYPE
+ * reply (redis.h: a flag below us, so no lower file calls up) and the poller, sleeping in
+ * slices, wakes for it. A check that a WRONGTYPE triggered and that moved nothing means the
+ * damaged key is not one KeyGuard knows (or can't be moved: no RENAME): that is said once,
+ * and WRONGTYPE triggers no more checks until a minute's check meets none since the last.
+ *
  * At stop the thread is abandoned, never joined (lesson 77): it checks the stopping flag
  * between steps and its sleep returns at least every 0.25 s once stopping.
  */
@@ -69,6 +78,7 @@
 #include "util.h"
 
 #define KEY_CHECK_INTERVAL 60.0
+#define KEY_CHECK_SOON 1.0              /* least gap between checks a WRONGTYPE triggers */
 #define POLL_BATCH 50
 #define MAX_ROUNDS 20           /* batches per set in one wake: then the next look */
 #define DEFER_DELAY 60.0
@@ -85,6 +95,8 @@ struct poller {
 	double head[NSETS];     /* score of each set's earliest entry: INFINITY empty, NAN unknown */
 	double jitter[NSETS];   /* this process's delay behind each head */
 	double last_wake;       /* monotonic: the last head wake */
+	double last_key, key_gap;       /* last key check; gap before a WRONGTYPE may trigger one */
+	int fruitless;                  /* triggered checks found nothing: said once */
 	int scanned;            /* the boot SCAN of a reliable process is done */
 	struct wakeup wake;     /* kicked by keyspace notifications and resume */
 };
@@ -331,6 +343,39 @@ static void orphan_check(struct poller *p, double poll_every)
 		log_info("first orphan check completed; periodic jobs may fire from now on");
 }
 
+/* ---- the key check ---- */
+
+static int key_check_triggered(const struct poller *p, double now)
+{
+	return redis_wrongtype_pending() && now >= p->last_key + p->key_gap;
+}
+
+static void key_check(struct poller *p, double now)
+{
+	int seen = redis_wrongtype_take(), triggered = seen && now < p->next_key;
+	if (!seen) {                    /* no WRONGTYPE since the last check: episode over */
+		p->fruitless = 0;
+		p->key_gap = KEY_CHECK_SOON;
+	}
+	p->next_key = now + KEY_CHECK_INTERVAL;
+	p->last_key = now;
+	if (triggered)
+		log_info("Key check: a command met a key of the wrong type (WRONGTYPE); checking "
+		         "the keys now");
+	int moved = keyguard_check(&p->r, &p->key_site);
+	if (triggered && moved == 0) {
+		if (!p->fruitless)
+			log_warn("Key check: a command met a key of the wrong type, but the check moved "
+			         "none: the key is one it doesn't know, or can't be renamed (see the "
+			         "command's error); checking every 60 s again");
+		p->fruitless = 1;
+		p->key_gap = KEY_CHECK_INTERVAL;
+	} else if (moved > 0) {
+		p->fruitless = 0;
+		p->key_gap = KEY_CHECK_SOON;
+	}
+}
+
 /* ---- the loop ---- */
 
 void poller_kick(void)
@@ -347,10 +392,8 @@ static void *poller_main(void *arg)
 		double poll_every = c->poll_interval, orphan_every = c->orphan_check_interval;
 		conf_release(c);
 		double now = mono_now();
-		if (now >= p->next_key) {
-			p->next_key = now + KEY_CHECK_INTERVAL;
-			keyguard_check(&p->r, &p->key_site);
-		}
+		if (now >= p->next_key || key_check_triggered(p, now))
+			key_check(p, now);
 		if (now >= p->next_orphan && !atomic_load(&D.stopping)) {
 			p->next_orphan = now + orphan_every;    /* scheduled before it runs */
 			orphan_check(p, poll_every);
@@ -376,6 +419,12 @@ static void *poller_main(void *arg)
 		for (int i = 0; i < NSETS; i++)
 			if (head_wake(p, i) < wake)
 				wake = head_wake(p, i);
+		/* A WRONGTYPE is a flag in the Redis layer, below us, that nothing can kick us
+		 * for: look at it at least every KEY_CHECK_SOON (a local read, no Redis). */
+		double soon = redis_wrongtype_pending() ? p->last_key + p->key_gap
+		                                        : mono_now() + KEY_CHECK_SOON;
+		if (soon < wake)
+			wake = soon;
 		kicked = wakeup_wait(&p->wake, wake - mono_now());
 	}
 	return NULL;
@@ -392,6 +441,7 @@ int poller_start(void)
 	P.orphan_site = (struct log_site)LOG_SITE("Orphan check");
 	P.reconcile_site = (struct log_site)LOG_SITE("Reconcile");
 	P.poll_site = (struct log_site)LOG_SITE("Scheduled poll");
+	P.key_gap = KEY_CHECK_SOON;
 	pthread_attr_t attr;
 	pthread_t t;
 	pthread_attr_init(&attr);

@@ -578,20 +578,25 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 
 /* ---- jobs that are not jobs ---- */
 
-/* The unparseable payload goes to dead as a wrapper (lesson 10); no on_death. */
+/*
+ * The unparseable payload, or the object that is no job (job_parse's invalid), goes to dead
+ * as a wrapper (lesson 10), never run and never retried; no on_death, now or when a failed
+ * burial is filed later (the pending filing is marked a burial).
+ */
 enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct log_site *site)
 {
 	double now = now_float();
 	const char *ecls = j->obj ? "Cogworker::InvalidJob" : "JSON::ParserError";
-	char *wrapper = job_unparseable_wrapper(j->raw, j->raw_len, j->fetched_from, ecls,
-	                                        j->parse_error ? j->parse_error : "not a job", now);
+	const char *why = j->invalid ? j->invalid : j->parse_error ? j->parse_error : "not a job";
+	char *wrapper = job_unparseable_wrapper(j->raw, j->raw_len, j->fetched_from, ecls, why,
+	                                        now);
 	char score[64];
 	snprintf(score, sizeof score, "%.6f", now);
 	const char *argv[] = { "ZADD", K_DEAD, score, wrapper };
 	redisReply *rep = rcmd_argv(r, 4, argv, NULL);
 	bump_stats(r, 0, site);
-	log_error("unparseable job from queue %s moved to dead: %s",
-	          j->fetched_from ? j->fetched_from : "?", j->parse_error ? j->parse_error : "");
+	log_error("%s job from queue %s moved to dead: %s", j->obj ? "invalid" : "unparseable",
+	          j->fetched_from ? j->fetched_from : "?", why);
 	if (rep) {
 		freeReplyObject(rep);
 		free(wrapper);
@@ -604,6 +609,7 @@ enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct l
 	p->score = now;
 	p->payload = wrapper;
 	p->queue = xstrdup(j->queue);
+	p->burial = 1;
 	pending_add(p);
 	return DISP_SETTLED;
 }
@@ -643,7 +649,8 @@ static int settle_one(struct rconn *r, struct pending *p)
 	int filed = interrupt_write(r, p->raw, strlen(p->raw), p->jid, p->set, p->score, p->payload);
 	if (filed < 0)
 		return -1;
-	if (filed == 1 && strcmp(p->set, K_DEAD) == 0) {
+	/* A burial: nothing ran, nothing to notify (§4.6), no locks of its own, no on_death. */
+	if (filed == 1 && strcmp(p->set, K_DEAD) == 0 && !p->burial) {
 		release_job_locks(r, p->jid, p->pjid, p->unique, p->cls, p->queue, p->args_json);
 		on_death_run(p->cls, p->jid, p->payload);
 	} else if (filed == 1 && strcmp(p->set, K_RETRY) == 0) {

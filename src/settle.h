@@ -27,6 +27,7 @@ struct pending {
 	double score;
 	char *payload;
 	char *jid, *cls;        /* for locks and on_death */
+	int burial;             /* an unparseable or invalid payload's wrapper: no on_death */
 	char *pjid;
 	int unique;
 	char *queue;

@@ -344,7 +344,7 @@ class Install(unittest.TestCase):
         expected = {
             "usr/local/sbin/cogworkerd": 0o755,
             "usr/local/bin/cogworkerctl": 0o755,
-            "etc/cogworkerd/cogworkerd.conf": 0o644,
+            "etc/cogworkerd/cogworkerd.conf": 0o640,     # it may hold a password
             "usr/local/lib/systemd/system/cogworkerd.service": 0o644,
             "usr/local/lib/systemd/system/cogworkerd@.service": 0o644,
             "usr/local/lib/sysusers.d/cogworkerd.conf": 0o644,
@@ -362,6 +362,7 @@ class Install(unittest.TestCase):
         self.assertEqual(files, set(expected))
         for rel, mode in expected.items():
             self.assertEqual(os.stat(self.p(rel)).st_mode & 0o777, mode, rel)
+        self.assertEqual(os.stat(self.p("etc/cogworkerd")).st_mode & 0o777, 0o750)
         # The binaries are the build's, the conf is the annotated example, and it is valid.
         with open(self.p("usr/local/sbin/cogworkerd"), "rb") as a, \
                 open(os.path.join(build_dir(), "cogworkerd"), "rb") as b:
@@ -392,6 +393,26 @@ class Install(unittest.TestCase):
                                                              "cogworkerd.conf")) as b:
             self.assertEqual(a.read(), b.read())
         self.assertIn("kept", r.stdout)
+
+    def test_conf_goes_to_the_service_group_when_it_exists(self):
+        """HD-9: the conf directory 0750 and the conf 0640 are for root and the service group; a
+        group that exists gets them (as root), else make install says what to run."""
+        import grp
+        dest = tempfile.mkdtemp(prefix="cw-install-")
+        self.addCleanup(shutil.rmtree, dest, True)
+        r = make_install(dest, "SERVICE_GROUP=daemon")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        conf_dir = self.p("etc/cogworkerd", dest)
+        for path, mode in ((conf_dir, 0o750), (conf_dir + "/cogworkerd.conf", 0o640)):
+            st = os.stat(path)
+            self.assertEqual(st.st_mode & 0o777, mode, path)
+            if os.geteuid() == 0:
+                self.assertEqual(st.st_gid, grp.getgrnam("daemon").gr_gid, path)
+        if os.geteuid() != 0:
+            self.assertIn("give them to group daemon on the target host", r.stdout)
+        r = make_install(dest, "SERVICE_GROUP=cw-no-such-group")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("give them to group cw-no-such-group on the target host", r.stdout)
 
     def test_prefix_goes_into_the_units(self):
         dest = tempfile.mkdtemp(prefix="cw-install-")

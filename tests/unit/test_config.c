@@ -1212,6 +1212,15 @@ START_TEST(test_sentinel_settings)
 }
 END_TEST
 
+/* An error quoting a value holds no control character: one error, one line (a queue name
+ * with a line break once split the message; found by tests/fuzz/fuzz_conf). */
+START_TEST(test_error_is_one_line)
+{
+	expect_error("queues = [ \"a\\nb c\" ];\n", 1, "queue 'a?b c'");
+	ck_assert_ptr_null(strchr(errbuf, '\n'));
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1225,6 +1234,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_sample_conf_loads);
 	tcase_add_test(tc, test_queue_weights);
 	tcase_add_test(tc, test_queue_errors);
+	tcase_add_test(tc, test_error_is_one_line);
 	tcase_add_test(tc, test_fetch);
 	tcase_add_test(tc, test_max_orphanings);
 	tcase_add_test(tc, test_orphan_threshold);

@@ -238,6 +238,9 @@ static const struct {
 	{"5/15 * * * *", "step"},
 	{"/15 * * * *", "minute"},
 	{"001 * * * *", "001"},
+	/* found by tests/fuzz/fuzz_cron: these once overflowed an int while being read */
+	{"0 0555555555555555555555555555 L 2 *", "at most 2 digits"},
+	{"*/99999999999999999999 * * * *", "step"},
 	{"1,,2 * * * *", "empty"},
 	{"*,5 * * * *", "alone"},
 	{"0 0 * * fri-mon/2", "wrapping"},

@@ -114,9 +114,97 @@ START_TEST(test_parse_fields)
 	job_parse(&j, "[1]", 3, "default");
 	ck_assert_ptr_null(j.obj);
 	job_free(&j);
+	/* counts too big for a long are capped (found by tests/fuzz/fuzz_job: 1e300 was cast) */
+	raw = "{\"class\":\"R\",\"jid\":\"j\",\"retry_count\":1e300,"
+	      "\"interrupted_count\":\"99999999999999999999999\"}";
+	job_parse(&j, raw, strlen(raw), "q");
+	ck_assert_int_eq(j.retry_count, 1000000000);
+	ck_assert_int_eq(j.interrupted_count, 1000000000);
+	job_free(&j);
 	/* a queue that is not a usable string falls back to default */
 	job_parse(&j, "{\"class\":\"X\",\"queue\":null}", 26, NULL);
 	ck_assert_str_eq(j.queue, "default");
+	job_free(&j);
+}
+END_TEST
+
+/* The reason job_parse gives for raw, or NULL for a job that may run. */
+static char *invalid_of(const char *raw)
+{
+	struct job j;
+	job_parse(&j, raw, strlen(raw), "default");
+	ck_assert_ptr_nonnull(j.obj);
+	char *why = j.invalid ? xstrdup(j.invalid) : NULL;
+	job_free(&j);
+	return why;
+}
+
+#define ck_invalid(raw, reason)                                                         \
+	do {                                                                            \
+		char *why_ = invalid_of(raw);                                           \
+		ck_assert_msg(why_ && strcmp(why_, reason) == 0, "%s: %s", raw,         \
+		              why_ ? why_ : "(valid)");                                 \
+		free(why_);                                                             \
+	} while (0)
+
+/* HD-1, HD-3: an object that is no job is invalid, with the reason its burial gives. */
+START_TEST(test_invalid_jobs)
+{
+	const char *ok = "{\"class\":\"R\",\"args\":[],\"jid\":\"j\"}";
+	char *why = invalid_of(ok);
+	ck_assert_ptr_null(why);
+	why = invalid_of("{\"class\":\"R\",\"jid\":\"j\"}");        /* args default to [] */
+	ck_assert_ptr_null(why);
+	ck_invalid("{\"args\":[],\"jid\":\"j\"}", "not a job: no class");
+	ck_invalid("{\"class\":7,\"args\":[],\"jid\":\"j\"}", "not a job: class is not a string");
+	ck_invalid("{\"class\":[\"R\"],\"jid\":\"j\"}", "not a job: class is not a string");
+	ck_invalid("{\"class\":\"\",\"jid\":\"j\"}", "not a job: class is an empty string");
+	ck_invalid("{\"class\":\"R\",\"args\":{},\"jid\":\"j\"}", "not a job: args is not an array");
+	ck_invalid("{\"class\":\"R\",\"args\":\"[1]\",\"jid\":\"j\"}",
+	           "not a job: args is not an array");
+	ck_invalid("{\"class\":\"R\",\"args\":null,\"jid\":\"j\"}", "not a job: args is not an array");
+	ck_invalid("{\"class\":\"R\",\"args\":[]}", "not a job: no jid");
+	ck_invalid("{\"class\":\"R\",\"jid\":5}", "not a job: jid is not a non-empty string");
+	ck_invalid("{\"class\":\"R\",\"jid\":\"\"}", "not a job: jid is not a non-empty string");
+	/* NUL inside: cJSON would read "Rec", and the handler of Rec ran */
+	ck_invalid("{\"class\":\"Rec\\u0000X\",\"jid\":\"j\"}",
+	           "not a job: class holds a NUL character (\\u0000)");
+	ck_invalid("{\"class\":\"\\u0000\",\"jid\":\"j\"}",
+	           "not a job: class holds a NUL character (\\u0000)");
+	ck_invalid("{\"class\":\"R\",\"jid\":\"j\\u0000k\"}",
+	           "not a job: jid holds a NUL character (\\u0000)");
+	ck_invalid("{\"class\":\"R\",\"jid\":\"j\",\"queue\":\"a\\u0000b\"}",
+	           "not a job: queue holds a NUL character (\\u0000)");
+	/* "\\u0000" is a backslash and "u0000", no NUL */
+	why = invalid_of("{\"class\":\"R\\\\u0000\",\"jid\":\"j\"}");
+	ck_assert_ptr_null(why);
+}
+END_TEST
+
+/* HD-5: a repeated key counts with its last value, as Ruby reads it (cJSON takes the
+ * first): the daemon must not run another handler than the class the fleet sees. Escaped
+ * keys too. */
+START_TEST(test_fields_read_as_ruby_does)
+{
+	struct job j;
+	const char *raw = "{\"class\":\"First\",\"jid\":\"a\",\"queue\":\"q1\",\"retry\":false,"
+	                  "\"cl\\u0061ss\":\"Last\",\"jid\":\"b\",\"queue\":\"q2\",\"retry\":3}";
+	job_parse(&j, raw, strlen(raw), NULL);
+	ck_assert_ptr_null(j.invalid);
+	ck_assert_str_eq(j.cls, "Last");
+	ck_assert_str_eq(j.jid, "b");
+	ck_assert_str_eq(j.queue, "q2");
+	ck_assert_int_eq(j.max_retries, 3);
+	job_free(&j);
+	/* a key holding NUL is another key: "class\u0000" is not "class" */
+	raw = "{\"class\":\"Ok\",\"class\\u0000\":\"Evil\",\"jid\":\"a\"}";
+	job_parse(&j, raw, strlen(raw), NULL);
+	ck_assert_ptr_null(j.invalid);
+	ck_assert_str_eq(j.cls, "Ok");
+	job_free(&j);
+	raw = "{\"class\":\"\\u00e9t\\u00e9\\ud83d\\ude00\",\"jid\":\"a\"}";
+	job_parse(&j, raw, strlen(raw), NULL);
+	ck_assert_str_eq(j.cls, "\xc3\xa9t\xc3\xa9\xf0\x9f\x98\x80");
 	job_free(&j);
 }
 END_TEST
@@ -353,6 +441,8 @@ int main(void)
 	tcase_add_test(tc, test_deadline);
 	tcase_add_test(tc, test_backoff_bounds);
 	tcase_add_test(tc, test_parse_fields);
+	tcase_add_test(tc, test_invalid_jobs);
+	tcase_add_test(tc, test_fields_read_as_ruby_does);
 	tcase_add_test(tc, test_failure_payload_byte_exact);
 	tcase_add_test(tc, test_unparseable_wrapper);
 	tcase_add_test(tc, test_error_message);

@@ -18,9 +18,10 @@ static void free_argv(char **v, int n)
 
 START_TEST(test_args_as_argv)
 {
-	int n = -1;
+	int n = -1, nul_at = 0;
 	char **v = args_as_argv("[1,\"two\",12345678901234567890,{\"a\":[1, 2]},null,\"\\u00e9\"]",
-	                        &n);
+	                        &n, &nul_at);
+	ck_assert_int_eq(nul_at, -1);
 	ck_assert_int_eq(n, 6);
 	ck_assert_str_eq(v[0], "1");
 	ck_assert_str_eq(v[1], "two");
@@ -30,10 +31,10 @@ START_TEST(test_args_as_argv)
 	ck_assert_str_eq(v[5], "\xc3\xa9");                 /* strings decoded */
 	free_argv(v, n);
 	n = -1;
-	ck_assert_ptr_null(args_as_argv("[]", &n));
+	ck_assert_ptr_null(args_as_argv("[]", &n, &nul_at));
 	ck_assert_int_eq(n, 0);
 	n = -1;
-	ck_assert_ptr_null(args_as_argv("{\"a\":1}", &n));
+	ck_assert_ptr_null(args_as_argv("{\"a\":1}", &n, &nul_at));
 	ck_assert_int_eq(n, 0);
 }
 END_TEST
@@ -48,15 +49,62 @@ START_TEST(test_args_as_argv_many)
 	for (int i = 0; i < count; i++)
 		sb_printf(&b, "%s\"%d\"", i ? "," : "", i);
 	sb_addc(&b, ']');
-	int n = 0;
+	int n = 0, nul_at;
 	double t0 = mono_now();
-	char **v = args_as_argv(b.s, &n);
+	char **v = args_as_argv(b.s, &n, &nul_at);
 	double took = mono_now() - t0;
 	ck_assert_int_eq(n, count);
 	ck_assert_str_eq(v[count - 1], "199999");
 	ck_assert_msg(took < 2.0, "args_as_argv took %gs for %d args", took, count);
 	free_argv(v, n);
 	sb_free(&b);
+}
+END_TEST
+
+/* HD-4: an argv element can't hold NUL: such args are refused, never passed truncated
+ * (cJSON's reading cut "a\u0000b" to "a"). */
+START_TEST(test_args_as_argv_nul)
+{
+	int n = -1, nul_at = -1;
+	ck_assert_ptr_null(args_as_argv("[\"ok\",\"a\\u0000b\",\"\\u0000\"]", &n, &nul_at));
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(nul_at, 1);
+	char **v = args_as_argv("[\"a\\\\u0000b\",\"\\u0001\"]", &n, &nul_at);
+	ck_assert_int_eq(nul_at, -1);
+	ck_assert_int_eq(n, 2);
+	ck_assert_str_eq(v[0], "a\\u0000b");              /* an escaped backslash: no NUL */
+	ck_assert_str_eq(v[1], "\x01");
+	free_argv(v, n);
+
+	/* the run: a failed exec that no retry can mend, cut short to dead */
+	char *cmd[] = { "/bin/true", NULL };
+	struct handler h = { .class_name = "A", .command = { cmd, 1 }, .args_as_argv = 1,
+	                     .output_tail = 4096, .rlimit_cpu = -1, .rlimit_as = -1,
+	                     .rlimit_nofile = -1, .rlimit_nproc = -1 };
+	char raw[] = "{\"class\":\"A\",\"args\":[\"x\",\"a\\u0000b\"],\"jid\":\"abc\"}";
+	struct job j = { .raw = raw, .raw_len = strlen(raw), .cls = "A", .jid = "abc",
+	                 .queue = "default", .args_json = "[\"x\",\"a\\u0000b\"]",
+	                 .max_retries = 25 };
+	struct job_run run;
+	struct run_outcome o;
+	ck_assert_int_eq(job_run_init(&run, &j, &h, &o), -1);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerSpawnFailed");
+	ck_assert_str_eq(o.error_message, "exec failed: args[1] holds a NUL character (\\u0000), "
+	                                  "which can't be passed on a command line");
+	ck_assert_int_eq(o.permanent, 1);
+	ck_assert_int_eq(decide_failure(&j, &h, &o), DECIDE_KILLED);
+	char why[160];
+	decision_reason(DECIDE_KILLED, &j, &o, why, sizeof why);
+	ck_assert_str_eq(why, "an arg holds a NUL character, which no argv can carry: no retry "
+	                      "can succeed");
+	j.retry_count = 25;                 /* the budget still comes first */
+	ck_assert_int_eq(decide_failure(&j, &h, &o), DECIDE_DEAD);
+	j.retry_count = 0;
+	outcome_free(&o);
+	/* without args_as_argv the args go on stdin and in COGWORKER_ARGS, NUL and all */
+	h.args_as_argv = 0;
+	ck_assert_int_eq(job_run_init(&run, &j, &h, &o), 0);
+	job_run_free(&run);
 }
 END_TEST
 
@@ -234,6 +282,7 @@ int main(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_args_as_argv);
 	tcase_add_test(tc, test_args_as_argv_many);
+	tcase_add_test(tc, test_args_as_argv_nul);
 	tcase_add_test(tc, test_messages);
 	tcase_add_test(tc, test_spawn_messages);
 	tcase_add_test(tc, test_unresolvable_user_is_a_failed_exec);

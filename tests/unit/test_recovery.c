@@ -9,6 +9,10 @@
  *   OR-19  the connection is lost inside one identity's recovery: the pass reports
  *          "connection lost", so it does not count as a completed check (the poller then
  *          checks again one poll interval later and keeps the Ticker waiting).
+ *   RC-12  two reconcile passes in quick succession (the first held up, as by a DEBUG
+ *          SLEEP, so the next is due at once) do not requeue a stray: the two looks of the
+ *          two-look rule are half a second apart (half the interval when shorter), as a
+ *          job between its fetch and "mark running" needs; a look a second later does.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -143,6 +147,23 @@ START_TEST(test_connection_lost_inside_an_identity)
 }
 END_TEST
 
+/* RC-12 */
+START_TEST(test_two_looks_a_second_apart)
+{
+	char own[400];
+	snprintf(own, sizeof own, "cogworker:inprogress:%s", D.identity);
+	cmd("RPUSH %s %s", own, JOB_J);
+	ck_assert_int_eq(reconcile_own(&R, &site), 0);          /* first look */
+	ck_assert_int_eq(reconcile_own(&R, &site), 0);          /* at once: too soon */
+	ck_assert_int_eq(integer("LLEN %s", own), 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 0);
+	sleep_seconds(1.1);
+	ck_assert_int_eq(reconcile_own(&R, &site), 0);          /* a second later: requeued */
+	ck_assert_int_eq(integer("LLEN %s", own), 0);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);
+}
+END_TEST
+
 int main(void)
 {
 	start_server();
@@ -170,6 +191,7 @@ int main(void)
 	tcase_set_timeout(tc, 20);
 	tcase_add_test(tc, test_failed_swap_completed_next_pass);
 	tcase_add_test(tc, test_connection_lost_inside_an_identity);
+	tcase_add_test(tc, test_two_looks_a_second_apart);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);

@@ -146,11 +146,13 @@ static const char *LOST_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\
 static const char *STRAY_JOB = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
                                 "\"jid\":\"eeeeeeeeeeeeeeeeeeeeeeee\"}";
 
+/* Two reconcile passes, their looks apart as two passes are (RC-12: at least 0.5 s). */
 static void reconcile_twice(void *arg)
 {
 	(void)arg;
 	struct log_site s = LOG_SITE("Reconcile");
 	reconcile_own(&R, &s);
+	sleep_seconds(0.6);
 	reconcile_own(&R, &s);
 }
 
@@ -323,6 +325,56 @@ START_TEST(test_give_back)
 }
 END_TEST
 
+/* Install a conf whose global on_death appends the dead entry to file. */
+static void install_on_death(const char *file)
+{
+	char path[] = "/tmp/cw-unit-confXXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+	fprintf(f, "on_death = [ \"/bin/sh\", \"-c\", \"cat >> %s\" ];\n", file);
+	fclose(f);
+	struct conf c;
+	char err[512];
+	ck_assert_msg(conf_load(path, NULL, &c, err, sizeof err) == 0, "%s", err);
+	unlink(path);
+	conf_install(&c);
+}
+
+/*
+ * HD-2: an invalid job whose burial can't be written at once is owed as a pending filing;
+ * when reconcile files it, no on_death runs (once ran the global ones with no class).
+ */
+START_TEST(test_pending_burial_runs_no_on_death)
+{
+	char out[] = "/tmp/cw-unit-deathXXXXXX";
+	close(mkstemp(out));
+	install_on_death(out);
+	const char *raw = "{\"args\":[],\"queue\":\"default\",\"jid\":\"eeeeeeeeeeeeeeeeeeeeeeee\"}";
+	put_in_progress(raw);
+	struct job j;
+	job_parse(&j, raw, strlen(raw), "default");
+	ck_assert_str_eq(j.invalid, "not a job: no class");
+	unit_fail(0, "ZADD", -1);
+	struct log_site s = LOG_SITE("Processor");
+	ck_assert_int_eq(bury_unparseable(&R, &j, &s), DISP_SETTLED);
+	ck_assert(pending_has(raw));
+	unit_fail(0, NULL, 0);
+	settle_pending_all(&R, &s);
+	ck_assert(!pending_has(raw));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	char *entry = string("ZRANGE %s 0 0", "cogworker:dead");
+	ck_assert_ptr_nonnull(strstr(entry, "\"class\":\"(unparseable)\""));
+	ck_assert_ptr_nonnull(strstr(entry, "\"error_class\":\"Cogworker::InvalidJob\""));
+	ck_assert_ptr_nonnull(strstr(entry, "\"error_message\":\"not a job: no class\""));
+	struct stat st;
+	ck_assert_int_eq(stat(out, &st), 0);
+	ck_assert_msg(st.st_size == 0, "on_death ran for a burial (%lld bytes)", (long long)st.st_size);
+	unlink(out);
+	free(entry);
+	job_free(&j);
+}
+END_TEST
+
 int main(void)
 {
 	start_server();
@@ -356,6 +408,7 @@ int main(void)
 	tcase_add_test(tc, test_pending_retry_filing_extends_lock);
 	tcase_add_test(tc, test_give_back);
 	tcase_add_test(tc, test_lost_ack_not_rerun);
+	tcase_add_test(tc, test_pending_burial_runs_no_on_death);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);

@@ -1,0 +1,171 @@
+"""HD — what a hostile payload or handler can still try (doc/behaviours.md §38): objects
+that are not jobs, NUL inside strings, a huge args array, an output flood of empty lines,
+an rlimit that does nothing. Each scenario is observed as a user would: the dead set, the
+handler's own records, the daemon's log and its CPU time.
+
+Run: python3 tests/integration/run.py test_hardening
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import handler, job, wait_for  # noqa: E402
+from runkit import (DEAD, FAILED, RETRY, JobTestCase, loads, recorder_cmd,  # noqa: E402
+                    sh)
+
+# Records every run: the handler's stdin, one line per run.
+RECORD_STDIN = 'cat >> "$RUNS.stdin"; echo >> "$RUNS.stdin"; echo "$COGWORKER_JID" >> "$RUNS"'
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Hardening(JobTestCase):
+
+    def daemon_recording(self, **settings):
+        """A daemon whose catch-all handler records every run, with a global on_death."""
+        self.deaths = self.path("deaths")
+        return self.daemon(handlers=[{"class": "*", "command": sh(RECORD_STDIN)},
+                                     {"class": "R", "command": handler("ok")}],
+                           on_death=[recorder_cmd(self.deaths, self.server)], **settings)
+
+    def assert_buried(self, d, raws, reasons):
+        """Each raw payload is in dead as an InvalidJob wrapper with its reason; nothing ran,
+        nothing was retried, no on_death ran, and the daemon goes on running jobs."""
+        got = self.wait_member(DEAD, count=len(raws))
+        self.wait_settled(d)
+        by_raw = {loads(m)["raw_payload"]: loads(m) for m, _ in got}
+        self.assertEqual(sorted(by_raw), sorted(r.decode() for r in raws))
+        for raw, reason in zip(raws, reasons):
+            w = by_raw[raw.decode()]
+            self.assertEqual(w["class"], "(unparseable)")
+            self.assertEqual(w["error_class"], "Cogworker::InvalidJob")
+            self.assertEqual(w["error_message"], reason, raw)
+            self.assertIs(w["retry"], False)
+            d.wait_log("invalid job from queue default moved to dead: " + reason)
+        self.assertIsNone(self.read(self.path("runs.stdin")), "an invalid job ran")
+        self.assertEqual(self.r.zcard(RETRY), 0)
+        self.assertEqual(self.counter(FAILED), len(raws))
+        ok = loads(self.push(job("R")))["jid"]
+        self.wait_done(d, "R", ok)
+        time.sleep(0.3)
+        self.assertIsNone(self.read(self.deaths), "on_death ran for an invalid job")
+
+    def test_hd1_objects_that_are_not_jobs_are_buried_never_run(self):
+        d = self.daemon_recording()
+        raws = [b'{"args":[],"queue":"default","jid":"%024x"}' % 1,
+                b'{"class":7,"args":[],"queue":"default","jid":"%024x"}' % 2,
+                b'{"class":"","args":[],"queue":"default","jid":"%024x"}' % 3,
+                b'{"class":"X","args":{"a":1},"queue":"default","jid":"%024x"}' % 4,
+                b'{"class":"X","args":"[1]","queue":"default","jid":"%024x"}' % 5,
+                b'{"class":"X","args":[],"queue":"default"}',
+                b'{"class":"X","args":[],"queue":"default","jid":12}']
+        reasons = ["not a job: no class", "not a job: class is not a string",
+                   "not a job: class is an empty string", "not a job: args is not an array",
+                   "not a job: args is not an array", "not a job: no jid",
+                   "not a job: jid is not a non-empty string"]
+        for raw in raws:
+            self.push(raw)
+        self.assert_buried(d, raws, reasons)
+
+    def test_hd3_nul_in_class_queue_or_jid_is_an_invalid_job(self):
+        """{"class":"R\\u0000X"} once ran handler R: a C string ends at the NUL."""
+        d = self.daemon_recording()
+        raws = [b'{"class":"R\\u0000X","args":[],"queue":"default","jid":"%024x"}' % 1,
+                b'{"class":"X","args":[],"queue":"default\\u0000evil","jid":"%024x"}' % 2,
+                b'{"class":"X","args":[],"queue":"default","jid":"%024x\\u0000"}' % 3]
+        reasons = ["not a job: class holds a NUL character (\\u0000)",
+                   "not a job: queue holds a NUL character (\\u0000)",
+                   "not a job: jid holds a NUL character (\\u0000)"]
+        for raw in raws:
+            self.push(raw)
+        self.assert_buried(d, raws, reasons)
+        self.assertEqual(d.runs_of("%024x" % 1), 0)
+
+    def test_hd4_nul_in_an_argv_arg_is_dead_at_once_never_truncated(self):
+        """["a\\u0000b"] once reached argv as "a". It can't be passed: the job is dead with
+        the reason, not retried, the handler never started; on_death runs (a real job)."""
+        deaths = self.path("deaths")
+        d = self.daemon(handlers=[{"class": "A", "command": handler("dump"),
+                                   "args_as_argv": True}],
+                        on_death=[recorder_cmd(deaths, self.server)])
+        p = self.push(job("A", ["ok", "a\u0000b"], retry=10))
+        jid = loads(p)["jid"]
+        member, _ = self.wait_member(DEAD, timeout=10)
+        e = loads(member)
+        self.assertEqual(e["jid"], jid)
+        self.assertEqual(e["error_class"], "Cogworker::HandlerSpawnFailed")
+        self.assertEqual(e["error_message"], "exec failed: args[1] holds a NUL character "
+                         "(\\u0000), which can't be passed on a command line")
+        self.assertEqual(e["retry_count"], 1)
+        self.wait_settled(d)
+        self.assertEqual(self.r.zcard(RETRY), 0)
+        self.assertEqual(d.runs_of(jid), 0)
+        wait_for(lambda: self.read(deaths), timeout=10, message="on_death of the dead job")
+        # the same args without args_as_argv reach the handler intact, on stdin
+        d.stop()
+        d2 = self.daemon(handlers=[{"class": "A", "command": handler("dump")}])
+        p = self.push(job("A", ["ok", "a\u0000b"]))
+        jid = loads(p)["jid"]
+        self.wait_done(d2, "A", jid)
+        self.assertEqual(self.read(os.path.join(self.workdir, "runs.d", jid + ".stdin")), p)
+
+    def test_hd6_100000_args_cost_well_under_a_second_of_daemon_cpu(self):
+        """80 000 args once cost 12.9 s of the daemon's CPU (a quadratic walk of the args).
+        100 000 are run (or refused) in well under one second of it."""
+        count = self.path("count")
+        d = self.daemon(handlers=[{"class": "Many", "command": sh('echo $# > "$1"', count),
+                                   "args_as_argv": True}])
+        args = list(range(100000))
+        p = self.push(job("Many", args))
+        jid = loads(p)["jid"]
+        before = cpu_seconds(d.proc.pid)
+        self.wait_done(d, "Many", jid, timeout=30)
+        self.wait_settled(d)
+        used = cpu_seconds(d.proc.pid) - before
+        self.assertEqual(self.read(count), b"100001\n")     # the count file, then the args
+        self.assertLess(used, 1.0, "the daemon used %.2fs of CPU on 100 000 args" % used)
+
+    def test_hd7_a_flood_of_empty_lines_writes_no_more_than_the_budget_to_the_log(self):
+        """The 1 MiB per stream counts log bytes, prefix included: 5 MB of empty lines once
+        wrote 121 MB of log. Each stream stops at its budget, and says so once."""
+        flood = sh('head -c 400000 /dev/zero | tr "\\000" "\\n"; '
+                   'head -c 400000 /dev/zero | tr "\\000" "\\n" >&2; exit 0')
+        d = self.daemon(handlers=[{"class": "Flood", "command": flood}])
+        size0 = os.path.getsize(d.log_path)
+        p = self.push(job("Flood"))
+        jid = loads(p)["jid"]
+        self.wait_done(d, "Flood", jid, timeout=60)
+        grown = os.path.getsize(d.log_path) - size0
+        log = d.log()
+        for stream in ("stdout", "stderr"):
+            lines = [l for l in log.splitlines() if ("jid=%s %s: " % (jid, stream)) in l]
+            logged = sum(len(l.encode()) + 1 for l in lines)
+            self.assertLessEqual(logged, 1 << 20, stream)
+            self.assertGreater(logged, (1 << 20) - 1024, stream)   # the budget is used
+            cut = [l for l in lines if "output past 1024 KiB of log; the rest of this run's %s "
+                   "is not logged" % stream in l]
+            self.assertEqual(len(cut), 1, stream)
+        self.assertLess(grown, 2 * (1 << 20) + 8192, "the log grew by %d bytes" % grown)
+
+    def test_hd8_rlimit_nproc_without_user_is_warned_about_at_start(self):
+        d = self.daemon(handlers=[{"class": "N", "command": handler("ok"), "rlimit_nproc": 50},
+                                  {"class": "R", "command": handler("ok")}])
+        if os.geteuid() == 0:
+            d.wait_log("handler N: rlimit_nproc does nothing here: the handler runs as root "
+                       "(no user set), and the kernel does not apply it to root")
+        else:
+            d.wait_log("handler N: rlimit_nproc counts every process and thread of the "
+                       "daemon's own user (no user set)")
+        self.assertEqual(d.log_lines("rlimit_nproc"), d.log_lines("handler N: rlimit_nproc"))
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()

@@ -1,0 +1,424 @@
+#!/usr/bin/python3
+"""soak.py: the chaos soak (make soak). N daemons run jobs that take 0-0.4 s against one
+redis-server with an AOF (appendfsync always) while everything that can go wrong does:
+
+  - kill -9 of a random daemon every few seconds (restarted a second later, a new identity),
+    counting the jobs in flight on it at that moment: its in-progress list, and the handler
+    runs it had started;
+  - CLIENT KILL of every daemon connection;
+  - one daemon frozen with SIGSTOP past process_ttl and orphan_threshold, then resumed;
+  - DEBUG SLEEP of the server;
+  - a crash of the server (SIGKILL) and a restart from its AOF.
+
+Every job is pushed once, with a unique jid, by a pusher whose own connection is spared
+(and which pauses while the server is down, so that no push is ever in doubt). Handlers
+append "S jid slot" when they start and "E jid slot" when they end to one file. At the end,
+once the queues are drained, it prints jobs pushed, lost (pushed, never finished, not in
+Redis), run twice (started more than once), left in Redis, and the duplicates next to the
+jobs in flight at the kills and the freeze: cogworker's at-least-once window, the most
+runs a kill can repeat. It fails (exit 1) on a lost job, more duplicates than that window,
+anything left behind, a daemon that died by itself, or a sanitizer report in a log.
+
+    python3 tests/soak/soak.py --build build [--seconds 180] [--daemons 3] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+try:
+    import redis  # noqa: E402
+except ImportError:         # a python first in PATH without python3-redis: Debian's has it
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+from harness import Daemon, _die_with_parent, free_port, wait_for  # noqa: E402
+
+HANDLER = ('echo "S $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"; sleep "$1"; '
+           'echo "E $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"')
+SETTINGS = {"heartbeat_interval": 1, "process_ttl": 3, "orphan_threshold": 4,
+            "orphan_check_interval": 1, "poll_interval": 1, "shutdown_timeout": 3,
+            "log_level": "info"}
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+class Server:
+    """redis-server with an AOF fsynced on every write; killed with SIGKILL, restarted from
+    the same directory (so from the AOF) on the same port."""
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "redis")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.proc = None
+        self.url = "redis://127.0.0.1:%d/0" % self.port
+
+    def start(self):
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--appendonly", "yes",
+                "--appendfsync", "always", "--enable-debug-command", "local",
+                "--daemonize", "no"]
+        log = open(os.path.join(self.dir, "redis.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        c = self.client()
+        wait_for(lambda: self._ping(c), timeout=30, message="redis-server up")
+        c.close()
+
+    @staticmethod
+    def _ping(c):
+        try:
+            return c.ping()
+        except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+            return False
+
+    def crash(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def client(self, name=None, timeout=15):
+        c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout,
+                        decode_responses=True)
+        if name:
+            c.client_setname(name)
+        return c
+
+
+class Soak:
+
+    def __init__(self, args):
+        self.args = args
+        self.workdir = tempfile.mkdtemp(prefix="cw-soak-")
+        os.environ["COGWORKERD_BUILD"] = os.path.abspath(args.build)
+        self.server = Server(self.workdir)
+        self.rng = random.Random(args.seed)
+        self.pushed = []
+        self.push_paused = threading.Event()
+        self.push_idle = threading.Event()
+        self.stop_pushing = threading.Event()
+        self.slots = []                 # the daemon running in each slot
+        self.retired = []               # daemons killed or stopped (their logs are checked)
+        self.kills = []                 # {"slot", "inprogress", "running"} at each kill
+        self.freezes = []
+        self.events = {"client_kill": 0, "debug_sleep": 0, "redis_restart": 0}
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.pusher_error = None
+
+    # -- daemons
+
+    def start_daemon(self, slot):
+        """A daemon for slot; its handlers tag their records with slot.generation."""
+        self.generation += 1
+        tag = "%d.%d" % (slot, self.generation)
+        d = Daemon(self.server, self.workdir, concurrency=self.args.concurrency,
+                   handlers=[{"class": "Soak", "command": ["/bin/sh", "-c", HANDLER, "sh"],
+                              "args_as_argv": True, "env": ["SOAK_SLOT=" + tag]}],
+                   **SETTINGS)
+        d.start(env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0"}, wait=True)
+        d.soak_tag = tag
+        return d
+
+    def runs(self):
+        try:
+            with open(os.path.join(self.workdir, "runs")) as f:
+                return [l.split() for l in f if l.strip()]
+        except FileNotFoundError:
+            return []
+
+    def running_on(self, d):
+        """Handler runs d started and did not finish."""
+        started, ended = {}, {}
+        for rec in self.runs():
+            if len(rec) == 3 and rec[2] == d.soak_tag:
+                (started if rec[0] == "S" else ended)[rec[1]] = \
+                    (started if rec[0] == "S" else ended).get(rec[1], 0) + 1
+        return sum(max(0, n - ended.get(j, 0)) for j, n in started.items())
+
+    def inprogress(self, c, d):
+        return c.llen("cogworker:inprogress:" + d.identity)
+
+    # -- the pusher
+
+    def pusher(self):
+        try:
+            self.push_all()
+        except Exception as e:          # a push in doubt: the soak can't count, it fails
+            self.pusher_error = "%s: %s" % (type(e).__name__, e)
+            self.push_idle.set()
+
+    def push_all(self):
+        """LPUSH at --rate. After a pause (the server restarted) a fresh connection, named
+        again so CLIENT KILL spares it; any error ends the pushing, and the soak fails."""
+        c = self.server.client("soak-pusher")
+        n = 0
+        next_at = time.monotonic()
+        while not self.stop_pushing.is_set():
+            if self.push_paused.is_set():
+                self.push_idle.set()
+                time.sleep(0.05)
+                if not self.push_paused.is_set():
+                    c.close()
+                    c = self.server.client("soak-pusher")
+                    next_at = time.monotonic()
+                continue
+            self.push_idle.clear()
+            now = time.time()
+            jid = "%024x" % (self.args.seed * 10 ** 9 + n)
+            n += 1
+            payload = json.dumps({"class": "Soak", "args": [round(self.rng.uniform(0, 0.4), 3)],
+                                  "queue": "default", "jid": jid, "retry": True,
+                                  "created_at": now, "enqueued_at": now},
+                                 separators=(",", ":"))
+            c.lpush("cogworker:queue:default", payload)     # an error ends the soak: loudly
+            with self.lock:
+                self.pushed.append(jid)
+            next_at += 1.0 / self.args.rate
+            time.sleep(max(0, next_at - time.monotonic()))
+        self.push_idle.set()
+
+    def pause_pushing(self):
+        self.push_paused.set()
+        self.push_idle.clear()
+        self.push_idle.wait(10)
+
+    # -- the chaos
+
+    def kill_one(self, c):
+        """kill -9, then count: a dead process's in-progress list no longer changes (until
+        recovery, orphan_threshold later), so what is on it is exactly what may run again."""
+        slot = self.rng.randrange(len(self.slots))
+        d = self.slots[slot]
+        d.kill()
+        rec = {"slot": slot, "inprogress": self.inprogress(c, d),
+               "running": self.running_on(d), "at": round(time.monotonic() - self.t0, 1)}
+        self.kills.append(rec)
+        self.retired.append(d)
+        time.sleep(1.0)
+        self.slots[slot] = self.start_daemon(slot)
+
+    def client_kill(self, c):
+        for cl in c.client_list():
+            if cl.get("name") not in ("soak-pusher", "soak-chaos"):
+                try:
+                    c.client_kill_filter(_id=cl["id"])
+                except redis.ResponseError:
+                    pass                    # gone already
+        self.events["client_kill"] += 1
+
+    def freeze(self, c):
+        """SIGSTOP past process_ttl and orphan_threshold, then SIGCONT. A frozen process's
+        blocking fetches still complete in the server, so its in-progress list may grow
+        while it is frozen, until recovery takes it: the in-flight count is its largest
+        length meanwhile."""
+        slot = self.rng.randrange(len(self.slots))
+        d = self.slots[slot]
+        d.proc.send_signal(signal.SIGSTOP)
+        rec = {"slot": slot, "inprogress": 0, "running": self.running_on(d),
+               "at": round(time.monotonic() - self.t0, 1)}
+        until = time.monotonic() + SETTINGS["orphan_threshold"] + 3
+        while time.monotonic() < until:
+            rec["inprogress"] = max(rec["inprogress"], self.inprogress(c, d))
+            time.sleep(0.05)
+        d.proc.send_signal(signal.SIGCONT)
+        self.freezes.append(rec)
+
+    def debug_sleep(self, c):
+        c.execute_command("DEBUG", "SLEEP", "2")
+        self.events["debug_sleep"] += 1
+
+    def redis_restart(self):
+        self.pause_pushing()
+        self.server.crash()
+        time.sleep(1.0)
+        self.server.start()
+        self.events["redis_restart"] += 1
+        self.push_paused.clear()
+
+    def chaos(self):
+        c = self.server.client("soak-chaos")
+        end = self.t0 + self.args.seconds
+        plan = {"kill": self.t0 + 3, "client_kill": self.t0 + 5, "debug_sleep": self.t0 + 8,
+                "freeze": self.t0 + self.args.seconds * 0.3,
+                "restart": self.t0 + self.args.seconds * 0.6}
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= plan["kill"]:
+                self.kill_one(c)
+                plan["kill"] = time.monotonic() + self.rng.uniform(2, 5)
+            elif now >= plan["client_kill"]:
+                self.client_kill(c)
+                plan["client_kill"] = now + self.rng.uniform(6, 10)
+            elif now >= plan["debug_sleep"]:
+                self.debug_sleep(c)
+                plan["debug_sleep"] = now + self.rng.uniform(12, 20)
+            elif now >= plan["freeze"]:
+                self.freeze(c)
+                plan["freeze"] = float("inf")
+            elif now >= plan["restart"]:
+                c.close()
+                self.redis_restart()
+                c = self.server.client("soak-chaos")
+                plan["restart"] = float("inf")
+            else:
+                time.sleep(0.1)
+        c.close()
+
+    # -- the end
+
+    def left_in_redis(self, c):
+        left = {"queue": c.llen("cogworker:queue:default"), "retry": c.zcard("cogworker:retry"),
+                "schedule": c.zcard("cogworker:schedule"), "dead": c.zcard("cogworker:dead"),
+                "unsettled": c.llen("cogworker:unsettled"), "inprogress": 0}
+        for key in c.scan_iter("cogworker:inprogress:*"):
+            left["inprogress"] += c.llen(key)
+        return left
+
+    def drain(self, c, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            left = self.left_in_redis(c)
+            busy = sum(int(c.hget("cogworker:process:" + d.identity, "busy") or 0)
+                       for d in self.slots)
+            if not any(left.values()) and busy == 0:
+                return left
+            time.sleep(0.5)
+        return self.left_in_redis(c)
+
+    def sanitizer_reports(self):
+        found = []
+        for d in self.retired + self.slots:
+            for line in d.log().splitlines():
+                if any(m in line for m in SANITIZER_MARKS):
+                    found.append("%s: %s" % (os.path.basename(d.log_path), line[:200]))
+        return found
+
+    def run(self):
+        self.server.start()
+        self.slots = [self.start_daemon(i) for i in range(self.args.daemons)]
+        self.t0 = time.monotonic()
+        pusher = threading.Thread(target=self.pusher, daemon=True)
+        pusher.start()
+        self.chaos()
+        self.stop_pushing.set()
+        pusher.join(10)
+        c = self.server.client("soak-chaos")
+        left = self.drain(c, 120)
+        died = [d for d in self.slots if d.proc.poll() is not None]
+        for d in self.slots:
+            d.stop(timeout=30)
+        self.retired += self.slots
+        requeued = 0          # what the daemons say they took over from dead processes
+        for d in self.retired:
+            for line in d.log().splitlines():
+                if "left in progress by dead process" in line:
+                    requeued += int(line.split("requeued ")[1].split()[0])
+        runs = self.runs()
+        starts, ends = {}, {}
+        for rec in runs:
+            (starts if rec[0] == "S" else ends)[rec[1]] = \
+                (starts if rec[0] == "S" else ends).get(rec[1], 0) + 1
+        dead_jids = set()
+        for m in c.zrange("cogworker:dead", 0, -1):
+            try:
+                dead_jids.add(json.loads(m).get("jid"))
+            except ValueError:
+                pass
+        c.close()
+        pushed = set(self.pushed)
+        lost = [j for j in pushed if j not in ends and j not in dead_jids]
+        twice = [j for j in pushed if starts.get(j, 0) > 1]
+        extra = sum(starts.get(j, 0) - 1 for j in twice)
+        window = sum(k["inprogress"] for k in self.kills + self.freezes)
+        report = {
+            "seconds": self.args.seconds, "daemons": self.args.daemons,
+            "concurrency": self.args.concurrency, "build": self.args.build,
+            "pushed": len(pushed), "finished": len([j for j in pushed if j in ends]),
+            "lost": len(lost), "run_twice": len(twice), "extra_runs": extra,
+            "left_in_redis": left, "kills": len(self.kills),
+            "in_flight_at_kills": [k["inprogress"] for k in self.kills],
+            "running_at_kills": [k["running"] for k in self.kills],
+            "in_flight_at_freeze": [f["inprogress"] for f in self.freezes],
+            "at_least_once_window": window, "requeued_from_dead": requeued,
+            "events": self.events,
+            "sanitizer_reports": self.sanitizer_reports(),
+            "died_by_themselves": [os.path.basename(d.log_path) for d in died],
+            "pusher_error": self.pusher_error,
+            "workdir": self.workdir,
+        }
+        return report, lost
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--seconds", type=float, default=180)
+    ap.add_argument("--daemons", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=25, help="jobs pushed per second")
+    ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    ap.add_argument("--json", help="also write the report here")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    soak = Soak(args)
+    try:
+        rep, lost = soak.run()
+    finally:
+        for d in soak.slots:
+            d.kill()
+        soak.server.stop()
+    left = sum(rep["left_in_redis"].values())
+    ok = (rep["lost"] == 0 and left == 0 and rep["extra_runs"] <= rep["at_least_once_window"]
+          and not rep["sanitizer_reports"] and not rep["died_by_themselves"]
+          and not rep["pusher_error"])
+    print("soak: %gs, %d daemons x %d, build %s, seed %d" % (
+        args.seconds, args.daemons, args.concurrency, args.build, args.seed))
+    print("  chaos: %d kill -9 (in flight at each: %s; handlers running: %s), %d CLIENT KILL "
+          "rounds, %d DEBUG SLEEP 2, 1 SIGSTOP past process_ttl (in flight: %s), %d Redis "
+          "restart(s) from the AOF" % (
+              rep["kills"], rep["in_flight_at_kills"], rep["running_at_kills"],
+              rep["events"]["client_kill"], rep["events"]["debug_sleep"],
+              rep["in_flight_at_freeze"], rep["events"]["redis_restart"]))
+    print("  pushed %d, finished %d, lost %d, run twice %d (%d extra runs), left in Redis %d %s"
+          % (rep["pushed"], rep["finished"], rep["lost"], rep["run_twice"], rep["extra_runs"],
+             left, rep["left_in_redis"]))
+    print("  duplicates %d <= at-least-once window %d (jobs in flight at the kills and the "
+          "freeze): %s; the daemons requeued %d job(s) from processes that looked dead" % (
+              rep["extra_runs"], rep["at_least_once_window"],
+              "yes" if rep["extra_runs"] <= rep["at_least_once_window"] else "NO",
+              rep["requeued_from_dead"]))
+    if rep["sanitizer_reports"]:
+        print("  sanitizer reports:\n    " + "\n    ".join(rep["sanitizer_reports"][:20]))
+    if rep["died_by_themselves"]:
+        print("  daemons that died by themselves: %s" % rep["died_by_themselves"])
+    if lost:
+        print("  lost jids (first 10): %s" % lost[:10])
+    if rep["pusher_error"]:
+        print("  the pusher stopped: %s" % rep["pusher_error"])
+    print("soak: %s" % ("ok" if ok else "FAILED (work dir kept: %s)" % rep["workdir"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rep, f, indent=1)
+    if ok and not args.keep:
+        shutil.rmtree(soak.workdir, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
