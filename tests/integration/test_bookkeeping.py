@@ -398,15 +398,17 @@ class Faults(Bookkeeping):
         self.assertEqual((e["jid"], e["error_class"]), (jid, "Cogworker::NoHandler"))
         self.wait_settled(d)
 
-    def test_job_without_a_class_status_has_no_class_field(self):
+    def test_job_without_a_class_is_buried_and_writes_no_status(self):
+        # A payload with no class is no job (doc/behaviours.md HD-1): buried as an invalid
+        # job, never run, so no status record is started for it either.
         d = self.sd()
         jid = new_jid()
         self.push('{"args":[],"queue":"default","jid":"%s","retry":0}' % jid)
-        self.wait_member(DEAD)
-        st = self.wait_status(jid, "failed")
-        self.assertNotIn("class", st)           # null fields are not written
-        self.assertEqual((st["queue"], st["error_class"]), ("default", "Cogworker::NoHandler"))
+        member, _ = self.wait_member(DEAD)
+        self.assertIn(b"Cogworker::InvalidJob", member)
+        self.assertIn(b"not a job: no class", member)
         self.wait_settled(d)
+        self.assertEqual(self.status(jid), {})
 
     def wrong_typed(self, cls, retry=None):
         """BE-1/BE-2 fixture: every record and lock of the job has the wrong type."""
