@@ -325,7 +325,7 @@ static int park_reliable(struct rconn *r, const struct fetch_state *st, const ch
 	double normal = raise_timeout(r, block);
 	struct rpipe p;
 	rpipe_begin(r, &p);
-	int got = 0;
+	int got = FETCH_IDLE;
 	if (p.failed_conn || r->connects == st->id_connects) {
 		const char *argv[] = { "BLMOVE", src, dst, "RIGHT", "LEFT", tmo };
 		rpipe_add_argv(r, &p, 6, argv, NULL);
@@ -356,7 +356,7 @@ static int park_basic(struct rconn *r, const struct fetch_state *st, char **acti
 	double normal = raise_timeout(r, block);
 	struct rpipe p;
 	rpipe_begin(r, &p);
-	int got = 0;
+	int got = FETCH_IDLE;
 	if (p.failed_conn || r->connects == st->id_connects) {
 		rpipe_add_argv(r, &p, n + 2, argv, NULL);
 		got = finish(r, &p, 1, 1, NULL, out);
@@ -425,7 +425,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 		free(active);
 		park_wait_idle(FETCH_TIMEOUT);
 		st->hot = 1;
-		return 0;
+		return FETCH_IDLE;
 	}
 	int basic = mode == FETCH_BASIC;
 	if (st->hot && !basic) {
@@ -450,9 +450,9 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	if (pr != PARK_ON) {
 		free_list(active, n);
 		st->hot = pr == PARK_SIGNALLED;
-		return 0;
+		return FETCH_IDLE;
 	}
-	int got = 0;
+	int got = FETCH_IDLE;
 	if (atomic_load(&D.quiet) || atomic_load(&D.stopping))
 		free_list(active, n);           /* changed while deciding: do not block */
 	else if (basic)

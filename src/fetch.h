@@ -27,8 +27,11 @@ struct fetch_state {
 };
 void fetch_state_init(struct fetch_state *st, int index);
 
-/* 1 = a job, 0 = nothing (call again), -1 = error (r->err), -2 = "unsupported": fall back
- * to basic. A job of a queue found paused when it was taken is given back, never returned. */
+/* 1 = a job, 0 = nothing (call again), FETCH_IDLE = nothing, after a wait without any
+ * Redis command (no success to report to a log site: lesson 73), -1 = error (r->err),
+ * -2 = "unsupported": fall back to basic. A job of a queue found paused when it was taken
+ * is given back, never returned. */
+#define FETCH_IDLE 2
 int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out);
 void fetched_free(struct fetched *f);
 enum fetch_mode fetch_mode_resolve(struct rconn *r);

@@ -423,6 +423,8 @@ static void *fetcher_main(void *arg)
 			sleep_unless_stopping(1.0);
 			continue;
 		}
+		if (got == FETCH_IDLE)
+			continue;               /* waited without Redis: neither success nor failure */
 		site_result(&fetch_site, &f->r, 1, "fetch");
 		if (got == 1) {
 			process(f, &fj, 0);
