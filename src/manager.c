@@ -347,8 +347,8 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	int watch = sentinel_watch_start(c);
 	conf_release(c);
 	if (watch != 0 || subscriber_start() != 0 || outkeep_start() != 0 ||
-	    fetchers_start(concurrency) != 0 || waker_start() != 0 || poller_start() != 0 ||
-	    ticker_start() != 0) {
+	    fetchers_start(concurrency) != 0 || poller_start() != 0 || ticker_start() != 0 ||
+	    waker_start() != 0) {          /* the waker last: it kicks the others */
 		log_error("couldn't start the daemon's threads");
 		return 1;
 	}
