@@ -159,8 +159,12 @@ class Backoff(PeriodicTestCase):
             wait_for(lambda: self.r.llen(q) == 1, timeout=30, message="the push to succeed")
             self.r.set(q, b"a string")
             n_ok = len(claims())
-            wait_for(lambda: len(claims()) >= n_ok + 2, timeout=15,
-                     message="two failed claims after the success")
+            try:
+                wait_for(lambda: len(claims()) >= n_ok + 2, timeout=15,
+                         message="two failed claims after the success")
+            except AssertionError:
+                raise AssertionError("claims at %s, n_ok %d; log:\n%s" % (
+                    claims(), n_ok, d.log()[-6000:]))
             c = claims()
 
             def pushes_seen():
