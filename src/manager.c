@@ -29,6 +29,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
+#include "batch.h"
 #include "fetch.h"
 #include "fetcher.h"
 #include "handler.h"
@@ -261,10 +262,17 @@ static int shutdown_daemon(void)
 	/* Keep beating while draining, so the fleet sees us quiet, not dead; but never wait
 	 * on a Redis that failed the last beat. */
 	int left;
-	while ((left = fetchers_join(fmin(deadline, mono_now() + beat_interval()))) > 0 &&
-	       mono_now() < deadline)
-		if (!atomic_load(&D.prev_beat_failed))
+	double next_beat = mono_now() + beat_interval();
+	while ((left = fetchers_join(fmin(deadline, mono_now() + BATCH_INTERVAL))) > 0 &&
+	       mono_now() < deadline) {
+		if (atomic_load(&D.prev_beat_failed))
+			continue;
+		batch_flush(&mconn);
+		if (mono_now() >= next_beat) {
 			heartbeat_beat(&mconn);
+			next_beat = mono_now() + beat_interval();
+		}
+	}
 	if (left > 0 && atomic_load(&D.busy) > 0) {
 		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
 		         atomic_load(&D.busy), timeout);
@@ -296,6 +304,7 @@ static int shutdown_daemon(void)
 	/* Kept output is best effort: a second at most, and none when Redis is away. */
 	abandoned += outkeep_stop(reachable, mono_now() + (reachable ? 1.0 : 0.0));
 	if (reachable) {
+		batch_flush(&mconn);            /* the last counts: nothing runs any more */
 		deferred_releases_retry(&mconn);
 		stop_requeue(&mconn);
 	} else {
@@ -367,8 +376,9 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	conf_release(c);
 
 	double next_beat = mono_now() + beat_every;
+	double next_flush = mono_now() + BATCH_INTERVAL;
 	for (;;) {
-		enum event ev = wait_event(next_beat - mono_now());
+		enum event ev = wait_event(fmin(next_beat, next_flush) - mono_now());
 		switch (ev) {
 		case EV_STOP:
 			return shutdown_daemon();
@@ -391,6 +401,10 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 			break;
 		case EV_NONE:
 			break;
+		}
+		if (mono_now() >= next_flush) {
+			batch_flush(&mconn);    /* nothing to send: no Redis call */
+			next_flush = mono_now() + BATCH_INTERVAL;
 		}
 		if (mono_now() >= next_beat) {
 			c = conf_acquire();
