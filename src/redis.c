@@ -143,8 +143,11 @@ static int handshake(struct rconn *r)
  * A connection the server closed while we were not using it (CLIENT KILL, the server's
  * idle `timeout`, a restart) is readable at EOF: reconnect before sending rather than
  * lose the command that would find out (a stats INCR after a long job). Nothing else can
- * be readable on an idle request/response connection.
+ * be readable on an idle request/response connection. A connection that answered within
+ * the last IDLE_CHECK seconds is not asked: that poll was two of a short job's system
+ * calls, and a close by the server's idle timeout (whole seconds) cannot be that recent.
  */
+#define IDLE_CHECK 0.1
 static void drop_if_closed(struct rconn *r)
 {
 	struct pollfd pfd = { .fd = r->c->fd, .events = POLLIN | POLLRDHUP };
@@ -245,7 +248,7 @@ int rconn_connect(struct rconn *r, int force)
 {
 	if (r->c && rconn_stale(r))
 		rconn_close(r);         /* the sentinels announced another primary */
-	if (r->c)
+	if (r->c && mono_now() - r->last_reply >= IDLE_CHECK)
 		drop_if_closed(r);
 	if (r->c)
 		return 0;
@@ -319,6 +322,7 @@ static redisReply *finish(struct rconn *r, redisReply *rep)
 		r->next_attempt = 0;    /* the first reconnect after a drop is immediate */
 		return NULL;
 	}
+	r->last_reply = mono_now();
 	if (rep->type == REDIS_REPLY_ERROR) {
 		/* Also inside a script's error ("... WRONGTYPE Operation against a key ..."). */
 		if (strstr(rep->str, "WRONGTYPE"))
