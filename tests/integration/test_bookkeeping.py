@@ -434,7 +434,7 @@ class Faults(Bookkeeping):
         self.wait_done(d, "R", jid)
         self.wait_settled(d)
         time.sleep(0.5)
-        self.assertEqual((self.counter(PROCESSED), self.counter(FAILED)), (1, 0))
+        self.assertEqual((self.wait_counter(PROCESSED, 1), self.counter(FAILED)), (1, 0))
         self.assertEqual((self.r.zcard(RETRY), self.r.zcard(DEAD), self.qlen()), (0, 0, 0))
         self.assertEqual(d.runs_of(jid), 1)
         self.assertEqual(d.log_lines("fail: R jid=%s" % jid), [])
