@@ -236,14 +236,14 @@ static int judged(struct rconn *r, redisReply *rep, const char *what)
 	return 1;
 }
 
-void batch_flush(struct rconn *r)
+int batch_flush(struct rconn *r)
 {
 	char *key = xasprintf(K_WORKERS "%s", D.identity);
 	struct flush f;
 	if (!take(&f, key)) {
 		flush_free(&f);
 		free(key);
-		return;
+		return 0;
 	}
 	struct rpipe p;
 	char n[32];
@@ -294,6 +294,8 @@ void batch_flush(struct rconn *r)
 			add_hour(back_hours[i].hour, back_hours[i].n);
 		pthread_mutex_unlock(&mu);
 	}
+	int unavailable = p.unavailable > 0;
 	flush_free(&f);
 	free(key);
+	return unavailable ? -1 : 0;
 }

@@ -26,6 +26,6 @@ void batch_processed(void);
 /* Write what changed since the last flush in one pipeline (nothing at all when nothing
  * changed). Counts that Redis did not take for want of a connection are kept for the
  * next flush; a command error is logged and the counts dropped (best effort, lesson 71). */
-void batch_flush(struct rconn *r);
+int batch_flush(struct rconn *r);       /* -1 when Redis was unavailable, else 0 */
 
 #endif

@@ -262,17 +262,13 @@ static int shutdown_daemon(void)
 	/* Keep beating while draining, so the fleet sees us quiet, not dead; but never wait
 	 * on a Redis that failed the last beat. */
 	int left;
-	double next_beat = mono_now() + beat_interval();
-	while ((left = fetchers_join(fmin(deadline, mono_now() + BATCH_INTERVAL))) > 0 &&
-	       mono_now() < deadline) {
-		if (atomic_load(&D.prev_beat_failed))
-			continue;
-		batch_flush(&mconn);
-		if (mono_now() >= next_beat) {
-			heartbeat_beat(&mconn);
-			next_beat = mono_now() + beat_interval();
-		}
-	}
+	/* The batched counts go with these beats (a flush a second could hang the drain on a
+	 * Redis that stopped answering: the beat is the one Redis call allowed here), and
+	 * with the last flush below. */
+	while ((left = fetchers_join(fmin(deadline, mono_now() + beat_interval()))) > 0 &&
+	       mono_now() < deadline)
+		if (!atomic_load(&D.prev_beat_failed) && heartbeat_beat(&mconn) == 0)
+			batch_flush(&mconn);
 	if (left > 0 && atomic_load(&D.busy) > 0) {
 		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
 		         atomic_load(&D.busy), timeout);
@@ -403,7 +399,11 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 			break;
 		}
 		if (mono_now() >= next_flush) {
-			batch_flush(&mconn);    /* nothing to send: no Redis call */
+			/* Nothing to send: no Redis call. After a failed beat the counts wait in
+			 * memory for the beat that finds Redis back: a flush per second into an
+			 * outage would hold up this loop (signals, the stop) in Redis timeouts. */
+			if (!atomic_load(&D.prev_beat_failed))
+				batch_flush(&mconn);
 			next_flush = mono_now() + BATCH_INTERVAL;
 		}
 		if (mono_now() >= next_beat) {
