@@ -246,9 +246,9 @@ int batch_flush(struct rconn *r)
 		return 0;
 	}
 	struct rpipe p;
-	char n[32];
 	rpipe_begin(r, &p);
 	if (f.processed > 0) {
+		char n[32];
 		snprintf(n, sizeof n, "%ld", f.processed);
 		rpipe_add(r, &p, "INCRBY %s %s", K_PROCESSED, n);
 	}
