@@ -905,7 +905,8 @@ class Bench:
                     jid = json.loads(payload)["jid"]
                     t = time.time()
                     r.lpush(("cogworker:queue:" + q).encode(), payload)
-                    wait_for(lambda: processed(r) >= i + 1, timeout=10, interval=0.001)
+                    # The stamp, not the processed counter: that is flushed once a second.
+                    wait_for(lambda: jid in read_stamps(stamps), timeout=10, interval=0.001)
                     lat.append(read_stamps(stamps)[jid][0] - t)
                     time.sleep(0.05 + rnd.random() * 0.5)
             finally:
@@ -1154,8 +1155,8 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             L.append("CPU ratio = the ceiling's CPU per spawn (spawner + child) / the daemon's "
                      "CPU per job (daemon + child + redis-server): the ratio to expect when "
                      "every core is busy (from concurrency %d up on this machine, about). "
-                     "The daemon's share is its Redis round trip (one per job while the queue "
-                     "has work) and the pipes, poll loop and process group of each child.\n"
+                     "The daemon's share is its Redis round trips (two per job: the fetch, the "
+                     "ack) and the pipes, poll loop and process group of each child.\n"
                      % self.results["machine"]["nproc"])
             L.append("Every repetition (jobs/s / ceiling (before, after) = ratio):\n")
 
