@@ -14,7 +14,7 @@
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
 CC       ?= cc
-PKGS     := hiredis libcjson libconfig libsystemd libcrypto libmicrohttpd
+PKGS     := hiredis libcjson libconfig libsystemd libmicrohttpd
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -pthread -D_GNU_SOURCE \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -39,7 +39,8 @@ endif
 DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
             src/heartbeat.c src/scheduled.c src/keyguard.c src/recovery.c src/ticker.c \
             src/deathhook.c src/metrics.c src/state.c src/stoprequeue.c src/outkeep.c \
-            src/admission.c src/deadline.c src/sentinelwatch.c src/park.c src/waker.c
+            src/admission.c src/deadline.c src/sentinelwatch.c src/park.c src/waker.c \
+            src/batch.c
 LIB_SRC  := $(filter-out $(DAEMON_SRC),$(wildcard src/*.c))
 CTL_SRC  := $(wildcard src/ctl/*.c)
 LUA      := $(wildcard lua/*.lua lua/lib/*.lua)

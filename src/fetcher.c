@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "admission.h"
+#include "batch.h"
 #include "bookkeeping.h"
 #include "counters.h"
 #include "deathhook.h"
@@ -46,6 +47,7 @@ struct fetcher {
 	atomic_int abort;
 	atomic_int cancel;          /* CANCEL_*: a remote cancel of the running job */
 	atomic_int exited;
+	int batched;                /* this job's workers entry goes through batch.c */
 	struct rconn r;
 	struct fetch_state fs;
 };
@@ -60,6 +62,13 @@ static struct log_site job_site = LOG_SITE("Processor");
 static void register_worker(struct fetcher *f, const struct job *j)
 {
 	const char *queue = j->fetched_from ? j->fetched_from : j->queue;
+	/* Reliable fetch: written by the next flush if the job still runs then (batch.c).
+	 * Basic fetch's shutdown requeue reads the hash, so it is written now. */
+	f->batched = atomic_load(&D.fetch_mode) != FETCH_BASIC;
+	if (f->batched) {
+		batch_job_started(f->index, j->raw, j->raw_len, queue, (long)now_float());
+		return;
+	}
 	char *key = xasprintf(K_WORKERS "%s", D.identity);
 	char *q = json_quote(queue, strlen(queue));
 	/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
@@ -90,6 +99,10 @@ static void deregistered(struct fetcher *f, redisReply *rep)
 
 static void deregister_worker(struct fetcher *f)
 {
+	if (f->batched) {
+		batch_job_ended(f->index);
+		return;
+	}
 	char *key = xasprintf(K_WORKERS "%s", D.identity);
 	deregistered(f, rcmd(&f->r, "HDEL %s %s", key, f->tid));
 	free(key);
@@ -158,25 +171,30 @@ static int stats_only(const struct conf *c, const struct job *j)
 }
 
 /*
- * The end of such a success in one round trip instead of three: the stats (INCR,
- * HINCRBY, EXPIRE), the HDEL of the workers entry and the ACK are pipelined, in the order
- * of the step-by-step path (§7.4: stats, `done:`, HDEL; busy -1; §7.7 ack). The ACK's
- * reply is the last one, so a failed ACK goes on with attempts 2 and 3 as usual. Each
- * reply is judged and logged as on the step-by-step path.
+ * The end of such a success in one round trip instead of three: the HDEL of the workers
+ * entry (basic mode only: in reliable mode it and the stats are batch.c's, flushed once a
+ * second) and the ACK are pipelined, in the order of the step-by-step path (§7.4: stats,
+ * `done:`, deregister; busy -1; §7.7 ack). The ACK's reply is the last one, so a failed ACK
+ * goes on with attempts 2 and 3 as usual. Each reply is judged and logged as on the
+ * step-by-step path.
  */
 static void finish_success(struct fetcher *f, const struct job *j, double took)
 {
 	char *key = xasprintf(K_WORKERS "%s", D.identity);
 	struct rpipe p;
 	redisReply *rep;
+	batch_processed();
 	rpipe_begin(&f->r, &p);
-	stats_add(&f->r, &p, 1);
-	rpipe_add(&f->r, &p, "HDEL %s %s", key, f->tid);
+	if (!f->batched)
+		rpipe_add(&f->r, &p, "HDEL %s %s", key, f->tid);
 	int acking = settle_ack_add(&f->r, &p, j->raw, j->raw_len, j->jid);
-	stats_read(&f->r, &p, &job_site);
 	log_done(j, took);
-	rpipe_read(&f->r, &p, 1, &rep);
-	deregistered(f, rep);
+	if (f->batched) {
+		batch_job_ended(f->index);
+	} else {
+		rpipe_read(&f->r, &p, 1, &rep);
+		deregistered(f, rep);
+	}
 	atomic_fetch_sub(&D.busy, 1);
 	settle_ack_read(&f->r, &p, acking, j->raw, j->raw_len, j->jid);
 	free(key);
@@ -318,7 +336,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		*finish = 1;            /* stats, done:, HDEL and ack: finish_success */
 	} else if (o.success) {
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
-		bump_stats(&f->r, 1, &job_site);
+		batch_processed();
 		status_write(&f->r, c, j, "complete", NULL, NULL);
 		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
@@ -382,6 +400,8 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	double took;
 	enum disposition disp = execute(f, &j, &died, &dead_entry, &finish, &took);
 	limits_release(&f->r, &adm);
+	if (disp == DISP_ABANDON && f->batched)
+		batch_job_ended(f->index);      /* its memory goes with the job below */
 	if (finish) {
 		finish_success(f, &j, took);    /* busy -1 and the ack included */
 	} else {
@@ -446,14 +466,18 @@ int fetchers_start(int n)
 	          c->redis.sentinels.n > 0 ? FETCH_TIMEOUT : IDLE_BLOCK);
 	all = xcalloc((size_t)n, sizeof *all);
 	nall = n;
+	char (*fields)[13] = xcalloc((size_t)n, sizeof *fields);
 	for (int i = 0; i < n; i++) {
 		struct fetcher *f = &all[i];
 		f->index = i;
 		fetch_state_init(&f->fs, i);
 		random_hex(f->tid, 6);
+		memcpy(fields[i], f->tid, sizeof f->tid);
 		rconn_init(&f->r, &c->redis);
 	}
 	conf_release(c);
+	batch_init(n, fields);
+	free(fields);
 	for (int i = 0; i < n; i++)
 		if (thread_start(&all[i].thread, NULL, "fetcher", fetcher_main, &all[i]) != 0) {
 			log_error("couldn't start fetcher thread %d", i);

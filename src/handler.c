@@ -11,8 +11,8 @@
  * groups (handler_resolve_ids, handler_user.c). handler_int.h is what these files share.
  *
  * SIGPIPE: the daemon ignores it; handler_run additionally blocks it in the calling thread
- * while it runs and consumes a SIGPIPE its own writes raised, so other callers (cogworkerctl
- * exec) do not need to ignore it.
+ * while the pump still has stdin to write and consumes a SIGPIPE its own writes raised, so
+ * other callers (cogworkerctl exec) do not need to ignore it.
  */
 #include <errno.h>
 #include <signal.h>
@@ -86,17 +86,12 @@ int handler_run(const struct run_request *req, struct run_result *res,
 		return 0;
 	}
 
-	sigemptyset(&pipeset);
-	sigaddset(&pipeset, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipeset, &saved);
-
 	argv = build_argv(req);
 	int step;
 	err = spawn_handler(req, path, argv, (char *const *)req->env, &pid, &io, &step);
 	free(argv);
 	res->pid = (int)pid;
 	if (err) {
-		pthread_sigmask(SIG_SETMASK, &saved, NULL);
 		spawn_failed(res, err, (enum spawn_step)step, path);
 		free(path);
 		return 0;
@@ -106,12 +101,21 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	if (spawned)
 		spawned(spawned_ctx, (int)pid);
 
+	/* Only a write to the child's stdin can raise SIGPIPE, and spawn_handler wrote what
+	 * fitted before the child existed: the mask is needed when some is left. */
+	int blocked = io.in >= 0;
+	if (blocked) {
+		sigemptyset(&pipeset);
+		sigaddset(&pipeset, SIGPIPE);
+		pthread_sigmask(SIG_BLOCK, &pipeset, &saved);
+	}
 	epipe = pump_run(req, &io, pid, res);   /* returns once the child is reaped */
 	reaper_untrack((int)pid);               /* and its group killed */
 
 	if (epipe)
 		consume_sigpipe();
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	if (blocked)
+		pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	res->finished = now_float();
 	return 0;
 }

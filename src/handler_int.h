@@ -25,7 +25,12 @@ static inline void close_fd(int *fd)
 }
 
 struct child_io {
-	int in, out, err;               /* parent ends, non-blocking, CLOEXEC; -1 = closed */
+	int in, out, err;               /* parent ends, CLOEXEC (in non-blocking); -1 = closed */
+	size_t in_off;                  /* bytes of stdin already written */
+	/* Our copies of the child's stdout and stderr ends, kept until the child has exited,
+	 * so that its exit wakes the pump once (pidfd) rather than twice (EOF, then pidfd). */
+	int out_w, err_w;
+	int pidfd;                      /* from the spawn (CLONE_PIDFD), or -1 */
 };
 
 /* --- spawn.c ----------------------------------------------------------------------------- */

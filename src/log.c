@@ -122,15 +122,46 @@ static size_t write_all(const char *s, size_t len)
 	return off;
 }
 
+/*
+ * The time up to the second is remade only when the second changes, and the pid is read
+ * once (a system call per line otherwise; a fork makes it anew): at log_level info a
+ * short job logs two lines, and the daemon runs thousands a second.
+ */
+static __thread time_t second = -1;
+static __thread char second_text[40];
+static pid_t pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_read(void)
+{
+	pid = getpid();
+}
+
+static void pid_init(void)
+{
+	pid_read();
+	pthread_atfork(NULL, NULL, pid_read);
+}
+
+static int log_pid(void)
+{
+	pthread_once(&pid_once, pid_init);
+	return (int)pid;
+}
+
 static void iso_now(char out[64])
 {
 	struct timespec ts;
-	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	         ts.tv_nsec / 1000000);
+	if (ts.tv_sec != second) {
+		struct tm tm;
+		gmtime_r(&ts.tv_sec, &tm);
+		snprintf(second_text, sizeof second_text, "%04d-%02d-%02dT%02d:%02d:%02d",
+		         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		         tm.tm_sec);
+		second = ts.tv_sec;
+	}
+	snprintf(out, 64, "%s.%03ldZ", second_text, ts.tv_nsec / 1000000);
 }
 
 static size_t text_line(enum log_level l, const char *fmt, va_list ap)
@@ -142,7 +173,7 @@ static size_t text_line(enum log_level l, const char *fmt, va_list ap)
 	} else {
 		char t[64];
 		iso_now(t);
-		n = snprintf(line, sizeof line, "%s pid=%d %s: ", t, (int)getpid(), level_names[l]);
+		n = snprintf(line, sizeof line, "%s pid=%d %s: ", t, log_pid(), level_names[l]);
 	}
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
@@ -183,7 +214,7 @@ static size_t json_line(enum log_level l, const char *event, const struct log_fi
 	if (to_journal())
 		sb_printf(&b, "<%c>", level_prio[l]);
 	sb_printf(&b, "{\"time\":\"%s\",\"level\":\"%s\",\"pid\":%d", t, level_json[l],
-	          (int)getpid());
+	          log_pid());
 	json_str(&b, "event", event ? event : "log");
 	if (job_cls)
 		json_str(&b, "class", job_cls);

@@ -29,6 +29,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
+#include "batch.h"
 #include "fetch.h"
 #include "fetcher.h"
 #include "handler.h"
@@ -261,10 +262,13 @@ static int shutdown_daemon(void)
 	/* Keep beating while draining, so the fleet sees us quiet, not dead; but never wait
 	 * on a Redis that failed the last beat. */
 	int left;
+	/* The batched counts go with these beats (a flush a second could hang the drain on a
+	 * Redis that stopped answering: the beat is the one Redis call allowed here), and
+	 * with the last flush below. */
 	while ((left = fetchers_join(fmin(deadline, mono_now() + beat_interval()))) > 0 &&
 	       mono_now() < deadline)
-		if (!atomic_load(&D.prev_beat_failed))
-			heartbeat_beat(&mconn);
+		if (!atomic_load(&D.prev_beat_failed) && heartbeat_beat(&mconn) == 0)
+			batch_flush(&mconn);
 	if (left > 0 && atomic_load(&D.busy) > 0) {
 		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
 		         atomic_load(&D.busy), timeout);
@@ -296,6 +300,7 @@ static int shutdown_daemon(void)
 	/* Kept output is best effort: a second at most, and none when Redis is away. */
 	abandoned += outkeep_stop(reachable, mono_now() + (reachable ? 1.0 : 0.0));
 	if (reachable) {
+		batch_flush(&mconn);            /* the last counts: nothing runs any more */
 		deferred_releases_retry(&mconn);
 		stop_requeue(&mconn);
 	} else {
@@ -367,8 +372,9 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	conf_release(c);
 
 	double next_beat = mono_now() + beat_every;
+	double next_flush = mono_now() + BATCH_INTERVAL;
 	for (;;) {
-		enum event ev = wait_event(next_beat - mono_now());
+		enum event ev = wait_event(fmin(next_beat, next_flush) - mono_now());
 		switch (ev) {
 		case EV_STOP:
 			return shutdown_daemon();
@@ -391,6 +397,14 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 			break;
 		case EV_NONE:
 			break;
+		}
+		if (mono_now() >= next_flush) {
+			/* Nothing to send: no Redis call. After a failed beat the counts wait in
+			 * memory for the beat that finds Redis back: a flush per second into an
+			 * outage would hold up this loop (signals, the stop) in Redis timeouts. */
+			if (!atomic_load(&D.prev_beat_failed))
+				batch_flush(&mconn);
+			next_flush = mono_now() + BATCH_INTERVAL;
 		}
 		if (mono_now() >= next_beat) {
 			c = conf_acquire();

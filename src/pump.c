@@ -3,13 +3,16 @@
  * stdin fed, its output read and cut into lines, its exit noticed, its timeout and abort
  * enforced.
  *
- * One poll() loop per child serves everything at once: the job JSON written to stdin in
- * non-blocking chunks (EPIPE = the child closed stdin: the rest is dropped, not an error),
- * stdout and stderr read in 64 KiB chunks and cut into lines for the log and for
- * on_stdout_line (lines longer than HANDLER_LINE_MAX are split, so memory stays bounded
- * however much the child prints; the last req->output_tail bytes of stderr go to a ring
- * buffer), and a pidfd (pidfd_open, Linux >= 5.3) that becomes readable when the child
- * exits; without pidfds the loop falls back to waitpid(WNOHANG) every 10 ms. No SIGCHLD
+ * One poll() loop per child serves everything at once: what the spawn could not write of
+ * the job JSON beforehand (spawn.c) written to stdin in non-blocking chunks (EPIPE = the
+ * child closed stdin: the rest is dropped, not an error), stdout and stderr read in 64 KiB
+ * chunks and cut into lines for the log and for on_stdout_line (lines longer than
+ * HANDLER_LINE_MAX are split, so memory stays bounded however much the child prints; the
+ * last req->output_tail bytes of stderr go to a ring buffer), and a pidfd (from the
+ * spawn's CLONE_PIDFD, else pidfd_open, Linux >= 5.3) that becomes readable when the child
+ * exits; without pidfds the loop falls back to waitpid(WNOHANG) every 10 ms. We hold our
+ * own copies of the output pipes' write ends until the child has exited, so a child's end
+ * is one wake-up (the pidfd), not two (EOF first, the exit a moment later). No SIGCHLD
  * handler is involved: signals belong to the main thread. The child is reaped with
  * waitpid(pid) — never waitpid(-1), which would steal other fetchers' children. The poll
  * timeout is at most 100 ms so the abort flag is noticed promptly. What reaches the log is
@@ -40,6 +43,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +71,8 @@
  * ------------------------------------------------------------------------------------- */
 
 struct linebuf {
+	size_t len;             /* first: setting it touches one page, not the buffer's two */
 	char buf[HANDLER_LINE_MAX];
-	size_t len;
 };
 
 struct ring {
@@ -110,6 +114,8 @@ static char *ring_take(const struct ring *r, size_t *len)
 	return s;
 }
 
+/* malloc'd, not calloc'd, and the big buffers last and never cleared: a handler that
+ * prints nothing leaves their pages untouched (RSS per fetcher, and a memset per job). */
 struct pump {
 	const struct run_request *req;
 	struct child_io io;
@@ -117,11 +123,11 @@ struct pump {
 	size_t in_off;
 	int epipe;                      /* a stdin write raised SIGPIPE */
 	int out_lines, err_lines;       /* cut the streams into lines at all */
-	struct linebuf out_line, err_line;
 	size_t logged[2];               /* log bytes the stream's lines took */
 	size_t prefix[2];               /* the last line's cost beyond its content */
 	int cut[2];                     /* the budget is spent: no more lines logged */
 	struct ring tail;
+	struct linebuf out_line, err_line;
 	char chunk[HANDLER_CHUNK];
 };
 
@@ -424,8 +430,12 @@ static void pump_loop(struct pump *p, struct watch *w)
 		watch_tick(p, w, now);
 		if (watch_done(p, w, now))
 			break;
-		if (w->exited)
+		if (w->exited) {
 			close_fd(&p->io.in);
+			/* Our write ends go now, so that the output reaches EOF once drained. */
+			close_fd(&p->io.out_w);
+			close_fd(&p->io.err_w);
+		}
 		if (p->io.in >= 0) {
 			i_in = nfds;
 			fds[nfds++] = (struct pollfd){ .fd = p->io.in, .events = POLLOUT };
@@ -451,14 +461,22 @@ static void pump_loop(struct pump *p, struct watch *w)
 		}
 		if (n > 0 && i_in >= 0 && fds[i_in].revents)
 			input_write(p);
-		if (n > 0 && i_out >= 0 && fds[i_out].revents)
-			output_read(p, 0);
-		if (n > 0 && i_err >= 0 && fds[i_err].revents)
-			output_read(p, 1);
+		/* Hung up with nothing to read: EOF without a read() to find out. */
+		for (int k = 0; k < 2 && n > 0; k++) {
+			int i = k ? i_err : i_out;
+			if (i < 0 || !fds[i].revents)
+				continue;
+			if ((fds[i].revents & (POLLIN | POLLHUP)) == POLLHUP)
+				output_close(p, k);
+			else
+				output_read(p, k);
+		}
 		if (!w->exited && (p->pidfd < 0 || (n > 0 && i_pid >= 0 && fds[i_pid].revents)))
 			try_reap(w);
 	}
 	close_fd(&p->io.in);
+	close_fd(&p->io.out_w);
+	close_fd(&p->io.err_w);
 	output_close(p, 0);
 	output_close(p, 1);
 }
@@ -492,13 +510,18 @@ static void fill_outcome(struct run_result *res, const struct watch *w)
 int pump_run(const struct run_request *req, const struct child_io *io, pid_t pid,
              struct run_result *res)
 {
-	struct pump *p = xcalloc(1, sizeof *p);
+	struct pump *p = xmalloc(sizeof *p);
 	struct watch w;
 	int epipe;
 
+	memset(p, 0, offsetof(struct pump, out_line));
+	p->out_line.len = p->err_line.len = 0;
 	p->req = req;
 	p->io = *io;
-	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);       /* CLOEXEC; -1: poll waitpid */
+	p->in_off = io->in_off;
+	p->pidfd = io->pidfd;
+	if (p->pidfd < 0)       /* CLOEXEC; -1: poll waitpid */
+		p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	p->out_lines = req->log_output || req->on_stdout_line;
 	p->err_lines = req->log_output;
 	p->tail.cap = req->output_tail;

@@ -21,6 +21,7 @@ struct rconn {
 	double next_attempt;        /* monotonic */
 	int unavailable;            /* classification of the last error */
 	int connects;               /* successful connects, for metrics and tests */
+	double last_reply;          /* monotonic time of the last reply read */
 	char err[512];              /* text of the last error */
 	/* Sentinel only */
 	int sentinel_first;         /* the sentinel asked first: the last one that answered */

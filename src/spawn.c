@@ -3,11 +3,12 @@
  * and what runs in the child between vfork and execve.
  *
  * The daemon is multi-threaded and may have a large heap, so the child is created the way
- * posix_spawn does it: vfork() (the parent thread is suspended, no page tables are copied)
- * and, until execve, the child only makes raw, async-signal-safe system calls on data that
- * the parent prepared beforehand (struct child_spec): no malloc, no locks, no stdio. All
- * allocation happens in the parent before the fork: argv, the environment, and the path of
- * the executable, which is searched in the child's PATH (not the daemon's) by the parent.
+ * posix_spawn does it: clone(CLONE_VM | CLONE_VFORK), a vfork on a stack of its own (the
+ * parent thread is suspended, no page tables are copied) and, until execve, the child only
+ * makes raw, async-signal-safe system calls on data that the parent prepared beforehand
+ * (struct child_spec): no malloc, no locks, no stdio. All allocation happens in the parent
+ * before the fork: argv, the environment, and the path of the executable, which is
+ * searched in the child's PATH (not the daemon's) by the parent.
  *
  * The child, in order: setsid() (its own session and process group, so the whole job tree
  * can be signalled as -pgid); PR_SET_PDEATHSIG=SIGKILL then a getppid() check (the daemon
@@ -16,15 +17,29 @@
  * blocks every signal in every thread); the pipes onto 0/1/2; every other fd closed
  * (close_range, with a loop as fallback); chdir; rlimits; setgroups/setresgid/setresuid
  * (as raw syscalls: glibc's set*id wrappers broadcast to the parent's threads, which a
- * vfork child must never do); execve. A failing step writes its errno into a CLOEXEC
- * "report" pipe and _exits: the parent reads that pipe until EOF, so it learns both "exec
- * succeeded" (EOF) and "step X failed with errno E" (RUN_SPAWN_FAILED, code = E, the step
- * for the error message: a missing cwd must not read as a missing program). The same
- * pipe works with fork(), which is used instead of vfork under ThreadSanitizer.
+ * vfork child must never do); execve. A failing step leaves its step and errno in the spec
+ * (the child shares the parent's memory) and _exits; when clone returns in the parent the
+ * child has either exec'd or exited, so a zero there means "exec happened", anything else
+ * "step X failed with errno E" (RUN_SPAWN_FAILED, code = E, the step for the error
+ * message: a missing cwd must not read as a missing program). Under ThreadSanitizer,
+ * which cannot follow a shared-memory child, fork() is used instead, and the step and
+ * errno come back through a CLOEXEC "report" pipe read until EOF.
+ *
+ * What a spawn costs is most of what a short job costs, so the parent's side is lean too:
+ * - SIGCHLD stays unblocked around the spawn (see there), so the kernel drops it: a
+ *   queued SIGCHLD woke a thread of the daemon for nothing (the manager's signalfd poll);
+ * - CLONE_PIDFD hands over the pidfd the pump waits on (no pidfd_open);
+ * - stdin is written into its pipe before the child exists, while we hold the read end:
+ *   a payload that fits (64 KiB, the default pipe size) is all there, the write end is
+ *   closed at once, no write can meet EPIPE and the pump has no stdin to serve;
+ * - the parent keeps its copies of the child's stdout and stderr write ends until the
+ *   child has exited (struct child_io), so a silent child's exit wakes the pump once.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +144,8 @@ struct child_spec {
 	char *const *argv;
 	char *const *envp;
 	int fd_in, fd_out, fd_err;      /* child ends of the pipes, all >= 3 */
-	int fd_report;                  /* CLOEXEC pipe for the failing errno, >= 3 */
+	int fd_report;                  /* fork: CLOEXEC pipe for the failing errno (>= 3) */
+	volatile int step, err;         /* clone: the failing step and errno, by the child */
 	pid_t parent;
 	const char *cwd;
 	int set_ids;
@@ -147,13 +163,21 @@ struct child_spec {
 	sigset_t empty_mask;
 };
 
-/* The step and its errno, in one write of 8 bytes (atomic on a pipe). */
+/* The spec is the parent's memory under clone(CLONE_VM): step and errno are left there.
+ * With fork, they go in one write of 8 bytes (atomic on a pipe). */
+#define child_fail(rep, step, e) child_fail_(c, (rep), (step), (e))
+
 __attribute__((noreturn))
-static void child_fail(int report_fd, int step, int err)
+static void child_fail_(const struct child_spec *c, int report_fd, int step, int err)
 {
 	int msg[2] = { step, err };
 	ssize_t w;
 
+	if (report_fd < 0) {
+		((struct child_spec *)c)->step = step;
+		((struct child_spec *)c)->err = err;
+		_exit(127);
+	}
 	do
 		w = write(report_fd, msg, sizeof msg);
 	while (w < 0 && errno == EINTR);
@@ -198,12 +222,12 @@ static void child_exec(const struct child_spec *c)
 
 	if (dup2(c->fd_in, 0) < 0 || dup2(c->fd_out, 1) < 0 || dup2(c->fd_err, 2) < 0)
 		child_fail(rep, SPAWN_STEP_SETUP, errno);
-	if (rep != 3) {
+	if (rep >= 0 && rep != 3) {
 		if (dup3(rep, 3, O_CLOEXEC) < 0)
 			child_fail(rep, SPAWN_STEP_SETUP, errno);
 		rep = 3;
 	}
-	child_close_from(4);
+	child_close_from(rep >= 0 ? 4 : 3);
 
 	if (c->cwd && chdir(c->cwd) < 0)
 		child_fail(rep, SPAWN_STEP_CWD, errno);
@@ -222,18 +246,48 @@ static void child_exec(const struct child_spec *c)
 	child_fail(rep, SPAWN_STEP_EXEC, errno);
 }
 
-/* The only function that forks: kept tiny so nothing lives across vfork's second return. */
-__attribute__((noinline))
-static pid_t spawn_child(const struct child_spec *c)
+#define CHILD_STACK 32768          /* the child's frames until execve: a few hundred bytes */
+
+static int child_entry(void *arg)
 {
+	child_exec(arg);
+}
+
+/* CLONE_PIDFD needs Linux 5.2: refused once, never asked for again. */
+static atomic_int no_clone_pidfd;
+
+/*
+ * The only function that forks: kept tiny so nothing lives across the child's run on its
+ * stack. The stack is in this frame: the parent is suspended until the child has exec'd
+ * or exited (CLONE_VFORK), so nothing else uses it meanwhile. *pidfd: -1 unless given.
+ */
+__attribute__((noinline))
+static pid_t spawn_child(struct child_spec *c, int *pidfd)
+{
+	*pidfd = -1;
 #if HANDLER_USE_FORK
 	pid_t pid = fork();
-#else
-	pid_t pid = vfork();
-#endif
 	if (pid == 0)
 		child_exec(c);
 	return pid;
+#else
+	char stack[CHILD_STACK] __attribute__((aligned(16)));
+	/* The exit signal stays SIGCHLD: execve resets it to SIGCHLD whatever clone said. */
+	int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+	pid_t pid = -1;
+	if (!atomic_load(&no_clone_pidfd)) {
+		pid = clone(child_entry, stack + sizeof stack, flags | CLONE_PIDFD, c, pidfd);
+		if (pid < 0 && errno == EINVAL)
+			atomic_store(&no_clone_pidfd, 1);
+		else if (pid < 0)
+			*pidfd = -1;
+	}
+	if (pid < 0 && atomic_load(&no_clone_pidfd)) {
+		*pidfd = -1;
+		pid = clone(child_entry, stack + sizeof stack, flags, c);
+	}
+	return pid;
+#endif
 }
 
 /* ----------------------------------------------------------------------------------------
@@ -270,14 +324,6 @@ static int make_pipe(int p[2])
 	return 0;
 }
 
-static void set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl >= 0)
-		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 static void spec_add_rlimit(struct child_spec *c, int resource, long long v)
 {
 	if (v < 0)
@@ -286,6 +332,45 @@ static void spec_add_rlimit(struct child_spec *c, int resource, long long v)
 	c->rl[c->nrlimits].rlim_cur = (rlim_t)v;
 	c->rl[c->nrlimits].rlim_max = (rlim_t)v;
 	c->nrlimits++;
+}
+
+/* getpid() is a system call (glibc no longer caches it): once per process. */
+static pid_t self_pid;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+static void self_forked(void)
+{
+	self_pid = getpid();
+}
+
+static void self_init(void)
+{
+	self_pid = getpid();
+	pthread_atfork(NULL, NULL, self_forked);
+}
+
+/*
+ * Write what fits of stdin now, before the child exists: we hold the read end, so no
+ * EPIPE, and O_NONBLOCK (on our end only: the child's end is another file description)
+ * means a pipe smaller than the payload fills up instead of blocking us. Returns the
+ * bytes written.
+ */
+static size_t prefill_stdin(int fd, const char *data, size_t len)
+{
+	size_t off = 0;
+
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
+		return 0;
+	while (off < len) {
+		ssize_t n = write(fd, data + off, len - off);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		off += (size_t)n;
+	}
+	return off;
 }
 
 /*
@@ -300,19 +385,24 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	    prep[2] = { -1, -1 };
 	struct child_spec c;
 	sigset_t all, old;
-	int err = 0, child_msg[2] = { 0, 0 };
-	ssize_t r;
+	int err = 0, pidfd = -1;
 
 	memset(&c, 0, sizeof c);
 	*pid = 0;
 	*step = SPAWN_STEP_SETUP;       /* the pipes and the fork */
-	io->in = io->out = io->err = -1;
+	io->in = io->out = io->err = io->out_w = io->err_w = io->pidfd = -1;
+	io->in_off = 0;
 	if (make_pipe(pin) < 0 || make_pipe(pout) < 0 || make_pipe(perr) < 0 ||
-	    make_pipe(prep) < 0) {
+	    (HANDLER_USE_FORK && make_pipe(prep) < 0)) {
 		err = errno;
 		goto out;
 	}
+	if (req->stdin_data && req->stdin_len)
+		io->in_off = prefill_stdin(pin[1], req->stdin_data, req->stdin_len);
+	if (io->in_off == (req->stdin_data ? req->stdin_len : 0))
+		close_fd(&pin[1]);      /* all of it is in the pipe: the child reads it, then EOF */
 
+	pthread_once(&self_once, self_init);
 	c.path = path;
 	c.argv = argv;
 	c.envp = envp ? envp : empty_env;
@@ -320,7 +410,7 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.fd_out = pout[1];
 	c.fd_err = perr[1];
 	c.fd_report = prep[1];
-	c.parent = getpid();
+	c.parent = self_pid;
 	c.cwd = req->cwd;
 	c.set_ids = req->set_ids;
 	c.uid = (uid_t)req->uid;
@@ -334,10 +424,17 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.ksa_default.handler = (void *)SIG_DFL;
 	sigemptyset(&c.empty_mask);
 
-	/* No handler of ours may run in the vfork child: everything blocked around it. */
+	/*
+	 * No handler of ours may run in the vfork child: everything blocked around it, except
+	 * SIGCHLD, which the child cannot receive (it has no children) and the daemon leaves
+	 * at its default: unblocked, the kernel drops it at once; blocked here while our
+	 * previous child exited (a short one can, before we get the CPU back), it was queued
+	 * for the process and woke another thread of the daemon for nothing.
+	 */
 	sigfillset(&all);
+	sigdelset(&all, SIGCHLD);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	*pid = spawn_child(&c);
+	*pid = spawn_child(&c, &pidfd);
 	if (*pid < 0)
 		err = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -346,25 +443,35 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 		goto out;
 	}
 
-	close_fd(&prep[1]);
-	do
-		r = read(prep[0], child_msg, sizeof child_msg);
-	while (r < 0 && errno == EINTR);
-	if (r == (ssize_t)sizeof child_msg) {
-		*step = child_msg[0];
-		err = child_msg[1] ? child_msg[1] : EIO;
+	if (HANDLER_USE_FORK) {
+		int child_msg[2] = { 0, 0 };
+		ssize_t r;
+		close_fd(&prep[1]);
+		do
+			r = read(prep[0], child_msg, sizeof child_msg);
+		while (r < 0 && errno == EINTR);
+		if (r == (ssize_t)sizeof child_msg) {
+			*step = child_msg[0];
+			err = child_msg[1] ? child_msg[1] : EIO;
+		}
+	} else if (c.err) {
+		*step = c.step;
+		err = c.err;
+	}
+	if (err) {
 		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
 			;
+		close_fd(&pidfd);
 		goto out;
 	}
 
 	io->in = pin[1];
 	io->out = pout[0];
 	io->err = perr[0];
-	pin[1] = pout[0] = perr[0] = -1;
-	set_nonblock(io->in);
-	set_nonblock(io->out);
-	set_nonblock(io->err);
+	io->out_w = pout[1];
+	io->err_w = perr[1];
+	io->pidfd = pidfd;
+	pin[1] = pout[0] = perr[0] = pout[1] = perr[1] = -1;
 out:
 	close_fd(&pin[0]);
 	close_fd(&pin[1]);

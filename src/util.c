@@ -217,3 +217,12 @@ void human_duration(double secs, int decimals, char *out, size_t n)
 	else
 		snprintf(out, n, "%lldd %02lldh", s / 86400, s % 86400 / 3600);
 }
+
+char *xstrcat2(const char *a, const char *b)
+{
+	size_t na = strlen(a), nb = strlen(b);
+	char *s = xmalloc(na + nb + 1);
+	memcpy(s, a, na);
+	memcpy(s + na, b, nb + 1);
+	return s;
+}

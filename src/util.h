@@ -36,5 +36,7 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* a followed by b, malloc'd: a key name (K_QUEUE, name) without printf's cost. */
+char *xstrcat2(const char *a, const char *b);
 
 #endif

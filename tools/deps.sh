@@ -8,7 +8,7 @@
 # (make deb, make check-systemd and the tests that call them), not by a plain build.
 set -e
 pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
-      libssl-dev libmicrohttpd-dev check redis-server redis-sentinel redis-tools python3
+      libmicrohttpd-dev check redis-server redis-sentinel redis-tools python3
       python3-redis procps valgrind gnuplot-nox man-db systemd python3-prometheus-client cppcheck
       tmux"
 for set in "$@"; do

@@ -13,10 +13,15 @@ Figures (each run several times; the report gives medians):
                to the spawn ceiling (tests/bench/spawn_ceiling.c: posix_spawn + waitpid of
                /bin/true with as many threads) measured in the same repetition, right before
                and right after the daemon (their mean). The jobs are pushed first (pipelined LPUSH),
-               then the daemon starts; the rate is the slope of cogworker:stats:processed
-               from the first processed job to the last one (the last ack rides in the same
-               round trip as the last INCR). Ratio = daemon / ceiling of the same repetition;
-               its median is the headline. Concurrency 4 also runs with log_level "info".
+               then the daemon starts; the rate is how fast the queue drains, from the 200th
+               job taken to the last (not the processed counter, which the daemon flushes
+               once a second). Ratio = daemon / ceiling of the same repetition; its median is
+               the headline. Concurrency 4 also runs with log_level "info". At concurrency 1,
+               4 and 16 the peer runs too: Sidekiq (Debian's ruby-sidekiq, which the bench
+               installs; --no-sidekiq leaves it out) on the same Redis, 2 000 jobs whose
+               perform is system('/bin/true'), measured the same way.
+  scaling      1, 2, 4 daemons on one Redis, concurrency 25 each, jobs of /bin/sleep 0.05:
+               jobs/s, redis-server CPU per job, Redis commands per job.
   round trips  Redis commands per job on the success path (INFO commandstats delta, 2 000
                jobs), network round trips per job (INFO stats total_reads_processed delta:
                one read event per pipeline), and commands issued by the client vs from
@@ -93,6 +98,8 @@ from harness import Daemon, RedisServer, job, wait_for  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PROCESSED = b"cogworker:stats:processed"
 CONCURRENCIES = [1, 2, 4, 8, 16]
+SIDEKIQ_CONCURRENCIES = [1, 4, 16]
+SCALE_DAEMONS = [1, 2, 4]
 
 
 def log(msg):
@@ -164,6 +171,15 @@ def read_stamps(path):
     except FileNotFoundError:
         pass
     return out
+
+
+def sidekiq_version():
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "ruby-sidekiq"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.split("+")[0] or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
 
 
 def fmt(v, spec="%.0f", none="n/a"):
@@ -259,43 +275,114 @@ class Bench:
                              text=True, check=True).stdout.split()
         return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
 
+    def drain(self, r, key, n, procs, alive, timeout=180):
+        """Watch the queue `key` (n jobs pushed) drain: t1 once `lead` jobs are taken (the
+        workers are warm), t2 once it is empty; the rate is the jobs taken between. Not the
+        processed counter: the daemon flushes it once a second (src/batch.c), Sidekiq at its
+        beat. CPU of each pid in procs (with its reaped children) and of redis-server over
+        the same span."""
+        lead = min(200, n // 10)
+        deadline = time.monotonic() + timeout
+        while r.llen(key) > n - lead:
+            if not alive() or time.monotonic() > deadline:
+                raise RuntimeError("no job taken")
+            time.sleep(0.002)
+        t1, k1 = time.monotonic(), r.llen(key)
+        c1 = [proc_cpu(pid) for pid in procs]
+        rc1 = proc_cpu(self.server.pid)
+        while True:
+            k = r.llen(key)
+            if k == 0:
+                break
+            if not alive() or time.monotonic() > deadline:
+                raise RuntimeError("stalled with %d of %d left" % (k, n))
+            time.sleep(0.005)
+        t2 = time.monotonic()
+        c2 = [proc_cpu(pid) for pid in procs]
+        rc2 = proc_cpu(self.server.pid)
+        jobs = k1
+        own = sum(b[0] + b[1] - a[0] - a[1] for a, b in zip(c1, c2))
+        kids = sum(b[2] + b[3] - a[2] - a[3] for a, b in zip(c1, c2))
+        return {"rate": jobs / (t2 - t1), "seconds": t2 - t1, "jobs": jobs,
+                "daemon_us": own / jobs * 1e6, "children_us": kids / jobs * 1e6,
+                "redis_us": (rc2[0] + rc2[1] - rc1[0] - rc1[1]) / jobs * 1e6}
+
     def daemon_rate(self, conc, n, level="warn", cls="True", **settings):
         r = self.fresh()
         push_jobs(r, n, cls=cls)
         d = self.daemon(concurrency=conc, log_level=level, **settings)
         d.start(wait=False)
         try:
-            deadline = time.monotonic() + 120
-            while processed(r) == 0:
-                if d.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("no job processed:\n" + d.log()[-3000:])
-                time.sleep(0.002)
-            t1 = time.monotonic()
-            k1 = processed(r)
-            c1, rc1 = proc_cpu(d.proc.pid), proc_cpu(self.server.pid)
-            while True:
-                k = processed(r)
-                if k >= n:
-                    break
-                if d.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("stalled at %d of %d:\n%s" % (k, n, d.log()[-3000:]))
-                time.sleep(0.01)
-            t2 = time.monotonic()
-            c2, rc2 = proc_cpu(d.proc.pid), proc_cpu(self.server.pid)
+            return self.drain(r, b"cogworker:queue:default", n, [d.proc.pid],
+                              lambda: d.proc.poll() is None)
         finally:
             d.stop()
-        left = r.llen(b"cogworker:queue:default")
-        jobs = n - k1
-        return {"rate": jobs / (t2 - t1), "seconds": t2 - t1, "left": left,
-                "daemon_us": (c2[0] + c2[1] - c1[0] - c1[1]) / jobs * 1e6,
-                "children_us": (c2[2] + c2[3] - c1[2] - c1[3]) / jobs * 1e6,
-                "redis_us": (rc2[0] + rc2[1] - rc1[0] - rc1[1]) / jobs * 1e6}
+
+    # -- the peer: Sidekiq, each job `system('/bin/true')`
+
+    def ensure_sidekiq(self):
+        """Sidekiq from Debian's ruby-sidekiq, installed here (never by make run or make
+        check); None and the reason when it cannot be had."""
+        if self.opts.no_sidekiq:
+            return "not asked for (--no-sidekiq)"
+        if not shutil.which("sidekiq"):
+            cmd = ["apt-get", "install", "-y", "ruby-sidekiq"]
+            if os.geteuid() != 0:
+                cmd = ["sudo", "-n"] + cmd
+            log("installing the peer: " + " ".join(cmd))
+            try:
+                subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=600, env=dict(os.environ,
+                                                     DEBIAN_FRONTEND="noninteractive"))
+            except (OSError, subprocess.SubprocessError) as e:
+                return "ruby-sidekiq could not be installed (%s)" % e
+        if not shutil.which("sidekiq"):
+            return "ruby-sidekiq could not be installed (apt-get failed)"
+        self.sidekiq_job = os.path.join(self.tmp, "true_job.rb")
+        with open(self.sidekiq_job, "w") as f:
+            f.write('require "sidekiq"\n'
+                    'class TrueJob\n'
+                    '  include Sidekiq::Worker\n'
+                    '  def perform(*) system("/bin/true") end\n'
+                    'end\n')
+        return None
+
+    def sidekiq_rate(self, conc, n):
+        r = self.fresh()
+        key = b"queue:default"
+        p = r.pipeline(transaction=False)
+        for i in range(n):
+            now = time.time()
+            p.lpush(key, json.dumps({"class": "TrueJob", "args": [], "queue": "default",
+                                     "jid": os.urandom(12).hex(), "retry": True,
+                                     "created_at": now, "enqueued_at": now}))
+            if i % 1000 == 999:
+                p.execute()
+        p.sadd(b"queues", b"default")
+        p.execute()
+        env = dict(os.environ, REDIS_URL="redis://127.0.0.1:%d/0" % self.server.port)
+        sk = subprocess.Popen(["sidekiq", "-r", self.sidekiq_job, "-c", str(conc), "-q",
+                               "default"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=self.tmp)
+        try:
+            return self.drain(r, key, n, [sk.pid], lambda: sk.poll() is None)
+        finally:
+            sk.terminate()
+            try:
+                sk.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                sk.kill()
+                sk.wait()
 
     def throughput(self):
         n = self.opts.jobs
         nc = self.opts.ceiling_spawns
         runs = {c: [] for c in CONCURRENCIES}
         info_runs = []
+        peer = {c: [] for c in SIDEKIQ_CONCURRENCIES}
+        why_no_peer = self.ensure_sidekiq()
+        if why_no_peer:
+            log("Sidekiq: not measured: " + why_no_peer)
         budget = self.opts.budget
         rep = 0
         rep_time = None
@@ -307,6 +394,12 @@ class Bench:
                 before = self.ceiling(c, nc)
                 dm = self.daemon_rate(c, n)
                 di = self.daemon_rate(c, n, level="info") if c == 4 else None
+                sk = None
+                if not why_no_peer and c in SIDEKIQ_CONCURRENCIES:
+                    try:
+                        sk = self.sidekiq_rate(c, self.opts.sidekiq_jobs)
+                    except RuntimeError as e:
+                        log("Sidekiq c=%d failed: %s" % (c, e))
                 after = self.ceiling(c, nc)
                 ce = {k: (before[k] + after[k]) / 2 for k in before}
                 ce["before"], ce["after"] = before["rate"], after["rate"]
@@ -320,6 +413,12 @@ class Bench:
                                       "ratio": di["rate"] / ce["rate"]})
                     line += "; log_level info %.0f jobs/s (%.2f)" % (
                         di["rate"], di["rate"] / ce["rate"])
+                if sk:
+                    peer[c].append({"sidekiq": sk, "ceiling": ce, "daemon": dm,
+                                    "ratio": sk["rate"] / ce["rate"],
+                                    "ahead": dm["rate"] / sk["rate"]})
+                    line += "; Sidekiq %.0f jobs/s (%.2f; cogworkerd %.1fx)" % (
+                        sk["rate"], sk["rate"] / ce["rate"], dm["rate"] / sk["rate"])
                 log(line)
             rep += 1
             rep_time = time.monotonic() - started
@@ -329,7 +428,64 @@ class Bench:
                 break
         self.results["throughput"] = {"jobs": n, "ceiling_spawns": nc, "reps": rep,
                                       "runs": {str(c): v for c, v in runs.items()},
-                                      "info_c4": info_runs}
+                                      "info_c4": info_runs,
+                                      "sidekiq": {str(c): v for c, v in peer.items()},
+                                      "sidekiq_jobs": self.opts.sidekiq_jobs,
+                                      "no_sidekiq": why_no_peer}
+
+    # -- scaling across daemons
+
+    def scaling(self):
+        """1, 2, 4 daemons (concurrency 25 each) on one Redis, jobs of `/bin/sleep 0.05`, so
+        that a daemon's own limit is its concurrency (25 / 0.05 s = 500 jobs/s), not the
+        spawn rate... as far as two cores allow. Over a window of steady work: jobs/s,
+        redis-server CPU per job and its share of one core, commands per job (INFO stats
+        delta), the daemons' CPU per job."""
+        res = {}
+        key = b"cogworker:queue:default"
+        for k in SCALE_DAEMONS:
+            r = self.fresh()
+            n = int(k * 25 / 0.05 * (self.opts.scale_seconds + 8))
+            push_jobs(r, n, cls="Nap")
+            ds = [self.daemon(concurrency=25, handlers=[
+                {"class": "Nap", "command": ["/bin/sleep", "0.05"]}]) for _ in range(k)]
+            for d in ds:
+                d.start(wait=False)
+            try:
+                wait_for(lambda: r.scard(b"cogworker:processes") >= k, timeout=20,
+                         interval=0.05, message="%d daemons up" % k)
+                time.sleep(2.0)         # every fetcher busy
+                s0 = r.info("stats")["total_commands_processed"]
+                k0, t0 = r.llen(key), time.monotonic()
+                rc0 = proc_cpu(self.server.pid)
+                dc0 = [proc_cpu(d.proc.pid) for d in ds]
+                time.sleep(self.opts.scale_seconds)
+                k1, t1 = r.llen(key), time.monotonic()
+                rc1 = proc_cpu(self.server.pid)
+                dc1 = [proc_cpu(d.proc.pid) for d in ds]
+                s1 = r.info("stats")["total_commands_processed"]
+            finally:
+                for d in ds:
+                    d.stop()
+            jobs = k0 - k1
+            if k1 == 0 or jobs <= 0:
+                log("scaling %d daemon(s): the queue ran dry; not measured" % k)
+                continue
+            dt = t1 - t0
+            rcpu = rc1[0] + rc1[1] - rc0[0] - rc0[1]
+            dcpu = sum(b[0] + b[1] - a[0] - a[1] for a, b in zip(dc0, dc1))
+            # Ours between the two INFO: two LLEN and the second INFO itself.
+            res[str(k)] = {"daemons": k, "jobs_per_s": jobs / dt,
+                           "redis_us_per_job": rcpu / jobs * 1e6,
+                           "redis_core_pct": rcpu / dt * 100,
+                           "commands_per_job": (s1 - s0 - 3) / jobs,
+                           "daemon_us_per_job": dcpu / jobs * 1e6,
+                           "ideal_jobs_per_s": k * 25 / 0.05}
+            log("scaling %d daemon(s): %.0f jobs/s (at most %d), redis %.1f us/job (%.1f %% of a "
+                "core), %.2f commands/job, daemons %.0f us/job" % (
+                    k, jobs / dt, k * 500, rcpu / jobs * 1e6, rcpu / dt * 100,
+                    (s1 - s0 - 3) / jobs, dcpu / jobs * 1e6))
+        self.results["scaling"] = res
 
     # -- output keeping
 
@@ -514,8 +670,11 @@ class Bench:
                 key = ("cogworker:queue:" + q).encode()
                 t = time.time()
                 r.lpush(key, payload)
-                wait_for(lambda: processed(r) >= i + 1, timeout=10, interval=0.001)
+                # The stamp, not the processed counter: that is flushed once a second.
+                wait_for(lambda: jid in read_stamps(stamps), timeout=10, interval=0.001)
                 lat.append(read_stamps(stamps)[jid][0] - t)
+                wait_for(lambda: not r.llen(b"cogworker:inprogress:" + self.identity_of(r)
+                                            .encode()), timeout=10, interval=0.001)
                 time.sleep(0.02)        # idle again before the next push
         finally:
             d.stop()
@@ -746,7 +905,8 @@ class Bench:
                     jid = json.loads(payload)["jid"]
                     t = time.time()
                     r.lpush(("cogworker:queue:" + q).encode(), payload)
-                    wait_for(lambda: processed(r) >= i + 1, timeout=10, interval=0.001)
+                    # The stamp, not the processed counter: that is flushed once a second.
+                    wait_for(lambda: jid in read_stamps(stamps), timeout=10, interval=0.001)
                     lat.append(read_stamps(stamps)[jid][0] - t)
                     time.sleep(0.05 + rnd.random() * 0.5)
             finally:
@@ -889,7 +1049,7 @@ set grid
 plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + waitpid)', \\
      '%s' using 1:2 with linespoints lw 2 title 'cogworkerd (log_level warn)', \\
      '%s' using 1:4 axes x1y2 with linespoints dt 2 title 'ratio (right axis)', \\
-     0.75 axes x1y2 with lines dt 3 lc rgb 'gray' title 'target ratio 0.75'
+     0.85 axes x1y2 with lines dt 3 lc rgb 'gray' title 'target ratio 0.85'
 """ % (png, m["nproc"], m["cpu"].replace("'", ""), dat, dat, dat)
         gp = os.path.join(self.out, "throughput.gp")
         with open(gp, "w") as f:
@@ -972,12 +1132,31 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                 L.append(row(str(c), t["runs"][str(c)]))
             if t["info_c4"]:
                 L.append(row("4, `log_level = \"info\"`", t["info_c4"], ceiling=False))
+            sk = t.get("sidekiq") or {}
+            for c in SIDEKIQ_CONCURRENCIES:
+                runs = sk.get(str(c)) or []
+                if runs:
+                    L.append(row("%d, Sidekiq" % c, [{"daemon": x["sidekiq"], "ceiling":
+                                                     x["ceiling"], "ratio": x["ratio"]}
+                                                    for x in runs]))
             L.append("")
+            if t.get("no_sidekiq"):
+                L.append("Sidekiq: not measured: %s.\n" % t["no_sidekiq"])
+            elif any(sk.get(str(c)) for c in SIDEKIQ_CONCURRENCIES):
+                L.append("The peer: Sidekiq %s (Debian's ruby-sidekiq, installed by the "
+                         "bench), on the same Redis, %d jobs whose `perform` is "
+                         "`system('/bin/true')`, `-c` = the concurrency; its CPU columns are "
+                         "the Ruby process and its children. cogworkerd / Sidekiq, median of "
+                         "the repetitions' ratios: %s.\n" % (
+                             sidekiq_version(), t.get("sidekiq_jobs", 0),
+                             ", ".join("c=%d **%.1f×**" % (c, median(
+                                 [x["ahead"] for x in sk[str(c)]]))
+                                       for c in SIDEKIQ_CONCURRENCIES if sk.get(str(c)))))
             L.append("CPU ratio = the ceiling's CPU per spawn (spawner + child) / the daemon's "
                      "CPU per job (daemon + child + redis-server): the ratio to expect when "
                      "every core is busy (from concurrency %d up on this machine, about). "
-                     "The daemon's share is its Redis round trips (3 per job) and the pipes, "
-                     "poll loop and process group of each child.\n"
+                     "The daemon's share is its Redis round trips (two per job: the fetch, the "
+                     "ack) and the pipes, poll loop and process group of each child.\n"
                      % self.results["machine"]["nproc"])
             L.append("Every repetition (jobs/s / ceiling (before, after) = ratio):\n")
 
@@ -990,6 +1169,21 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             if t["info_c4"]:
                 L.append("- c=4, info: %s" % reps(t["info_c4"]))
             L.append("\n![throughput](throughput.png)\n")
+        sc = self.results.get("scaling")
+        if sc:
+            L.append("## Scaling across daemons (one Redis)\n")
+            L.append("Jobs of `/bin/sleep 0.05`, each daemon at concurrency 25 (so at most 500 "
+                     "jobs/s each), over %.0f s of steady work. Redis CPU and commands include "
+                     "everything the daemons send (beats, polls, flushes).\n"
+                     % self.opts.scale_seconds)
+            L.append("| daemons | jobs/s | at most | redis CPU µs/job | redis, % of a core | "
+                     "commands/job | daemon CPU µs/job |")
+            L.append("|---:|---:|---:|---:|---:|---:|---:|")
+            for k, v in sc.items():
+                L.append("| %s | %.0f | %.0f | %.1f | %.1f %% | %.2f | %.0f |" % (
+                    k, v["jobs_per_s"], v["ideal_jobs_per_s"], v["redis_us_per_job"],
+                    v["redis_core_pct"], v["commands_per_job"], v["daemon_us_per_job"]))
+            L.append("")
         rt = self.results.get("round_trips")
         if rt:
             L.append("## Redis round trips per job (success path)\n")
@@ -1144,8 +1338,8 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
         self.results["machine"] = self.machine()
         log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
             self.results["machine"])
-        figures = ["throughput", "output", "round_trips", "latency", "scheduled", "cron", "idle",
-                   "pause", "fewer", "memory", "recovery", "limits"]
+        figures = ["throughput", "output", "round_trips", "scaling", "latency", "scheduled",
+                   "cron", "idle", "pause", "fewer", "memory", "recovery", "limits"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
@@ -1170,8 +1364,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="throughput repetitions (default 3)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: small numbers")
     ap.add_argument("--only", default="", help="comma-separated figures to run")
-    ap.add_argument("--budget", type=float, default=900,
+    ap.add_argument("--budget", type=float, default=1000,
                     help="seconds the whole run should stay under (throughput reps adapt)")
+    ap.add_argument("--no-sidekiq", action="store_true",
+                    help="leave the peer out (it is installed from Debian's ruby-sidekiq)")
     opts = ap.parse_args()
     opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 20000, 6000, 2000, 200
     opts.output_jobs = 5000
@@ -1179,7 +1375,8 @@ def main():
     opts.sched_jobs, opts.sched_spread = 40, 10.0
     opts.idle_seconds, opts.kills = 60, 3
     opts.cron_seconds, opts.pause_rounds, opts.fewer_samples = 20, 200, 50
-    opts.rest = 650     # seconds the figures after throughput take, roughly
+    opts.sidekiq_jobs, opts.scale_seconds = 2000, 8.0
+    opts.rest = 700     # seconds the figures after throughput take, roughly
     if opts.quick:
         opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 600, 500, 50
         opts.output_jobs = 500
@@ -1187,6 +1384,7 @@ def main():
         opts.sched_jobs, opts.sched_spread = 10, 2.0
         opts.idle_seconds, opts.kills = 3, 1
         opts.cron_seconds, opts.pause_rounds, opts.fewer_samples = 5, 20, 10
+        opts.sidekiq_jobs, opts.scale_seconds = 500, 3.0
     Bench(opts).run()
 
 

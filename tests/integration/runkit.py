@@ -15,6 +15,7 @@ the test handlers write.
 import hashlib
 import json
 import os
+import time
 import unittest
 
 from harness import (DaemonTestCase, binary, free_port, handler, job, new_jid,  # noqa: F401
@@ -101,6 +102,25 @@ class JobTestCase(DaemonTestCase):
     def counter(self, key):
         v = self.r.get(key)
         return int(v) if v is not None else 0
+
+    def wait_counter(self, key, n, timeout=5):
+        """The counter once it reads n, else its value after timeout: the processed counter
+        and its throughput field are flushed once a second (src/batch.c), so a test reads
+        them as cogworker's Web UI does, a moment after the job."""
+        deadline = time.monotonic() + timeout
+        while self.counter(key) != n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.counter(key)
+
+    def wait_processed_field(self, buckets, n, timeout=5):
+        """Sum of the `processed` field over the throughput hashes `buckets`, once it is n
+        (else after timeout); see wait_counter."""
+        def total():
+            return sum(int(self.r.hget(b, "processed") or 0) for b in buckets)
+        deadline = time.monotonic() + timeout
+        while total() != n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return total()
 
     # -- waiting
 

@@ -434,7 +434,7 @@ class Faults(Bookkeeping):
         self.wait_done(d, "R", jid)
         self.wait_settled(d)
         time.sleep(0.5)
-        self.assertEqual((self.counter(PROCESSED), self.counter(FAILED)), (1, 0))
+        self.assertEqual((self.wait_counter(PROCESSED, 1), self.counter(FAILED)), (1, 0))
         self.assertEqual((self.r.zcard(RETRY), self.r.zcard(DEAD), self.qlen()), (0, 0, 0))
         self.assertEqual(d.runs_of(jid), 1)
         self.assertEqual(d.log_lines("fail: R jid=%s" % jid), [])
@@ -582,6 +582,9 @@ class CtlViews(Ctl):
         d = self.sd(extra=[progress])
         jid = self.push_job("P", ["a"])
         wait_for(lambda: self.status(jid).get("pct") == "42", message="progress")
+        # "running" is the workers entry, written within a second of the start (batch.c)
+        wait_for(lambda: self.r.hlen("cogworker:workers:" + d.identity) == 1,
+                 message="the workers entry")
         self.r.hset(status_key(jid), "custom", "yes")
         _, out, _ = self.ctl("jobs", "show", jid, rc=0)
         self.assertRegex(out, r"status +working, updated \d{4}-\d\d-\d\dT")
@@ -594,6 +597,8 @@ class CtlViews(Ctl):
         d.open_gate(jid, 0)
         self.wait_status(jid, "complete")
         self.wait_settled(d)
+        wait_for(lambda: self.r.hlen("cogworker:workers:" + d.identity) == 0,
+                 message="the workers entry gone")
         # finished: found by its status alone
         _, out, _ = self.ctl("jobs", "show", jid, rc=0)
         self.assertIn("status     complete", out)

@@ -303,7 +303,7 @@ class Routing(JobTestCase):
         self.wait_settled(d)
         self.assertEqual(d.runs_of(jid), 1)
         self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
-        self.assertEqual(self.counter(PROCESSED), 1)
+        self.assertEqual(self.wait_counter(PROCESSED, 1), 1)
         self.assertEqual(self.counter(FAILED), 1)
 
 

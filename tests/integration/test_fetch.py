@@ -187,6 +187,8 @@ class IdleLatency(DaemonTestCase):
             jid = line.split("jid=")[1].split()[0]
             lat.append(log_time(line) - pushed[jid])
         self.assertEqual(len(lat), n)
+        # processed is flushed once a second (src/batch.c)
+        wait_for(lambda: self.r.get(PROCESSED) == str(n).encode(), timeout=5)
         self.assertEqual(self.r.get(PROCESSED), str(n).encode())
         return lat
 

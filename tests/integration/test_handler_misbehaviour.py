@@ -186,7 +186,7 @@ class Misbehaviour(JobTestCase):
         self.assertEqual(e["error_class"], "Cogworker::HandlerFailed")
         self.assertIn("nope", e["error_message"])
         self.wait_settled(d)
-        self.assertEqual(self.counter(PROCESSED), 5)
+        self.assertEqual(self.wait_counter(PROCESSED, 5), 5)
         for jid in ok + [bad]:
             self.assertEqual(d.runs_of(jid), 1)
         self.still_serving(d)

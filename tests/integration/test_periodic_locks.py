@@ -123,6 +123,8 @@ class RunningLock(PeriodicTestCase):
         logged = [l for l in d.log_lines(LOCK.decode()) if "WRONGTYPE" in l]
         self.assertTrue(logged, d.log())
         self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
+        # processed is flushed once a second (src/batch.c)
+        wait_for(lambda: self.r.get(b"cogworker:stats:processed") == b"1", timeout=5)
         self.assertEqual(self.r.get(b"cogworker:stats:processed"), b"1")
 
     def test_rl08_dead_exit_code_releases_the_lock(self):

@@ -88,10 +88,10 @@ class Running(JobTestCase):
         self.assertEqual(env["COGWORKER_QUEUE"], "default")
         self.assertEqual(env["COGWORKER_RETRY_COUNT"], "0")
         self.assertEqual(env["COGWORKER_ARGS"], '[1,"two"]')
-        self.assertEqual(self.counter(PROCESSED), 1)
+        self.assertEqual(self.wait_counter(PROCESSED, 1), 1)
         self.assertEqual(self.counter(FAILED), 0)
         buckets = {b0, self.bucket()}
-        processed = sum(int(self.r.hget(b, "processed") or 0) for b in buckets)
+        processed = self.wait_processed_field(buckets, 1)
         self.assertEqual(processed, 1)
         self.assertTrue(all(self.r.hget(b, "failed") is None for b in buckets))
         self.assertEqual(len(d.log_lines("start: R jid=%s" % jid)), 1)
@@ -126,7 +126,7 @@ class Running(JobTestCase):
         env = self.read(out + loads(small)["jid"] + ".env")
         self.assertIn(b'COGWORKER_ARGS=["' + b"z" * 100000 + b'"]\n', env)
         self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
-        self.assertEqual(self.counter(PROCESSED), 2)
+        self.assertEqual(self.wait_counter(PROCESSED, 2), 2)
 
     def test_px2_args_as_argv(self):
         d = self.daemon(handlers=[{"class": "R", "command": handler("dump") + ["first"],
@@ -177,7 +177,7 @@ class Running(JobTestCase):
         self.wait_done(d, "R", jid)
         self.wait_settled(d)
         self.assertEqual(self.counter(FAILED), 1)
-        self.assertEqual(self.counter(PROCESSED), 1)
+        self.assertEqual(self.wait_counter(PROCESSED, 1), 1)
         self.assertEqual(self.qlen(), 0)
         self.assertEqual(self.r.zcard(DEAD), 1)
         time.sleep(0.5)

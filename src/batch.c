@@ -1,0 +1,301 @@
+/*
+ * batch.c: per-job bookkeeping batched in memory, flushed once a second (doc/protocol.md
+ * §7.23, §2 "cogworker:workers:<id>").
+ *
+ * Why: on the success path of a short job these writes were most of the daemon's Redis
+ * traffic: INCR stats:processed, HINCRBY and EXPIRE of the hour's throughput hash, HSET of
+ * the workers entry before the run and HDEL after it, five commands and one round trip of
+ * eleven. None of them is part of a job's guarantees: they are bookkeeping, best effort
+ * already (lesson 71), and what reads them only needs them to be about right and about
+ * current: the Web UI and cogworkerctl show totals and rates, and who is busy. Sidekiq
+ * makes the same trade (it counts in memory and writes the counters with each beat).
+ *
+ * So the fetchers only record, in memory: a success adds to a counter (per hour, for the
+ * throughput hash), and a job's start and end set and clear the fetcher's slot. The
+ * manager calls batch_flush every BATCH_INTERVAL (1 s) and at stop, which writes, in one
+ * pipeline: INCRBY stats:processed, HINCRBY + EXPIRE of each hour's throughput hash, one
+ * HSET with the entries of the jobs running now that Redis does not have yet, one HDEL of
+ * the entries whose job has ended. A job that starts and ends between two flushes is
+ * never written to the workers hash: it was too short for any reader to see it, as it
+ * would have been with a write before and a delete after it; a job that runs longer than
+ * a second always is, with its real start time in run_at. Nothing changed, nothing sent:
+ * an idle daemon flushes nothing.
+ *
+ * What it costs: a kill -9 (or a stop with Redis unreachable) loses the counts of the last
+ * second at most, never a job, an ack or a settlement, which do not go through here. The
+ * workers hash may keep a finished job's entry up to a second longer, and a crashed
+ * process's entries expire with the hash's TTL, as before. Counts that Redis refused for
+ * want of a connection are kept and sent with the next flush; a command error (a key of
+ * the wrong type) is logged and the counts are dropped, as an immediate write would have
+ * dropped them.
+ *
+ * State of an entry, per slot: `gen` counts the jobs started in the slot (set by the
+ * fetcher), `written` is the gen whose entry the last flush sent (0: none in Redis,
+ * STALE: not known). Only the flusher changes `written`, and flushes never overlap (the
+ * manager thread), so a flush needs the lock only to read the slots and the counts.
+ *
+ * Basic fetch keeps writing the workers entry at once (fetcher.c): its shutdown requeue
+ * reads that hash to know which jobs to put back, so the hash must be exact there.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "batch.h"
+#include "json.h"
+#include "keys.h"
+#include "log.h"
+#include "state.h"
+#include "util.h"
+
+#define STALE ULONG_MAX
+#define NHOURS 4            /* hours with counts not yet flushed (only grows in an outage) */
+
+struct slot {
+	char field[13];
+	const char *raw, *queue;        /* the running job (NULL: none), the fetcher's memory */
+	size_t len;
+	long run_at;
+	unsigned long gen;              /* jobs started in this slot */
+	unsigned long written;          /* 0, STALE, or the gen of the entry in Redis */
+};
+
+struct hour {
+	long hour, n;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct slot *slots;
+static int nslots;
+static long processed;                  /* for INCRBY stats:processed */
+static struct hour hours[NHOURS];       /* for HINCRBY throughput:<hour> processed */
+static int nhours;
+
+/* Sites are per place in the code (doc/protocol.md §7.24): the flush is one. */
+static struct log_site site = LOG_SITE("Bookkeeping");
+
+void batch_init(int n, char (*fields)[13])
+{
+	pthread_mutex_lock(&mu);
+	free(slots);
+	slots = xcalloc((size_t)n, sizeof *slots);
+	nslots = n;
+	for (int i = 0; i < n; i++)
+		memcpy(slots[i].field, fields[i], sizeof slots[i].field);
+	pthread_mutex_unlock(&mu);
+}
+
+void batch_job_started(int i, const char *raw, size_t len, const char *queue, long run_at)
+{
+	pthread_mutex_lock(&mu);
+	if (i >= 0 && i < nslots) {
+		struct slot *s = &slots[i];
+		s->raw = raw;
+		s->len = len;
+		s->queue = queue;
+		s->run_at = run_at;
+		s->gen++;
+		if (s->gen == 0 || s->gen == STALE)
+			s->gen = 1;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void batch_job_ended(int i)
+{
+	pthread_mutex_lock(&mu);
+	if (i >= 0 && i < nslots)
+		slots[i].raw = slots[i].queue = NULL;
+	pthread_mutex_unlock(&mu);
+}
+
+static void add_hour(long hour, long n)        /* under mu */
+{
+	for (int i = 0; i < nhours; i++)
+		if (hours[i].hour == hour) {
+			hours[i].n += n;
+			return;
+		}
+	if (nhours == NHOURS) {
+		/* Hours of outage on end: the oldest hour's count goes to the next one rather
+		 * than be lost (the totals stay right, the hourly split blurs). */
+		hours[1].n += hours[0].n;
+		memmove(hours, hours + 1, sizeof hours[0] * (NHOURS - 1));
+		nhours--;
+	}
+	hours[nhours].hour = hour;
+	hours[nhours++].n = n;
+}
+
+void batch_processed(void)
+{
+	long hour = (long)(now_float() / 3600);
+	pthread_mutex_lock(&mu);
+	processed++;
+	add_hour(hour, 1);
+	pthread_mutex_unlock(&mu);
+}
+
+/* What one flush sends, taken from the shared state under the lock. */
+struct flush {
+	long processed;
+	struct hour hours[NHOURS];
+	int nhours;
+	const char **hset;              /* HSET key field value ...: 2 + 2 * nset */
+	char **values;
+	int nset;
+	int *set_slots;
+	const char **hdel;              /* HDEL key field ...: 2 + ndel */
+	int ndel;
+	int *del_slots;
+};
+
+static char *entry_value(const struct slot *s)
+{
+	char *q = json_quote(s->queue, strlen(s->queue));
+	/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
+	char *v = xasprintf("{\"queue\":%s,\"payload\":%.*s,\"run_at\":%ld}", q, (int)s->len,
+	                    s->raw, s->run_at);
+	free(q);
+	return v;
+}
+
+/* Take the counts and the entries to write; 0 when there is nothing to send. */
+static int take(struct flush *f, const char *key)
+{
+	memset(f, 0, sizeof *f);
+	pthread_mutex_lock(&mu);
+	f->processed = processed;
+	f->nhours = nhours;
+	memcpy(f->hours, hours, sizeof hours);
+	processed = 0;
+	nhours = 0;
+	f->hset = xcalloc((size_t)nslots * 2 + 2, sizeof *f->hset);
+	f->values = xcalloc((size_t)nslots + 1, sizeof *f->values);
+	f->set_slots = xcalloc((size_t)nslots + 1, sizeof *f->set_slots);
+	f->hdel = xcalloc((size_t)nslots + 2, sizeof *f->hdel);
+	f->del_slots = xcalloc((size_t)nslots + 1, sizeof *f->del_slots);
+	for (int i = 0; i < nslots; i++) {
+		struct slot *s = &slots[i];
+		if (s->raw && s->written != s->gen) {
+			f->values[f->nset] = entry_value(s);
+			f->hset[2 + 2 * f->nset] = s->field;
+			f->hset[3 + 2 * f->nset] = f->values[f->nset];
+			f->set_slots[f->nset++] = i;
+			s->written = s->gen;
+		} else if (!s->raw && s->written != 0) {
+			f->hdel[2 + f->ndel] = s->field;
+			f->del_slots[f->ndel++] = i;
+			s->written = 0;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	f->hset[0] = "HSET";
+	f->hdel[0] = "HDEL";
+	f->hset[1] = f->hdel[1] = key;
+	return f->processed > 0 || f->nset > 0 || f->ndel > 0;
+}
+
+static void flush_free(struct flush *f)
+{
+	for (int i = 0; i < f->nset; i++)
+		free(f->values[i]);
+	free(f->values);
+	free(f->hset);
+	free(f->set_slots);
+	free(f->hdel);
+	free(f->del_slots);
+}
+
+/* An entry write whose fate is unknown (no connection): the next flush decides again.
+ * The slot fields are the flusher's alone, so no lock is needed for `written`; the lock
+ * keeps the compiler and the fetchers' view of the struct honest all the same. */
+static void mark_stale(const int *which, int n)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < n; i++)
+		slots[which[i]].written = STALE;
+	pthread_mutex_unlock(&mu);
+}
+
+/* Judge one reply as the immediate write was judged; 1 when it failed for want of Redis
+ * (so what it carried is owed again), 0 otherwise. */
+static int judged(struct rconn *r, redisReply *rep, const char *what)
+{
+	if (rep) {
+		freeReplyObject(rep);
+		site_result(&site, r, 1, what);
+		return 0;
+	}
+	if (!r->unavailable) {
+		log_error("%s: %s", what, r->err);
+		return 0;
+	}
+	site_result(&site, r, 0, what);
+	return 1;
+}
+
+int batch_flush(struct rconn *r)
+{
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	struct flush f;
+	if (!take(&f, key)) {
+		flush_free(&f);
+		free(key);
+		return 0;
+	}
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	if (f.processed > 0) {
+		char n[32];
+		snprintf(n, sizeof n, "%ld", f.processed);
+		rpipe_add(r, &p, "INCRBY %s %s", K_PROCESSED, n);
+	}
+	for (int i = 0; i < f.nhours; i++) {
+		rpipe_add(r, &p, "HINCRBY " K_THROUGHPUT "%ld processed %ld", f.hours[i].hour,
+		          f.hours[i].n);
+		rpipe_add(r, &p, "EXPIRE " K_THROUGHPUT "%ld 90000", f.hours[i].hour);
+	}
+	if (f.nset)
+		rpipe_add_argv(r, &p, 2 + 2 * f.nset, f.hset, NULL);
+	if (f.ndel)
+		rpipe_add_argv(r, &p, 2 + f.ndel, f.hdel, NULL);
+	redisReply *rep;
+	long back = 0;
+	struct hour back_hours[NHOURS];
+	int nback = 0;
+	if (f.processed > 0) {
+		rpipe_read(r, &p, 1, &rep);
+		if (judged(r, rep, "stats failed (ignored)"))
+			back = f.processed;
+	}
+	for (int i = 0; i < f.nhours; i++) {
+		rpipe_read(r, &p, 1, &rep);
+		if (judged(r, rep, "stats failed (ignored)"))
+			back_hours[nback++] = f.hours[i];
+		rpipe_read(r, &p, 1, &rep);
+		judged(r, rep, "stats failed (ignored)");
+	}
+	if (f.nset) {
+		rpipe_read(r, &p, 1, &rep);
+		if (judged(r, rep, "register failed (ignored)"))
+			mark_stale(f.set_slots, f.nset);
+	}
+	if (f.ndel) {
+		rpipe_read(r, &p, 1, &rep);
+		if (judged(r, rep, "deregister failed (ignored)"))
+			mark_stale(f.del_slots, f.ndel);
+	}
+	if (back || nback) {
+		pthread_mutex_lock(&mu);
+		processed += back;
+		for (int i = 0; i < nback; i++)
+			add_hour(back_hours[i].hour, back_hours[i].n);
+		pthread_mutex_unlock(&mu);
+	}
+	int unavailable = p.unavailable > 0;
+	flush_free(&f);
+	free(key);
+	return unavailable ? -1 : 0;
+}
