@@ -212,13 +212,15 @@ static int process_alive(struct ctl *c, const char *identity)
 	return alive;
 }
 
-/* Is the job somewhere it will run from (a queue, schedule, retry) or running? */
+/* Is the job somewhere it will run from (a queue, schedule, retry) or running? A job just
+ * fetched is on its process's in-progress list a second before the batched workers entry
+ * names it (doc/protocol.md §7.23), so that list counts too. */
 static int will_run(struct ctl *c, const char *jid)
 {
 	struct filter f = { .arg = jid };
 	struct found fd = { 0 };
-	int r = jobs_find(c, BIT(S_QUEUED) | BIT(S_SCHEDULED) | BIT(S_RETRY) | BIT(S_RUNNING),
-	                  &f, 1, &fd);
+	int r = jobs_find(c, BIT(S_QUEUED) | BIT(S_SCHEDULED) | BIT(S_RETRY) | BIT(S_RUNNING) |
+	                  BIT(S_INPROGRESS), &f, 1, &fd);
 	int n = r < 0 ? -1 : fd.n;
 	jobs_found_free(&fd);
 	return n;
