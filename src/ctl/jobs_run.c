@@ -398,12 +398,13 @@ static char *cancelled_outcome(struct ctl *c, const char *jid, double since)
 	return out;
 }
 
-/* Is jid still in the workers hash of identity? -1 on a Redis error (said). */
+/* Is jid still running on identity (its workers hash, or its in-progress list, which
+ * it leaves when settled)? -1 on a Redis error (said). */
 static int runs_on(struct ctl *c, const char *jid, const char *identity)
 {
 	struct filter f = { .arg = jid };
 	struct found fd = { 0 };
-	if (jobs_find(c, BIT(S_RUNNING), &f, 0, &fd) < 0) {
+	if (jobs_find(c, BIT(S_RUNNING) | BIT(S_INPROGRESS), &f, 0, &fd) < 0) {
 		jobs_found_free(&fd);
 		return -1;
 	}
@@ -437,13 +438,19 @@ int jobs_cancel(struct ctl *c, const char *jid, int discard)
 {
 	struct filter f = { .arg = jid };
 	struct found fd = { 0 };
-	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING), &f, 1, &fd) < 0) {
+	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_INPROGRESS), &f, 1,
+	              &fd) < 0) {
 		jobs_found_free(&fd);
 		return CTL_USAGE;
 	}
+	/* A job started under a second ago is on its process's in-progress list before the
+	 * batched workers entry names it (§7.23): that process is the one to ask. */
 	const struct entry *run = NULL;
 	for (int i = 0; i < fd.n && !run; i++)
 		if (fd.v[i].set == S_RUNNING)
+			run = &fd.v[i];
+	for (int i = 0; i < fd.n && !run; i++)
+		if (fd.v[i].set == S_INPROGRESS)
 			run = &fd.v[i];
 	if (!run) {
 		if (fd.n)

@@ -246,6 +246,21 @@ class TestCancel(OutputCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn(b"is not running (it is in queued)", p.stderr)
 
+    def test_can3_cancel_the_moment_the_job_starts(self):
+        """CAN-3: a job cancelled as soon as its handler starts, before the once-a-second
+        flush has written its workers entry, is found on its process's in-progress list
+        and cancelled all the same."""
+        d = self.start()
+        jid = self.pushed("Family")
+        started = os.path.join(d.gates, jid + ".child")
+        wait_for(lambda: read(started), timeout=10, message="the handler started")
+        p = self.ctl("jobs", "cancel", jid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(("cancelled %s on %s: dead" % (jid, d.identity)).encode(), p.stdout)
+        dead = [json.loads(m) for m in self.r.zrange(DEAD, 0, -1)]
+        self.assertEqual([(x["jid"], x["error_class"]) for x in dead],
+                         [(jid, "Cogworker::Cancelled")])
+
 
 if __name__ == "__main__":
     unittest.main()
