@@ -649,7 +649,10 @@ class Reload(ServiceCase):
         # 3. The job that ran through both reloads was never touched; it finishes now.
         self.assertEqual(d.runs_of(jid_a), 1)
         self.assertFalse(d.log_lines("done: Gate jid=%s" % jid_a))
-        self.assertEqual(int(self.r.hlen(b"cogworker:workers:" + d.identity.encode())), 1)
+        # Its workers entry: written by the once-a-second flush (src/batch.c) for a job
+        # still running then, so a reader sees it within a second of the start.
+        wait_for(lambda: self.r.hlen(b"cogworker:workers:" + d.identity.encode()) == 1,
+                 timeout=3, message="the running job's workers entry")
         d.open_gate(jid_a)
         d.wait_log("done: Gate jid=%s" % jid_a)
         self.assertEqual(d.runs_of(jid_a), 1)
@@ -691,6 +694,10 @@ class Metrics(ServiceCase):
                  timeout=15, message="four jobs settled")
         wait_for(lambda: self.r.llen(b"cogworker:inprogress:" + d.identity.encode()) == 0)
 
+        # The processed counter is flushed once a second (src/batch.c): scrape once it
+        # holds every success.
+        wait_for(lambda: int(self.r.get(b"cogworker:stats:processed") or 0)
+                 == len(d.log_lines("done: ")), timeout=3, message="the processed counter")
         body = self.scrape()
         types, samples = parse_prometheus(body)
         # What promtool check metrics would say (lint_prometheus): nothing; every metric

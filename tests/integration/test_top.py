@@ -33,6 +33,10 @@ class TestTop(DaemonTestCase):
         self.r.sadd(b"cogworker:paused_queues", b"mail")
         wait_for(lambda: self.r.hget(("status:" + self.jid).encode(), b"pct") == b"40",
                  message="progress written")
+        # top lists the running jobs from the workers hash, which the daemon's
+        # once-a-second flush writes (src/batch.c): a job is listed within a second.
+        wait_for(lambda: self.r.hlen(("cogworker:workers:" + self.d.identity).encode()) == 1,
+                 timeout=3, message="the running job's workers entry")
 
     def test_top1_snapshot_when_not_a_terminal(self):
         """TOP-1: without a terminal, one snapshot of every section, no escapes."""
