@@ -14,7 +14,8 @@
  * throughput hash), and a job's start and end set and clear the fetcher's slot. The
  * manager calls batch_flush every BATCH_INTERVAL (1 s) and at stop, which writes, in one
  * pipeline: INCRBY stats:processed, HINCRBY + EXPIRE of each hour's throughput hash, one
- * HSET with the entries of the jobs running now that Redis does not have yet, one HDEL of
+ * HSET with the entries of the jobs running now that Redis does not have yet (and an EXPIRE
+ * of the hash: the beat's finds none before its first entry), one HDEL of
  * the entries whose job has ended. A job that starts and ends between two flushes is
  * never written to the workers hash: it was too short for any reader to see it, as it
  * would have been with a write before and a delete after it; a job that runs longer than
@@ -257,8 +258,16 @@ int batch_flush(struct rconn *r)
 		          f.hours[i].n);
 		rpipe_add(r, &p, "EXPIRE " K_THROUGHPUT "%ld 90000", f.hours[i].hour);
 	}
-	if (f.nset)
+	char ttl[32] = "";
+	if (f.nset) {
 		rpipe_add_argv(r, &p, 2 + 2 * f.nset, f.hset, NULL);
+		/* The beat's EXPIRE finds no hash before the first entry exists: without its own
+		 * TTL here, a kill -9 before the next beat would leave the entry for ever. */
+		struct conf *c = conf_acquire();
+		snprintf(ttl, sizeof ttl, "%ld", (long)c->process_ttl);
+		conf_release(c);
+		rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
+	}
 	if (f.ndel)
 		rpipe_add_argv(r, &p, 2 + f.ndel, f.hdel, NULL);
 	redisReply *rep;
@@ -281,6 +290,8 @@ int batch_flush(struct rconn *r)
 		rpipe_read(r, &p, 1, &rep);
 		if (judged(r, rep, "register failed (ignored)"))
 			mark_stale(f.set_slots, f.nset);
+		rpipe_read(r, &p, 1, &rep);
+		judged(r, rep, "register failed (ignored)");
 	}
 	if (f.ndel) {
 		rpipe_read(r, &p, 1, &rep);

@@ -153,6 +153,20 @@ class Presence(DaemonTestCase):
         d.open_gate(jid_of(j))
         wait_for(lambda: self.r.hlen(workers(d.identity)) == 0)
 
+    def test_hb22_first_workers_entry_has_a_ttl_before_the_next_beat(self):
+        # A beat 25 s away: the only beat so far ran before the hash existed, so the
+        # entry's TTL can come only from the flush that wrote it. Without one, a kill -9
+        # now would leave the entry (a job shown running on a dead process) for ever.
+        d = self.daemon(handlers=GATE, heartbeat_interval=25, process_ttl=60)
+        j = job("G")
+        self.push(j)
+        wait_for(lambda: self.r.hlen(workers(d.identity)) == 1, timeout=5,
+                 message="the workers entry")
+        ttl = self.r.ttl(workers(d.identity))
+        self.assertGreater(ttl, 0)
+        self.assertLessEqual(ttl, 60)
+        d.open_gate(jid_of(j))
+
 
 class RemoteControl(DaemonTestCase):
 
