@@ -279,6 +279,24 @@ done:
 	return rc;
 }
 
+static void strv_copy(char ***dst, int *ndst, char *const *src, int nsrc)
+{
+	strv_free(dst, ndst);
+	for (int i = 0; i < nsrc; i++)
+		strv_push(dst, ndst, src[i]);
+}
+
+/* A reload keeps what the running threads were built for: the fetchers' number, the
+ * queues they park on (park.c sets one waiter per queue at start) and the fetch mode. */
+void conf_keep_restart_settings(struct conf *fresh, const struct conf *running)
+{
+	fresh->concurrency = running->concurrency;
+	strv_copy(&fresh->queues, &fresh->nqueues, running->queues, running->nqueues);
+	strv_copy(&fresh->queue_names, &fresh->nqueue_names, running->queue_names,
+	          running->nqueue_names);
+	fresh->fetch_basic = running->fetch_basic;
+}
+
 void conf_free(struct conf *c)
 {
 	free(c->path);

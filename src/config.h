@@ -137,6 +137,8 @@ struct conf_overrides {
 int conf_load(const char *path, const struct conf_overrides *ov, struct conf *out,
               char *err, size_t errlen);
 void conf_free(struct conf *c);
+/* Put back into a reloaded conf the settings that take effect only at a restart. */
+void conf_keep_restart_settings(struct conf *fresh, const struct conf *running);
 
 /*
  * What a conf that loads may still get wrong, one line each, "<file>:<line>: <text>": a

@@ -172,9 +172,8 @@ static void reload(void)
 	if (strcmp(fresh.metrics_listen, old->metrics_listen) != 0)
 		log_warn("reload: metrics_listen changed; it takes effect at the next restart");
 	/* Settings that need a restart keep their running values. */
-	int concurrency = old->concurrency;
+	conf_keep_restart_settings(&fresh, old);
 	conf_release(old);
-	fresh.concurrency = concurrency;
 	log_set_level(fresh.log_level);
 	log_set_format(fresh.log_format);
 	conf_check_commands(&fresh, warn_command, NULL);

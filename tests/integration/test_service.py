@@ -662,6 +662,28 @@ class Reload(ServiceCase):
                           if jid_a.encode() in m])
         self.assertEqual(d.stop(), 0)
 
+    def test_reload_keeps_the_queues_and_fetch_until_a_restart(self):
+        """What the reload's notice says holds: the fetchers keep reading the queues and
+        the fetch mode they started with."""
+        d = self.notify_daemon(concurrency=2, queues=["default"],
+                               handlers=[{"class": "Ok", "command": handler("ok")}])
+        d.settings["queues"] = ["other"]
+        d.settings["fetch"] = "basic"
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        d.wait_log("reloaded %s" % d.conf_path)
+        self.assertTrue(d.log_lines("queues changed; they take effect at the next restart"))
+        self.assertTrue(d.log_lines("fetch changed; it takes effect at the next restart"))
+        other = json.loads(job("Ok", queue="other"))["jid"]
+        self.push(job("Ok", jid=other, queue="other"), queue="other")
+        here = json.loads(job("Ok"))["jid"]
+        self.push(job("Ok", jid=here))
+        d.wait_log("done: Ok jid=%s" % here)
+        time.sleep(1.5)
+        self.assertFalse(d.log_lines("jid=%s" % other))
+        self.assertEqual(self.r.llen(b"cogworker:queue:other"), 1)
+        self.assertEqual(d.stop(), 0)
+
 
 class Metrics(ServiceCase):
 
