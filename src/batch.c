@@ -258,8 +258,8 @@ int batch_flush(struct rconn *r)
 		          f.hours[i].n);
 		rpipe_add(r, &p, "EXPIRE " K_THROUGHPUT "%ld 90000", f.hours[i].hour);
 	}
-	char ttl[32] = "";
 	if (f.nset) {
+		char ttl[32];
 		rpipe_add_argv(r, &p, 2 + 2 * f.nset, f.hset, NULL);
 		/* The beat's EXPIRE finds no hash before the first entry exists: without its own
 		 * TTL here, a kill -9 before the next beat would leave the entry for ever. */
