@@ -258,6 +258,10 @@ int batch_flush(struct rconn *r)
 		          f.hours[i].n);
 		rpipe_add(r, &p, "EXPIRE " K_THROUGHPUT "%ld 90000", f.hours[i].hour);
 	}
+	/* The ended entries go before the new ones: a reader between the two commands sees
+	 * fewer jobs running than there are, never more than the fetchers could run. */
+	if (f.ndel)
+		rpipe_add_argv(r, &p, 2 + f.ndel, f.hdel, NULL);
 	if (f.nset) {
 		char ttl[32];
 		rpipe_add_argv(r, &p, 2 + 2 * f.nset, f.hset, NULL);
@@ -268,8 +272,6 @@ int batch_flush(struct rconn *r)
 		conf_release(c);
 		rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
 	}
-	if (f.ndel)
-		rpipe_add_argv(r, &p, 2 + f.ndel, f.hdel, NULL);
 	redisReply *rep;
 	long back = 0;
 	struct hour back_hours[NHOURS];
@@ -286,17 +288,17 @@ int batch_flush(struct rconn *r)
 		rpipe_read(r, &p, 1, &rep);
 		judged(r, rep, "stats failed (ignored)");
 	}
+	if (f.ndel) {
+		rpipe_read(r, &p, 1, &rep);
+		if (judged(r, rep, "deregister failed (ignored)"))
+			mark_stale(f.del_slots, f.ndel);
+	}
 	if (f.nset) {
 		rpipe_read(r, &p, 1, &rep);
 		if (judged(r, rep, "register failed (ignored)"))
 			mark_stale(f.set_slots, f.nset);
 		rpipe_read(r, &p, 1, &rep);
 		judged(r, rep, "register failed (ignored)");
-	}
-	if (f.ndel) {
-		rpipe_read(r, &p, 1, &rep);
-		if (judged(r, rep, "deregister failed (ignored)"))
-			mark_stale(f.del_slots, f.ndel);
 	}
 	if (back || nback) {
 		pthread_mutex_lock(&mu);

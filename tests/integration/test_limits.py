@@ -140,12 +140,16 @@ class LimitsTest(JobTestCase):
         jids = [json.loads(self.push(job("Dump")))["jid"] for _ in range(30)]
         idents = [d.identity for d in ds]
         leases = Sampler(lambda: self.live_slots("Dump"))
+        # The workers hashes are only reported: each daemon writes its own once a second
+        # (src/batch.c), so their sum can count a job that ended on one daemon next to its
+        # successor on another for up to a second. The leases and the handlers' own
+        # records are what the limit is judged by.
         running = Sampler(lambda: self.workers_of("Dump", idents))
         wait_for(lambda: self.all_done(ds[0], jids), timeout=60, message="30 runs")
         spans = spans_of(ds[0])
         computed = max_overlap([spans[j][1:] for j in jids])
         self.assertLessEqual(leases.stop(), 3)
-        self.assertLessEqual(running.stop(), 3)
+        running.stop()
         self.assertLessEqual(computed, 3)
         for j in jids:
             self.assertEqual(ds[0].runs_of(j), 1, j)
