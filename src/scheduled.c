@@ -442,11 +442,5 @@ int poller_start(void)
 	P.reconcile_site = (struct log_site)LOG_SITE("Reconcile");
 	P.poll_site = (struct log_site)LOG_SITE("Scheduled poll");
 	P.key_gap = KEY_CHECK_SOON;
-	pthread_attr_t attr;
-	pthread_t t;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);   /* abandoned at stop */
-	int rc = thread_start(&t, &attr, "poller", poller_main, &P);
-	pthread_attr_destroy(&attr);
-	return rc == 0 ? 0 : -1;
+	return thread_start_detached("poller", poller_main, &P);
 }

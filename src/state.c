@@ -294,6 +294,17 @@ int thread_start(pthread_t *th, const pthread_attr_t *attr, const char *name,
 	return rc;
 }
 
+int thread_start_detached(const char *name, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = thread_start(&t, &attr, name, fn, arg);
+	pthread_attr_destroy(&attr);
+	return rc == 0 ? 0 : -1;
+}
+
 int threads_exited(struct sbuf *why)
 {
 	int n = 0;

@@ -118,6 +118,9 @@ int cancel_request(const char *jid, int how);
  * /healthz answer 503 and name it. */
 int thread_start(pthread_t *t, const pthread_attr_t *attr, const char *name,
                  void *(*fn)(void *), void *arg);
+/* thread_start of a detached thread: one the stop abandons rather than joins (lesson 77).
+ * 0, or -1 when it could not be created. */
+int thread_start_detached(const char *name, void *(*fn)(void *), void *arg);
 /* Append one line per tracked thread that has exited; returns how many. */
 int threads_exited(struct sbuf *why);
 

@@ -104,7 +104,6 @@ struct ticker {
 	int64_t tick_now;           /* the whole second the last tick took its slots at */
 };
 
-static pthread_t ticker_thread;
 static struct wakeup ticker_wake;
 
 /* ---- entries ---- */
@@ -682,12 +681,7 @@ int ticker_start(void)
 {
 	wakeup_init(&ticker_wake);
 	struct ticker *t = ticker_new();
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = thread_start(&ticker_thread, &attr, "ticker", ticker_main, t);
-	pthread_attr_destroy(&attr);
-	if (rc != 0) {
+	if (thread_start_detached("ticker", ticker_main, t) != 0) {
 		log_error("couldn't start the ticker thread");
 		return -1;
 	}

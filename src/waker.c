@@ -288,11 +288,5 @@ int waker_start(void)
 	W.probed = -1;
 	W.paused_every = PAUSED_POLL;
 	conf_release(c);
-	pthread_attr_t attr;
-	pthread_t t;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);   /* abandoned at stop */
-	int rc = thread_start(&t, &attr, "waker", waker_main, &W);
-	pthread_attr_destroy(&attr);
-	return rc == 0 ? 0 : -1;
+	return thread_start_detached("waker", waker_main, &W);
 }
