@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "json.h"
 
 #define CHECK(cond)                                                                     \
 	do {                                                                            \
@@ -20,5 +21,15 @@
 	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* s (n bytes) is valid UTF-8: scrubbing it changes nothing. */
+static inline int fuzz_valid_utf8(const char *s, size_t n)
+{
+	size_t m;
+	char *t = utf8_scrub_len(s, n, 0, &m);
+	int ok = m == n && memcmp(s, t, n) == 0;
+	free(t);
+	return ok;
+}
 
 #endif

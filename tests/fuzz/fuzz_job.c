@@ -24,16 +24,6 @@ static int same_str(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* s (n bytes) is valid UTF-8: scrubbing changes nothing. */
-static int valid_utf8(const char *s, size_t n)
-{
-	size_t m;
-	char *t = utf8_scrub_len(s, n, 0, &m);
-	int ok = m == n && memcmp(s, t, n) == 0;
-	free(t);
-	return ok;
-}
-
 /* The value text of a top-level member, malloc'd, or NULL. */
 static char *member(const char *obj, const char *key)
 {
@@ -170,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(w);
 
 	char *msg = job_error_message("Cogworker::HandlerFailed", "exit status 1", raw, size);
-	CHECK(valid_utf8(msg, strlen(msg)));
+	CHECK(fuzz_valid_utf8(msg, strlen(msg)));
 	size_t chars = 0;
 	for (const char *p = msg; *p; p++)
 		chars += ((unsigned char)*p & 0xC0) != 0x80;

@@ -14,15 +14,6 @@
 #include "json.h"
 #include "util.h"
 
-static int scrub_is_identity(const char *s, size_t n)
-{
-	size_t m;
-	char *t = utf8_scrub_len(s, n, 0, &m);
-	int same = m == n && memcmp(s, t, n) == 0;
-	free(t);
-	return same;
-}
-
 static void check_canonical(const char *s, size_t n)
 {
 	char *c = json_canonical(s, n);
@@ -90,7 +81,7 @@ static void check_strings(const char *s, size_t n)
 {
 	size_t sn;
 	char *scrubbed = utf8_scrub_len(s, n, 0, &sn);
-	CHECK(scrub_is_identity(scrubbed, sn));         /* valid UTF-8 */
+	CHECK(fuzz_valid_utf8(scrubbed, sn));         /* valid UTF-8 */
 	if (json_valid(s, n))           /* ASCII outside strings, strict UTF-8 inside */
 		CHECK(sn == n && memcmp(scrubbed, s, n) == 0);
 	char *q = json_quote(s, n);
