@@ -63,6 +63,13 @@ def every_slot(n, t):
     return s - s % n
 
 
+def creation_slots(n, j):
+    """The slots a job of `*/n * * * * *` may carry for its created_at: the one it was
+    created in, or the one before when it was created just after a boundary (the tick that
+    claimed it began before the boundary; the claim's round trips took it past)."""
+    return (every_slot(n, j["created_at"]), every_slot(n, j["created_at"] - 0.5))
+
+
 def yearly_slot(t=None):
     """The slot of `0 0 1 1 *` in the local zone (the daemon's zone: same environment)."""
     y = time.localtime(t).tm_year
@@ -72,10 +79,10 @@ def yearly_slot(t=None):
     return start
 
 
-def avoid_minute_boundary(margin=8):
-    """Sleep past the next minute boundary when it is less than `margin` s away, so that
-    a per-minute slot stays the same for the next ~50 s."""
-    left = 60 - time.time() % 60
+def avoid_minute_boundary(margin=8, period=60):
+    """Sleep past the next boundary of `period` s (a minute unless told) when it is less
+    than `margin` s away, so that a slot of that period stays the same for a while."""
+    left = period - time.time() % period
     if left < margin:
         time.sleep(left + 0.5)
 

@@ -54,7 +54,7 @@ class JobLines(JobTestCase):
             jids[name] = loads(self.push(payload))["jid"]
         got = self.settle_all(d, list(jids.values()))
         want = {
-            "done": r"INFO: done: Nap jid=%s 0\.[3-9]\ds$",
+            "done": r"INFO: done: Nap jid=%s " + DUR + "$",
             "retry": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 5 → retry 1/25 in "
                      r"(\d+s|\dm \d\ds)$",
             "code": r"WARN: fail: Exit jid=%s " + DUR + r": exit status 3 → dead \(exit code 3 "
@@ -71,6 +71,7 @@ class JobLines(JobTestCase):
                 self.assertRegex(got[jid], want[name] % jid)
                 self.assertEqual(len(d.log_lines("start: %s jid=%s" % (
                     "Nap" if name == "done" else "Exit", jid))), 1)
+        self.assertGreaterEqual(float(got[jids["done"]].rsplit(" ", 1)[1][:-1]), 0.3)
         # A retry says when: the backoff of attempt 1 (1 + 15 + 0..29 × 2 seconds)
         m = re.search(r"in (?:(\d)m )?(\d+)s$", got[jids["retry"]])
         delay = int(m.group(1) or 0) * 60 + int(m.group(2))
