@@ -23,6 +23,13 @@
  * park only on active queues. The command count on the busy path is unchanged: the
  * SMEMBERS that used to precede each fetch (riding on the ack's round trip) follows it now.
  *
+ * The ack of the job a fetcher just finished rides on its next try (settle.h, held_ack):
+ * ACK's LREM and DEL first, then the fetch and the SMEMBERS, in one round trip, so a busy
+ * fetcher costs Redis one round trip per job after its handler. Redis runs them in that
+ * order, so the job is off the in-progress list before the next one lands there. Only a
+ * try carries it: before a park or a local wait the ack is sent on its own, as it would
+ * have been without the ride, never held across a block.
+ *
  * The fetch mode is resolved at the first fetch, not at start (lesson 52): a connection
  * error during the version check is not remembered (lesson 41), and an "unknown command"
  * from LMOVE/BLMOVE at run time switches every fetcher to basic (safe: no LMOVE ever
@@ -201,11 +208,14 @@ static void round_paused(struct rconn *r, struct round *rd, redisReply *paused)
 		park_paused_update(paused);         /* a command error (WRONGTYPE): none paused */
 }
 
-static void round_read(struct rconn *r, struct rpipe *p, struct round *rd)
+static void round_read(struct rconn *r, struct rpipe *p, struct round *rd,
+                       struct held_ack *held)
 {
 	char err[sizeof r->err];
 	redisReply *paused;
 	rpipe_add(r, p, "SMEMBERS %s", K_PAUSED);
+	if (held)
+		ack_held_read(r, p, held);      /* queued first, so read first */
 	rpipe_read(r, p, 1, &rd->rep);
 	rd->unavailable = r->unavailable;
 	snprintf(err, sizeof err, "%s", r->err);
@@ -244,10 +254,10 @@ static int pause_check(struct rconn *r, const struct round *rd, struct fetched *
 
 /* Run the fetch queued on p and settle what it brought: 1 a job, 0 none, -1/-2 error. */
 static int finish(struct rconn *r, struct rpipe *p, int basic, int pair, const char *queue,
-                  struct fetched *out)
+                  struct held_ack *held, struct fetched *out)
 {
 	struct round rd = { 0 };
-	round_read(r, p, &rd);
+	round_read(r, p, &rd, held);
 	int got;
 	if (!rd.rep)
 		got = round_error(r, basic);
@@ -272,8 +282,9 @@ static double raise_timeout(struct rconn *r, double block)
 /* ---- reliable fetch ---- */
 
 /* Non-blocking: LMOVE from the one active queue, or FETCH over several in a weighted
- * random order. The active list is consumed. */
-static int try_reliable(struct rconn *r, char **active, int n, struct fetched *out)
+ * random order, behind the held ack if any (settled here). The active list is consumed. */
+static int try_reliable(struct rconn *r, char **active, int n, struct held_ack *held,
+                        struct fetched *out)
 {
 	shuffle(active, n);
 	int nd = dedup(active, n);
@@ -285,13 +296,14 @@ static int try_reliable(struct rconn *r, char **active, int n, struct fetched *o
 	struct rpipe p;
 	int got;
 	rpipe_begin(r, &p);
+	ack_held_add(r, &p, held);
 	if (nd == 1) {
 		const char *argv[] = { "LMOVE", keys[0], dst, "RIGHT", "LEFT" };
 		rpipe_add_argv(r, &p, 5, argv, NULL);
-		got = finish(r, &p, 0, 0, active[0], out);
+		got = finish(r, &p, 0, 0, active[0], held, out);
 	} else {
 		rpipe_add_script(r, &p, "fetch", nd + 1, keys, 0, NULL, NULL);
-		got = finish(r, &p, 0, 1, NULL, out);
+		got = finish(r, &p, 0, 1, NULL, held, out);
 		if (got == -1 && !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0) {
 			/* First use on this server: EVAL it (rscript caches it), then read the
 			 * paused set after it, as the pipeline does. */
@@ -307,6 +319,7 @@ static int try_reliable(struct rconn *r, char **active, int n, struct fetched *o
 			round_free(&rd);
 		}
 	}
+	ack_held_settle(r, held);
 	for (int i = 0; i < nd; i++)
 		free((char *)keys[i]);
 	free(keys);
@@ -329,7 +342,7 @@ static int park_reliable(struct rconn *r, const struct fetch_state *st, const ch
 	if (p.failed_conn || r->connects == st->id_connects) {
 		const char *argv[] = { "BLMOVE", src, dst, "RIGHT", "LEFT", tmo };
 		rpipe_add_argv(r, &p, 6, argv, NULL);
-		got = finish(r, &p, 0, 0, queue, out);
+		got = finish(r, &p, 0, 0, queue, NULL, out);
 	}
 	/* else: reconnected since CLIENT ID was read: the waker would unblock a stale id, so
 	 * re-plan (with the new id) instead of blocking. */
@@ -359,7 +372,7 @@ static int park_basic(struct rconn *r, const struct fetch_state *st, char **acti
 	int got = FETCH_IDLE;
 	if (p.failed_conn || r->connects == st->id_connects) {
 		rpipe_add_argv(r, &p, n + 2, argv, NULL);
-		got = finish(r, &p, 1, 1, NULL, out);
+		got = finish(r, &p, 1, 1, NULL, NULL, out);
 	}
 	rconn_set_timeouts(r, r->rc.connect_timeout, normal);
 	for (int i = 0; i < n; i++)
@@ -399,9 +412,8 @@ static long long client_id(struct rconn *r, struct fetch_state *st)
 	return st->client_id;
 }
 
-int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
+static int next_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 {
-	memset(out, 0, sizeof *out);
 	enum fetch_mode mode = fetch_mode_resolve(r);
 	if (mode == FETCH_UNRESOLVED)
 		return -1;
@@ -423,13 +435,14 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	if (n == 0) {
 		/* Every queue paused: no Redis call until the waker sees a resume. */
 		free(active);
+		ack_held_settle(r, &st->held);
 		park_wait_idle(FETCH_TIMEOUT);
 		st->hot = 1;
 		return FETCH_IDLE;
 	}
 	int basic = mode == FETCH_BASIC;
 	if (st->hot && !basic) {
-		int got = try_reliable(r, active, n, out);
+		int got = try_reliable(r, active, n, &st->held, out);
 		if (got == 1)
 			park_took_job();
 		if (got != 0)
@@ -444,6 +457,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 			return 0;
 		}
 	}
+	ack_held_settle(r, &st->held);      /* never held across a block */
 	long long id = client_id(r, st);
 	struct park_plan plan;
 	enum park_result pr = park_plan(st->index, basic, id, idle_max, gen, &plan);
@@ -466,5 +480,13 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	 * out parks again at once: nothing can have come unseen. */
 	st->hot = got == 1 || replan || plan.rotating;
 	free(plan.queue);
+	return got;
+}
+
+int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
+{
+	memset(out, 0, sizeof *out);
+	int got = next_job(r, st, out);
+	ack_held_settle(r, &st->held);      /* an error before the try: ack it on its own */
 	return got;
 }

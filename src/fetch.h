@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include "park.h"
 #include "redis.h"
+#include "settle.h"
 #include "state.h"
 
 struct fetched {
@@ -24,13 +25,15 @@ struct fetch_state {
 	int hot;                /* try every queue before parking: after a job or a wake-up */
 	long long client_id;    /* CLIENT ID of the connection, -1 unknown */
 	int id_connects;        /* r->connects when client_id was read */
+	struct held_ack held;   /* the last job's ack, sent with the next try (settle.h) */
 };
 void fetch_state_init(struct fetch_state *st, int index);
 
 /* 1 = a job, 0 = nothing (call again), FETCH_IDLE = nothing, after a wait without any
  * Redis command (no success to report to a log site: lesson 73), -1 = error (r->err),
  * -2 = "unsupported": fall back to basic. A job of a queue found paused when it was taken
- * is given back, never returned. */
+ * is given back, never returned. An ack held in st->held goes out with the try, or on its
+ * own before anything else (a park, a wait); it is settled when fetch_job returns. */
 #define FETCH_IDLE 2
 int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out);
 void fetched_free(struct fetched *f);

@@ -171,33 +171,17 @@ static int stats_only(const struct conf *c, const struct job *j)
 }
 
 /*
- * The end of such a success in one round trip instead of three: the HDEL of the workers
- * entry (basic mode only: in reliable mode it and the stats are batch.c's, flushed once a
- * second) and the ACK are pipelined, in the order of the step-by-step path (§7.4: stats,
- * `done:`, deregister; busy -1; §7.7 ack). The ACK's reply is the last one, so a failed ACK
- * goes on with attempts 2 and 3 as usual. Each reply is judged and logged as on the
- * step-by-step path.
+ * The end of such a success, in the order of the step-by-step path (§7.4: stats, `done:`,
+ * deregister; busy -1): in reliable mode the stats and the workers entry are batch.c's,
+ * flushed once a second, so it costs Redis nothing here; its ack rides on the next fetch
+ * (process). Basic mode has no ack, only the HDEL.
  */
 static void finish_success(struct fetcher *f, const struct job *j, double took)
 {
-	char *key = xasprintf(K_WORKERS "%s", D.identity);
-	struct rpipe p;
-	redisReply *rep;
 	batch_processed();
-	rpipe_begin(&f->r, &p);
-	if (!f->batched)
-		rpipe_add(&f->r, &p, "HDEL %s %s", key, f->tid);
-	int acking = settle_ack_add(&f->r, &p, j->raw, j->raw_len, j->jid);
 	log_done(j, took);
-	if (f->batched) {
-		batch_job_ended(f->index);
-	} else {
-		rpipe_read(&f->r, &p, 1, &rep);
-		deregistered(f, rep);
-	}
+	deregister_worker(f);
 	atomic_fetch_sub(&D.busy, 1);
-	settle_ack_read(&f->r, &p, acking, j->raw, j->raw_len, j->jid);
-	free(key);
 }
 
 static void shorten_running_lock(struct fetcher *f, const struct job *j)
@@ -402,14 +386,19 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	limits_release(&f->r, &adm);
 	if (disp == DISP_ABANDON && f->batched)
 		batch_job_ended(f->index);      /* its memory goes with the job below */
-	if (finish) {
-		finish_success(f, &j, took);    /* busy -1 and the ack included */
-	} else {
+	if (finish)
+		finish_success(f, &j, took);    /* busy -1 included */
+	else
 		atomic_fetch_sub(&D.busy, 1);
+	if (disp == DISP_ACK && !died && atomic_load(&D.fetch_mode) != FETCH_BASIC) {
+		/* Rides on the next fetch, the running record with it (settle.h). Not past an
+		 * on_death hook: that runs for as long as it takes. */
+		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid);
+	} else {
 		if (disp == DISP_ACK)
 			settle_ack(&f->r, j.raw, j.raw_len, j.jid);
+		running_remove(j.raw);
 	}
-	running_remove(j.raw);
 	if (died && dead_entry)
 		on_death_run(j.cls, j.jid, dead_entry);
 	log_job_end();
@@ -422,6 +411,7 @@ static void *fetcher_main(void *arg)
 	struct fetcher *f = arg;
 	while (!atomic_load(&D.stopping)) {
 		if (atomic_load(&D.quiet)) {
+			ack_held_settle(&f->r, &f->fs.held);    /* no fetch to ride on */
 			limits_give_back_held(&f->r);
 			park_wait_idle(0.5);        /* resume and stop wake it (park_wake_all) */
 			f->fs.hot = 1;
@@ -429,6 +419,7 @@ static void *fetcher_main(void *arg)
 		}
 		struct fetched fj;
 		if (limits_take_held(&fj)) {    /* waiting jobs first: never starved */
+			ack_held_settle(&f->r, &f->fs.held);
 			process(f, &fj, 1);
 			fetched_free(&fj);
 			continue;
@@ -451,6 +442,7 @@ static void *fetcher_main(void *arg)
 			fetched_free(&fj);
 		}
 	}
+	ack_held_settle(&f->r, &f->fs.held);
 	limits_give_back_held(&f->r);
 	atomic_store(&f->exited, 1);
 	return NULL;

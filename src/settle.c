@@ -353,47 +353,67 @@ int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
 	return ack_attempts(r, raw, len, jid, 1);
 }
 
-int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len,
-                   const char *jid)
+void ack_hold(struct held_ack *a, const char *raw, size_t len, const char *jid)
 {
-	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
-		return 0;
+	memset(a, 0, sizeof *a);
+	a->raw = xstrndup(raw, len);
+	a->len = len;
+	a->jid = jid ? xstrdup(jid) : NULL;
+}
+
+void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a)
+{
+	if (!a->raw)
+		return;
 	/* ACK's two commands (§6.11) without the script: in a pipeline nothing comes between
 	 * them either, a DEL cannot fail on a damaged counter, and the server is spared a Lua
 	 * call per job. Only the LREM's reply decides whether the ack was done. */
 	char *list = xstrcat2(K_INPROGRESS, D.identity);
-	char *counter = xstrcat2(K_ORPHANINGS, jid ? jid : "");
-	const char *lrem[] = { "LREM", list, "1", raw };
-	size_t lens[] = { 4, strlen(list), 1, len };
+	char *counter = xstrcat2(K_ORPHANINGS, a->jid ? a->jid : "");
+	const char *lrem[] = { "LREM", list, "1", a->raw };
+	size_t lens[] = { 4, strlen(list), 1, a->len };
 	const char *del[] = { "DEL", counter };
 	rpipe_add_argv(r, p, 4, lrem, lens);
 	rpipe_add_argv(r, p, 2, del, NULL);
+	a->added = 1;
 	free(list);
 	free(counter);
-	return 1;
 }
 
-int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
-                    const char *jid)
+void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a)
 {
-	if (!added)
-		return 0;
+	if (!a->added || a->read)
+		return;
 	redisReply *rep, *del;
 	rpipe_read(r, p, 1, &rep);
-	char err[sizeof r->err];
-	int unavailable = r->unavailable;
-	snprintf(err, sizeof err, "%s", r->err);
+	a->read = 1;
+	a->ok = rep != NULL;
+	a->unavailable = r->unavailable;
+	snprintf(a->err, sizeof a->err, "%s", r->err);
 	rpipe_read(r, p, 1, &del);
 	if (del)
 		freeReplyObject(del);
-	if (rep) {
+	if (rep)
 		freeReplyObject(rep);
-		finished_note(raw, len);
-		return 0;
+}
+
+void ack_held_settle(struct rconn *r, struct held_ack *a)
+{
+	if (!a->raw)
+		return;
+	if (!a->read) {
+		ack_attempts(r, a->raw, a->len, a->jid, 1);
+	} else if (a->ok) {
+		finished_note(a->raw, a->len);
+	} else {
+		r->unavailable = a->unavailable;    /* the LREM's error, for what follows */
+		snprintf(r->err, sizeof r->err, "%s", a->err);
+		ack_attempts(r, a->raw, a->len, a->jid, 2);
 	}
-	r->unavailable = unavailable;   /* the LREM's error, for the attempts that follow */
-	snprintf(r->err, sizeof r->err, "%s", err);
-	return ack_attempts(r, raw, len, jid, 2);
+	running_remove(a->raw);
+	free(a->raw);
+	free(a->jid);
+	memset(a, 0, sizeof *a);
 }
 
 redisReply *requeue_one(struct rconn *r, const char *raw, size_t len)

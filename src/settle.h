@@ -68,14 +68,31 @@ void stats_add(struct rconn *r, struct rpipe *p, int success);
 void stats_read(struct rconn *r, struct rpipe *p, struct log_site *site);
 
 int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid);
-/* settle_ack whose first attempt rides on a caller's pipeline: settle_ack_add appends the
- * ACK (returns 0 and appends nothing in basic mode); once the replies before it are read,
- * settle_ack_read(…, added, …) reads its reply and goes on as settle_ack does (attempts 2
- * and 3, then a pending entry). */
-int settle_ack_add(struct rconn *r, struct rpipe *p, const char *raw, size_t len,
-                   const char *jid);
-int settle_ack_read(struct rconn *r, struct rpipe *p, int added, const char *raw, size_t len,
-                    const char *jid);
+
+/*
+ * An ack held back to ride on its fetcher's next fetch (fetch.c), so that a job costs one
+ * round trip after its handler, not two: the ack of the job that ended and the fetch of
+ * the next one go out together, the ack first. ack_hold takes over the job's running
+ * record: it goes when the ack is judged (ack_held_settle), so reconcile never takes the
+ * job for a stray meanwhile. ack_held_add queues the ack's commands on a pipeline and
+ * ack_held_read reads their replies, in their turn; ack_held_settle judges them (attempts
+ * 2 and 3, then a pending entry, as settle_ack) or, with nothing queued, acks now. It is
+ * a no-op when nothing is held. Reliable fetch only (basic fetch has no ack).
+ */
+struct held_ack {
+	char *raw;                  /* NULL: none held */
+	size_t len;
+	char *jid;
+	int added;                  /* queued on a pipeline */
+	int read;                   /* its replies read: ok, or err / unavailable below */
+	int ok;
+	int unavailable;
+	char err[512];
+};
+void ack_hold(struct held_ack *a, const char *raw, size_t len, const char *jid);
+void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a);
+void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a);
+void ack_held_settle(struct rconn *r, struct held_ack *a);
 /* True if an ack of exactly this raw payload was confirmed by Redis lately (the last 16384
  * acks): a stray that finished here, whose ack a failover lost (doc/protocol.md §7.11). */
 int finished_here(const char *raw, size_t len);
