@@ -142,12 +142,12 @@ static int name_char(int c)
 }
 
 /* In a source line, the text right after "name =" or "name :" (outside strings and
- * comments), or NULL. */
-static const char *value_text(const char *line, const char *name)
+ * comments) found at or after from, or NULL. */
+static const char *value_text(const char *line, const char *from, const char *name)
 {
 	size_t nl = strlen(name);
 
-	for (const char *p = line; *p; p++) {
+	for (const char *p = from; *p; p++) {
 		if (*p == '"') {
 			for (p++; *p && *p != '"'; p++)
 				if (*p == '\\' && p[1])
@@ -173,33 +173,52 @@ static const char *value_text(const char *line, const char *name)
 	return NULL;
 }
 
+/* 1 if the text at v reads as the int libconfig kept, -1 if it is a number beyond 32
+ * bits, 0 otherwise (text that is no number is not ours to judge: 1). libconfig reads
+ * decimal and 0x hex; a leading 0 is not octal to it. */
+static int int_text_agrees(const char *v, int kept, const char **end)
+{
+	char *e;
+	errno = 0;
+	long long x = strtoll(v, &e, (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) ? 16 : 10);
+	*end = e;
+	if (e == v || (errno == 0 && x == (long long)kept))
+		return 1;
+	return errno == ERANGE || x > INT_MAX || x < INT_MIN ? -1 : 0;
+}
+
 /*
  * libconfig 1.5 keeps an integer written without the L suffix in an int, wrapping what
  * does not fit (3000000000 reads as -1294967296, 8589934592 as 0). The text is still in
- * the file: read the setting's line back and compare.
+ * the file: read the setting's line back and compare. A line may hold the name more than
+ * once (two handlers on one line): the setting is fine when one of them reads as kept,
+ * and wrapped when none does and one of them is beyond 32 bits.
  */
 static int check_int_wrap(struct loader *L, const config_setting_t *s, const char *name)
 {
 	char fbuf[PATH_MAX], line[4096];
-	const char *v, *file;
-	char *end;
-	long long x;
+	const char *v, *file, *end, *bad = NULL, *bad_end = NULL;
 
 	if (config_setting_type(s) != CONFIG_TYPE_INT || !config_setting_name(s))
 		return 0;
 	file = setting_file(L, s, fbuf, sizeof fbuf);
 	if (read_source_line(file, config_setting_source_line(s), line, sizeof line) < 0)
 		return 0;
-	if (!(v = value_text(line, config_setting_name(s))))
-		return 0;
-	/* libconfig reads decimal and 0x hex; a leading 0 is not octal to it. */
-	errno = 0;
-	x = strtoll(v, &end, (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) ? 16 : 10);
-	if (end == v || (errno == 0 && x == (long long)config_setting_get_int(s)))
+	for (v = value_text(line, line, config_setting_name(s)); v;
+	     v = value_text(line, end, config_setting_name(s))) {
+		int agrees = int_text_agrees(v, config_setting_get_int(s), &end);
+		if (agrees > 0)
+			return 0;
+		if (agrees < 0 && !bad) {
+			bad = v;
+			bad_end = end;
+		}
+	}
+	if (!bad)
 		return 0;
 	return failf(L, s, "%s = %.*s does not fit in 32 bits: libconfig needs the L suffix "
-	             "(%.*sL) for integers above 2147483647", name, (int)(end - v), v,
-	             (int)(end - v), v);
+	             "(%.*sL) for integers above 2147483647", name, (int)(bad_end - bad), bad,
+	             (int)(bad_end - bad), bad);
 }
 
 /* Any number (int, int64 or float) as a double; a string or a bool is an error. */

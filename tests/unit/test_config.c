@@ -468,6 +468,16 @@ START_TEST(test_int_wrap_detected)
 	ck_assert_int_eq(c.concurrency, 10);
 	ck_assert(c.handlers[0].rlimit_cpu == 2);
 	conf_free(&c);
+	/* Two handlers on one line: each setting is read against its own text, the wrapped
+	 * one is still refused. */
+	LOAD_OK("handlers = ( { class = \"A\"; command = [ \"x\" ]; rlimit_cpu = 5; }, "
+	        "{ class = \"B\"; command = [ \"x\" ]; rlimit_cpu = 7; } );\n", &c);
+	ck_assert(c.handlers[0].rlimit_cpu == 5);
+	ck_assert(c.handlers[1].rlimit_cpu == 7);
+	conf_free(&c);
+	expect_error("handlers = ( { class = \"A\"; command = [ \"x\" ]; rlimit_as = 5; }, "
+	             "{ class = \"B\"; command = [ \"x\" ]; rlimit_as = 8589934592; } );\n", 1,
+	             "rlimit_as = 8589934592 does not fit");
 }
 END_TEST
 
