@@ -641,6 +641,15 @@ static int on_key(struct ctl *c, struct top *t, struct screen *s, int ch)
 	return 0;
 }
 
+static void top_free(struct top *t)
+{
+	numbered_reset(&t->procs);
+	numbered_reset(&t->running);
+	numbered_reset(&t->queues);
+	numbered_reset(&t->failures);
+	free(t->status);
+}
+
 int cmd_top(struct ctl *c, int argc, char **argv)
 {
 	if (ctl_only_common_opts(c, argc, argv, 0) < 0)
@@ -658,6 +667,7 @@ int cmd_top(struct ctl *c, int argc, char **argv)
 	if (!s.tty) {
 		s.height = 1 << 20;
 		frame(c, &s, &t);
+		top_free(&t);
 		return CTL_OK;
 	}
 	struct sigaction sa;
@@ -688,10 +698,6 @@ int cmd_top(struct ctl *c, int argc, char **argv)
 		}
 	}
 	term_leave();
-	numbered_reset(&t.procs);
-	numbered_reset(&t.running);
-	numbered_reset(&t.queues);
-	numbered_reset(&t.failures);
-	free(t.status);
+	top_free(&t);
 	return CTL_OK;
 }
