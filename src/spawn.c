@@ -263,6 +263,7 @@ static void child_exec(const struct child_spec *c)
 	child_fail(rep, SPAWN_STEP_EXEC, errno);
 }
 
+#if !HANDLER_USE_FORK
 #define CHILD_STACK 32768          /* the child's frames until execve: a few hundred bytes */
 
 static int child_entry(void *arg)
@@ -272,6 +273,7 @@ static int child_entry(void *arg)
 
 /* CLONE_PIDFD needs Linux 5.2: refused once, never asked for again. */
 static atomic_int no_clone_pidfd;
+#endif
 
 /*
  * The only function that forks: kept tiny so nothing lives across the child's run on its
