@@ -2,7 +2,8 @@
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)
 #   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names;
-#                   tools/check-refs.py: every reference to doc/ resolves)
+#                   tools/check-refs.py: every reference to doc/ resolves), and the
+#                   sanitizer builds compile
 #   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
@@ -112,9 +113,13 @@ check: deps
 	$(MAKE) integration
 
 # The link-cycle check reads the objects, so lint builds first; its own tests run before it,
-# since a check that cannot fail would pass anything.
+# since a check that cannot fail would pass anything. The sanitizer builds are compiled
+# too: their #if branches (fork under TSan, the stack unpoisoning under ASan) are code that
+# no other build sees, and -Werror holds there as well.
 lint: deps
 	$(MAKE) all
+	$(MAKE) all SANITIZE=address
+	$(MAKE) all SANITIZE=thread
 	python3 tests/lint/test_lint.py
 	sh tools/lint.sh -s src -b $(BUILD)
 	python3 tools/check-refs.py
