@@ -163,9 +163,11 @@ static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, c
 	pthread_mutex_unlock(&D.mu);
 }
 
-static void count_remove(struct raw_count *v, int *n, const char *raw)
+/* The array is read under the lock: another thread's count_add may move it (realloc). */
+static void count_remove(struct raw_count **vp, int *n, const char *raw)
 {
 	pthread_mutex_lock(&D.mu);
+	struct raw_count *v = *vp;
 	struct raw_count *e = find(v, *n, raw);
 	if (e && --e->count == 0) {
 		free(e->raw);
@@ -229,7 +231,7 @@ void running_add(const char *raw)
 
 void running_remove(const char *raw)
 {
-	count_remove(D.running, &D.nrunning, raw);
+	count_remove(&D.running, &D.nrunning, raw);
 }
 
 int running_has(const char *raw)
@@ -247,7 +249,7 @@ void performing_add(const char *raw, const char *jid, const char *pjid, int unti
 
 void performing_remove(const char *raw)
 {
-	count_remove(D.performing, &D.nperforming, raw);
+	count_remove(&D.performing, &D.nperforming, raw);
 }
 
 /* ---- thread registry ---- */
