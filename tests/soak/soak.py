@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""soak.py: the chaos soak (make soak). N daemons run jobs that take 0-0.4 s against one
+"""soak.py: the chaos soak (make soak). N daemons run jobs that take 0-0.4 s (--max-run) against one
 redis-server with an AOF (appendfsync always) while everything that can go wrong does:
 
   - kill -9 of a random daemon every few seconds (restarted a second later, a new identity),
@@ -20,6 +20,7 @@ runs a kill can repeat. It fails (exit 1) on a lost job, more duplicates than th
 anything left behind, a daemon that died by itself, or a sanitizer report in a log.
 
     python3 tests/soak/soak.py --build build [--seconds 180] [--daemons 3] [--json FILE]
+                               [--rate 25] [--max-run 0.4]
 """
 
 import argparse
@@ -182,7 +183,8 @@ class Soak:
             now = time.time()
             jid = "%024x" % (self.args.seed * 10 ** 9 + n)
             n += 1
-            payload = json.dumps({"class": "Soak", "args": [round(self.rng.uniform(0, 0.4), 3)],
+            run = round(self.rng.uniform(0, self.args.max_run), 3)
+            payload = json.dumps({"class": "Soak", "args": [run],
                                   "queue": "default", "jid": jid, "retry": True,
                                   "created_at": now, "enqueued_at": now},
                                  separators=(",", ":"))
@@ -372,6 +374,9 @@ def main():
     ap.add_argument("--daemons", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--rate", type=float, default=25, help="jobs pushed per second")
+    ap.add_argument("--max-run", type=float, default=0.4,
+                    help="a job sleeps 0 to this many seconds (short jobs stress the per-job "
+                         "path: --max-run 0.01 --rate 200)")
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--json", help="also write the report here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
