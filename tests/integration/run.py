@@ -9,6 +9,11 @@ Every file starts its own redis-server(s), so files can run in parallel. Each fi
 output is captured; the output of failed files is printed, then a summary. Exit status 1
 when any file failed (or when no file matched).
 
+On a sanitizer build (make check SANITIZE=address|thread) every report of ASan, LSan, UBSan
+or TSan, from any process a file started, goes to a file of that file's TMPDIR (log_path),
+and a file with a report fails with it, whatever its tests said: a race or a leak in a
+daemon whose test passed is still a failure.
+
 Stdlib only. The tests need python3-redis: when the interpreter running this script
 lacks it (e.g. a pyenv python first in PATH), Debian's /usr/bin/python3 runs the tests.
 """
@@ -51,12 +56,34 @@ def summarise(output):
     return (int(ran[-1]) if ran else 0), (tail[-1] if tail else "no unittest summary")
 
 
+SANITIZERS = ("ASAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS")
+
+
+def with_sanitizer_logs(env, prefix):
+    """env whose sanitizer reports go to files prefix.<pid> (the user's options kept)."""
+    env = dict(env)
+    for var in SANITIZERS:
+        env[var] = ":".join(filter(None, [env.get(var), "log_path=" + prefix]))
+    return env
+
+
+def sanitizer_reports(prefix):
+    """The text of every report written under prefix (see with_sanitizer_logs)."""
+    out = []
+    for path in sorted(glob.glob(prefix + ".*")):
+        with open(path, errors="replace") as f:
+            out.append("%s:\n%s" % (os.path.basename(path), f.read()))
+    return out
+
+
 def run_file(path, python, env, timeout, tmp_root):
     """Run one test file; returns (ok, tests, details, seconds, output). The file gets a
     private TMPDIR (its redis-servers' dirs live there), removed afterwards even when the
     file had to be killed."""
     module = os.path.splitext(os.path.basename(path))[0]
     env = dict(env, TMPDIR=tempfile.mkdtemp(prefix="f-", dir=tmp_root))
+    reports = os.path.join(env["TMPDIR"], "sanitizer")
+    env = with_sanitizer_logs(env, reports)
     start = time.monotonic()
     # Own session, so a timeout can stop the file with everything it started.
     proc = subprocess.Popen([python, "-m", "unittest", "-v", module], cwd=REPO, env=env,
@@ -69,12 +96,16 @@ def run_file(path, python, env, timeout, tmp_root):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         timed_out = True
+    found = sanitizer_reports(reports)
     shutil.rmtree(env["TMPDIR"], ignore_errors=True)
     output = out.decode("utf-8", "replace")
     tests, details = summarise(output)
     if timed_out:
         details = "TIMED OUT after %ds" % timeout
-    ok = proc.returncode == 0 and not timed_out
+    if found:
+        details += "; %d sanitizer report(s)" % len(found)
+        output += "".join("---- sanitizer report %s" % r for r in found)
+    ok = proc.returncode == 0 and not timed_out and not found
     return ok, tests, details, time.monotonic() - start, output
 
 
