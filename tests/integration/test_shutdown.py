@@ -304,12 +304,12 @@ class KillNine(DaemonTestCase):
         identity = d.identity
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
-        wait_for(lambda: not any(self.alive(p) for p in children), timeout=1.0,
+        wait_for(lambda: not any(self.alive(p) for p in children), timeout=5.0,
                  message="the handler child dying with the daemon")
         # ...and its own children too (slow's `sleep 60`, which PR_SET_PDEATHSIG does not
         # cover): the reaper kills the whole process group, so a recovered copy of the job
         # never runs beside the old one.
-        wait_for(lambda: not any(self.alive(p) for p in tree), timeout=1.0,
+        wait_for(lambda: not any(self.alive(p) for p in tree), timeout=5.0,
                  message="the handler's whole process tree gone")
         self.assertEqual(self.r.lrange(inprogress(identity), 0, -1), [j.encode()])
         self.assertEqual(self.r.llen(qkey("default")), 0)
