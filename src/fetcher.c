@@ -159,31 +159,6 @@ static void log_fail(const struct job *j, const struct run_outcome *o, enum deci
 	          o->detail ? o->detail : o->error_message, where, how);
 }
 
-/*
- * A success whose bookkeeping is the stats alone: no status, no history, no lock to
- * release (what each of them checks before writing anything). Then nothing happens in
- * Redis between the stats and the ack, and finish_success sends them together.
- */
-static int stats_only(const struct conf *c, const struct job *j)
-{
-	return c->status_expiration <= 0 && c->history_retention_days <= 0 && !j->unique &&
-	       !j->pjid;
-}
-
-/*
- * The end of such a success, in the order of the step-by-step path (§7.4: stats, `done:`,
- * deregister; busy -1): in reliable mode the stats and the workers entry are batch.c's,
- * flushed once a second, so it costs Redis nothing here; its ack rides on the next fetch
- * (process). Basic mode has no ack, only the HDEL.
- */
-static void finish_success(struct fetcher *f, const struct job *j, double took)
-{
-	batch_processed();
-	log_done(j, took);
-	deregister_worker(f);
-	atomic_fetch_sub(&D.busy, 1);
-}
-
 static void shorten_running_lock(struct fetcher *f, const struct job *j)
 {
 	if (!j->pjid || !j->jid)
@@ -265,15 +240,15 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 
 /*
  * Execute one parsed job: run it and route its outcome. Returns the disposition; sets
- * died and dead_entry when on_death is owed.
+ * died and dead_entry when on_death is owed. A success with no status, history or lock
+ * to write costs Redis nothing here: each of those checks before writing, and in reliable
+ * mode the stats and the workers entry are batch.c's; its ack rides on the next fetch
+ * (process).
  */
-static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry,
-                                int *finish, double *took)
+static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry)
 {
 	*died = 0;
 	*dead_entry = NULL;
-	*finish = 0;
-	*took = 0;
 	if (!j->obj || j->invalid) {            /* never run, never retried (§7.4) */
 		metrics_inc(METRIC_JOBS_DEAD);
 		return bury_unparseable(&f->r, j, &job_site);
@@ -299,11 +274,11 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 			metrics_observe_run(mono_now() - t0);
 	}
 	double finished = now_float();
-	*took = finished - started;
+	double took = finished - started;
 	enum disposition disp = DISP_ACK;
 	if (o.aborted) {
 		/* Left in progress (and in the workers hash, for basic mode) for the requeue. */
-		const struct log_field sf[] = { { "duration", NULL, *took },
+		const struct log_field sf[] = { { "duration", NULL, took },
 		                                { "outcome", "requeue", 0 } };
 		log_event(LOG_WARN, "stopped", sf, 2, "stopped: %s jid=%s (left for the shutdown "
 		          "requeue)", cls, j->jid ? j->jid : "?");
@@ -313,18 +288,14 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		free(tail);
 		return DISP_ABANDON;
 	}
-	if (o.success)
+	if (o.success) {
 		outkeep_end(out, "success", NULL, NULL, finished);
-	if (o.success && stats_only(c, j)) {
-		metrics_inc(METRIC_JOBS_SUCCEEDED);
-		*finish = 1;            /* stats, done:, HDEL and ack: finish_success */
-	} else if (o.success) {
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		batch_processed();
 		status_write(&f->r, c, j, "complete", NULL, NULL);
 		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
-		log_done(j, *took);
+		log_done(j, took);
 	} else {
 		bump_stats(&f->r, 0, &job_site);
 		enum decision d = decide_failure(j, h, &o);
@@ -343,7 +314,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 			free(*dead_entry);
 			*dead_entry = NULL;
 		}
-		log_fail(j, &o, d, &where, *took);
+		log_fail(j, &o, d, &where, took);
 		metrics_inc(d == DECIDE_DISCARD ? METRIC_JOBS_DISCARDED
 		            : *died || d != DECIDE_RETRY ? METRIC_JOBS_DEAD : METRIC_JOBS_RETRIED);
 		if (strcmp(o.error_class, "Cogworker::HandlerTimeout") == 0)
@@ -352,8 +323,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	conf_release(c);
 	outcome_free(&o);
 	free(tail);
-	if (!*finish)
-		deregister_worker(f);
+	deregister_worker(f);
 	return disp;
 }
 
@@ -379,17 +349,13 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	}
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
-	int died = 0, finish = 0;
+	int died = 0;
 	char *dead_entry = NULL;
-	double took;
-	enum disposition disp = execute(f, &j, &died, &dead_entry, &finish, &took);
+	enum disposition disp = execute(f, &j, &died, &dead_entry);
 	limits_release(&f->r, &adm);
 	if (disp == DISP_ABANDON && f->batched)
 		batch_job_ended(f->index);      /* its memory goes with the job below */
-	if (finish)
-		finish_success(f, &j, took);    /* busy -1 included */
-	else
-		atomic_fetch_sub(&D.busy, 1);
+	atomic_fetch_sub(&D.busy, 1);
 	if (disp == DISP_ACK && !died && atomic_load(&D.fetch_mode) != FETCH_BASIC) {
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an
 		 * on_death hook: that runs for as long as it takes. */
