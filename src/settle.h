@@ -87,7 +87,7 @@ struct held_ack {
 	int read;                   /* its replies read: ok, or err / unavailable below */
 	int ok;
 	int unavailable;
-	char err[512];
+	char err[sizeof ((struct rconn *)0)->err];
 };
 void ack_hold(struct held_ack *a, const char *raw, size_t len, const char *jid);
 void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a);
