@@ -18,6 +18,9 @@ extern const char *const jobs_set_names[S_COUNT];      /* as --set and the outpu
 extern const char *const jobs_zset_keys[S_COUNT];      /* the key of a zset set, else NULL */
 #define BIT(s) (1u << (s))
 #define ZSETS (BIT(S_SCHEDULED) | BIT(S_RETRY) | BIT(S_DEAD))
+/* Where a running job is found: its process's workers hash, or its in-progress list, where
+ * it is a second before the batched workers entry names it (doc/protocol.md §7.23). */
+#define RUN_SETS (BIT(S_RUNNING) | BIT(S_INPROGRESS))
 
 /* One member of a set, as read (raw is never re-encoded: actions match on it). */
 struct entry {

@@ -212,15 +212,13 @@ static int process_alive(struct ctl *c, const char *identity)
 	return alive;
 }
 
-/* Is the job somewhere it will run from (a queue, schedule, retry) or running? A job just
- * fetched is on its process's in-progress list a second before the batched workers entry
- * names it (doc/protocol.md §7.23), so that list counts too. */
+/* Is the job somewhere it will run from (a queue, schedule, retry) or running? */
 static int will_run(struct ctl *c, const char *jid)
 {
 	struct filter f = { .arg = jid };
 	struct found fd = { 0 };
-	int r = jobs_find(c, BIT(S_QUEUED) | BIT(S_SCHEDULED) | BIT(S_RETRY) | BIT(S_RUNNING) |
-	                  BIT(S_INPROGRESS), &f, 1, &fd);
+	int r = jobs_find(c, BIT(S_QUEUED) | BIT(S_SCHEDULED) | BIT(S_RETRY) | RUN_SETS, &f, 1,
+	                  &fd);
 	int n = r < 0 ? -1 : fd.n;
 	jobs_found_free(&fd);
 	return n;
@@ -404,7 +402,7 @@ static int runs_on(struct ctl *c, const char *jid, const char *identity)
 {
 	struct filter f = { .arg = jid };
 	struct found fd = { 0 };
-	if (jobs_find(c, BIT(S_RUNNING) | BIT(S_INPROGRESS), &f, 0, &fd) < 0) {
+	if (jobs_find(c, RUN_SETS, &f, 0, &fd) < 0) {
 		jobs_found_free(&fd);
 		return -1;
 	}
@@ -438,13 +436,12 @@ int jobs_cancel(struct ctl *c, const char *jid, int discard)
 {
 	struct filter f = { .arg = jid };
 	struct found fd = { 0 };
-	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_INPROGRESS), &f, 1,
-	              &fd) < 0) {
+	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | RUN_SETS, &f, 1, &fd) < 0) {
 		jobs_found_free(&fd);
 		return CTL_USAGE;
 	}
-	/* A job started under a second ago is on its process's in-progress list before the
-	 * batched workers entry names it (§7.23): that process is the one to ask. */
+	/* The workers entry first; a job started under a second ago has only its in-progress
+	 * entry (RUN_SETS), which names the process to ask all the same. */
 	const struct entry *run = NULL;
 	for (int i = 0; i < fd.n && !run; i++)
 		if (fd.v[i].set == S_RUNNING)

@@ -374,7 +374,7 @@ int jobs_show(struct ctl *c, const char *arg, int full)
 {
 	struct filter f = { .arg = arg };
 	struct found fd = { 0 };
-	unsigned sets = BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_INPROGRESS);
+	unsigned sets = BIT(S_QUEUED) | ZSETS | RUN_SETS;
 	if (jobs_find(c, sets, &f, 1, &fd) < 0) {
 		jobs_found_free(&fd);
 		return CTL_USAGE;
