@@ -24,8 +24,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import binary, handler, wait_for  # noqa: E402
 from observe import Monitor  # noqa: E402
-from periodickit import (PeriodicTestCase, creation_slots, entry, every_slot, pjid, running_key,  # noqa: E402
-                         slot_lock_key)
+from periodickit import (PeriodicTestCase, creation_slots, entry, every_slot, pjid,  # noqa: E402
+                         running_key, slot_lock_key)
 
 
 def report(msg):

@@ -674,10 +674,8 @@ class Reload(ServiceCase):
         d.wait_log("reloaded %s" % d.conf_path)
         self.assertTrue(d.log_lines("queues changed; they take effect at the next restart"))
         self.assertTrue(d.log_lines("fetch changed; it takes effect at the next restart"))
-        other = json.loads(job("Ok", queue="other"))["jid"]
-        self.push(job("Ok", jid=other, queue="other"), queue="other")
-        here = json.loads(job("Ok"))["jid"]
-        self.push(job("Ok", jid=here))
+        other = json.loads(self.push(job("Ok", queue="other"), queue="other"))["jid"]
+        here = json.loads(self.push(job("Ok")))["jid"]
         d.wait_log("done: Ok jid=%s" % here)
         time.sleep(1.5)
         self.assertFalse(d.log_lines("jid=%s" % other))
