@@ -319,10 +319,17 @@ static void send_batch(struct write *ws, int n)
 		write_args(&ws[i], runs_cap, ttl, args, lens);
 		rpipe_add_script(&wconn, &p, "output_write", 1, keys, 6, args, lens);
 	}
-	int ok = 1;
+	/* Every reply of the pipeline is read before any EVAL goes out: sent in between, an
+	 * EVAL would read the reply meant for the next write (seen on a fresh server, where
+	 * the first batch's writes all answer NOSCRIPT). */
+	int noscript[OUTKEEP_BATCH];
 	for (int i = 0; i < n; i++) {
 		rpipe_read(&wconn, &p, 1, &rep[i]);
-		if (!rep[i] && !wconn.unavailable && strncmp(wconn.err, "NOSCRIPT", 8) == 0) {
+		noscript[i] = !rep[i] && !wconn.unavailable && strncmp(wconn.err, "NOSCRIPT", 8) == 0;
+	}
+	int ok = 1;
+	for (int i = 0; i < n; i++) {
+		if (noscript[i]) {
 			const char *keys[] = { ws[i].key };
 			write_args(&ws[i], runs_cap, ttl, args, lens);
 			rep[i] = rscript(&wconn, "output_write", 1, keys, 6, args, lens);

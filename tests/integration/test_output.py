@@ -185,6 +185,17 @@ class TestJobsLog(OutputCase):
         self.assertIn(b"no output kept", p.stderr)
         self.assertFalse(self.r.exists(out_key(quiet)))
 
+    def test_out6_first_batch_on_a_fresh_server_all_kept(self):
+        """OUT-6: on a server that has not seen OUTPUT_WRITE yet, every run of the writer's
+        first batch is kept (each NOSCRIPT answered by an EVAL of its own write)."""
+        d = self.start(handlers=[{"class": "Says", "command": sh('echo "said $0"'),
+                                  "args_as_argv": True}])
+        jids = [self.pushed("Says", args=[str(i)]) for i in range(3)]
+        for i, jid in enumerate(jids):
+            self.wait_record(jid, 1, lambda r: r["finished_at"] is not None)
+            self.assertEqual(self.r.get(out_key(jid, 1)), b"said %d\n" % i)
+        self.assertNotIn("output not kept", d.log())
+
 
 class TestCancel(OutputCase):
     def test_can1_cancel_running_job_with_grandchild(self):
