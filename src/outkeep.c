@@ -9,7 +9,7 @@
  * reads) and hand the run over when it ends; this thread does every Redis write, on its own
  * connection, batching the runs that ended since its last pass into one pipeline (woken
  * by an ending run, it waits OUTKEEP_GATHER for more). A short job costs one script call in
- * that pipeline.
+ * that pipeline, or none when it succeeded without printing (silent_success).
  *
  * What is kept of a run is its *last* output_keep bytes: the end of a run's output is
  * where a failure shows. While the run is within output_keep, new bytes are APPENDed (so
@@ -267,6 +267,19 @@ static void write_free(struct write *w)
 	free(w->meta);
 }
 
+/*
+ * A short run that succeeded without printing has nothing to keep: no text, and its outcome
+ * is the job's. Writing it anyway would cost Redis a script call of six commands and two
+ * keys for output_ttl (a week by default) for every such job, most of what the success
+ * path costs Redis, and millions of keys a week at a few hundred jobs a second. A run that
+ * already has a record (it ran past OUTKEEP_INTERVAL) gets its final write, so a --follow
+ * sees it end.
+ */
+static int silent_success(const struct outrun *o)
+{
+	return o->run == 0 && o->total == 0 && !strcmp(o->outcome, "success");
+}
+
 /* Take what is due: every run handed over, and (unless only_done) running ones whose
  * interval is up. */
 static int collect(struct write *ws, int max, double now, int only_done)
@@ -275,6 +288,11 @@ static int collect(struct write *ws, int max, double now, int only_done)
 	struct outrun **pp = &runs;
 	while (*pp && n < max) {
 		struct outrun *o = *pp;
+		if (o->done && silent_success(o)) {
+			*pp = o->next;
+			run_free(o);
+			continue;
+		}
 		if (o->done) {
 			prepare(&ws[n++], o, 1);
 			*pp = o->next;          /* the writer's alone from now on */

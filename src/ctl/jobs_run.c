@@ -334,8 +334,8 @@ int jobs_log(struct ctl *c, const char *jid, long long want, int follow_it)
 		}
 	}
 	if (nkept == 0) {
-		ctl_error("no output kept for %s (never run here, output_keep = 0, or expired after "
-		          "output_ttl)", jid);
+		ctl_error("no output kept for %s (never run here, a short run that succeeded "
+		          "without printing, output_keep = 0, or expired after output_ttl)", jid);
 		free(kept);
 		return CTL_NOTHING;
 	}

@@ -1,7 +1,8 @@
 """Every run's output, kept and shown, and cancelling a running job (doc/behaviours.md OUT,
 CAN; doc/protocol.md §7.13, §7.29): what `cogworkerctl jobs log` prints for a finished run
 and, with --follow, for a running one; the TTL and the per-job cap on runs; the tail kept
-when a run prints more than output_keep; output_keep = 0; `jobs cancel` of a running job
+when a run prints more than output_keep; output_keep = 0; none for a short, silent
+success; `jobs cancel` of a running job
 whose handler left a grandchild (all gone, dead as Cogworker::Cancelled, once), with
 --discard, of a job that is not running, and `jobs kill` of a running job.
 
@@ -184,6 +185,35 @@ class TestJobsLog(OutputCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"no output kept", p.stderr)
         self.assertFalse(self.r.exists(out_key(quiet)))
+
+    def test_out5_short_silent_success_keeps_nothing(self):
+        """OUT-5: a run that succeeds within half a second without printing keeps nothing
+        (no keys, and jobs log says why it may find none); a silent run that fails, or
+        that runs past half a second, keeps its record, so its outcome can be read."""
+        self.start(handlers=[
+            {"class": "Silent", "command": ["/bin/true"]},
+            {"class": "SilentFail", "command": sh("exit 2")},
+            {"class": "SlowSilent", "command": sh("sleep 0.8")},
+            {"class": "Says", "command": sh("echo said")}])
+        silent = self.pushed("Silent")
+        fail = self.pushed("SilentFail", retry=False)
+        slow = self.pushed("SlowSilent")
+        says = self.pushed("Says")      # concurrency 1: written after the others ended
+        for jid in (fail, slow, says):
+            self.wait_record(jid, 1, lambda r: r["finished_at"] is not None)
+        self.assertEqual(self.r.keys(b"cogworker:output:" + silent.encode() + b"*"), [])
+        p = self.ctl("jobs", "log", silent)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"no output kept", p.stderr)
+        self.assertIn(b"succeeded without printing", p.stderr)
+        rec = json.loads(self.r.hget(out_key(fail), "1"))
+        self.assertEqual((rec["outcome"], rec["bytes"]), ("dead", 0))
+        rec = json.loads(self.r.hget(out_key(slow), "1"))
+        self.assertEqual((rec["outcome"], rec["bytes"]), ("success", 0))
+        p = self.ctl("jobs", "log", slow)
+        self.assertEqual((p.returncode, p.stdout), (0, b""))
+        self.assertIn(b"run 1 ended: success", p.stderr)
+        self.assertEqual(self.ctl("jobs", "log", says).stdout, b"said\n")
 
     def test_out6_first_batch_on_a_fresh_server_all_kept(self):
         """OUT-6: on a server that has not seen OUTPUT_WRITE yet, every run of the writer's
