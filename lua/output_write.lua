@@ -13,7 +13,7 @@
 -- APPEND or SET the text -> HSET the record -> EXPIRE both.
 -- Why: one call per write, so a run is numbered, trimmed and written together and a
 -- reader never sees a record without its text; numbering in Redis (not from retry_count)
--- counts every run, a recovered orphan's too. The trim walks down from the first run
+-- counts every run written, a recovered orphan's too. The trim walks down from the first run
 -- outside the cap while records exist, so lowering the cap (a reload) trims the older
 -- runs at the next run. Each write renews the TTL of the job's runs and of this text.
 local idx = KEYS[1]

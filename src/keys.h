@@ -55,8 +55,10 @@
 #define K_ATTEMPTS "cogworker:job_attempts:"    /* + <jid>: list of the last failures */
 #define K_UNIQUE "cogworker:unique:"            /* + digest: owner jid of a unique lock */
 #define K_STATUS "status:"                      /* + <jid>: status bookkeeping hash */
-/* + <jid>: hash of a job's kept runs (last, <n> -> record); + <jid>:<n>: run n's output */
+/* + <jid>: hash of a job's kept runs (last, <n> -> record); + <jid>:<n>: run n's output;
+ * + <jid> + K_FOLLOWED: "someone waits for this job's first run" (jobs log --follow) */
 #define K_OUTPUT "cogworker:output:"
+#define K_FOLLOWED ":followed"
 
 /* ---- run history (zsets scored by finished_at; members are run entries) ---- */
 #define K_HISTORY "cogworker:history:"          /* + all | success | failed */

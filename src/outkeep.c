@@ -9,7 +9,7 @@
  * reads) and hand the run over when it ends; this thread does every Redis write, on its own
  * connection, batching the runs that ended since its last pass into one pipeline (woken
  * by an ending run, it waits OUTKEEP_GATHER for more). A short job costs one script call in
- * that pipeline, or none when it succeeded without printing (silent_success).
+ * that pipeline; a short one that succeeded without printing, an EXISTS (silent_success).
  *
  * What is kept of a run is its *last* output_keep bytes: the end of a run's output is
  * where a failure shows. While the run is within output_keep, new bytes are APPENDed (so
@@ -189,6 +189,7 @@ struct write {
 	size_t len;
 	char *meta;
 	unsigned long long upto;    /* o->total when prepared */
+	int silent;                 /* silent_success: written only if the job has records */
 };
 
 static void jfield(struct sbuf *b, const char *name, const char *s)
@@ -268,12 +269,15 @@ static void write_free(struct write *w)
 }
 
 /*
- * A short run that succeeded without printing has nothing to keep: no text, and its outcome
- * is the job's. Writing it anyway would cost Redis a script call of six commands and two
- * keys for output_ttl (a week by default) for every such job, most of what the success
- * path costs Redis, and millions of keys a week at a few hundred jobs a second. A run that
- * already has a record (it ran past OUTKEEP_INTERVAL) gets its final write, so a --follow
- * sees it end.
+ * A short run that succeeded without printing has nothing to show: no text, and its outcome
+ * is the job's. Written anyway, it cost Redis a script call of six commands and two keys
+ * held for output_ttl (a week by default) for every such job: most of what the success
+ * path cost Redis, and millions of keys a week at a few hundred jobs a second. So it is
+ * written only when the job has runs kept already (a retry that succeeded: `jobs log`
+ * must show that run, not the failure before it) or someone waits for it (`jobs log
+ * --follow` sets K_FOLLOWED while the job has no run kept); send_batch asks with one
+ * EXISTS. A run that has a record already (it ran past OUTKEEP_INTERVAL) is always
+ * written, so its record does not stay "running".
  */
 static int silent_success(const struct outrun *o)
 {
@@ -288,13 +292,9 @@ static int collect(struct write *ws, int max, double now, int only_done)
 	struct outrun **pp = &runs;
 	while (*pp && n < max) {
 		struct outrun *o = *pp;
-		if (o->done && silent_success(o)) {
-			*pp = o->next;
-			run_free(o);
-			continue;
-		}
 		if (o->done) {
-			prepare(&ws[n++], o, 1);
+			prepare(&ws[n], o, 1);
+			ws[n++].silent = silent_success(o);
 			*pp = o->next;          /* the writer's alone from now on */
 			continue;
 		}
@@ -319,6 +319,34 @@ static void write_args(struct write *w, const char *runs_cap, const char *ttl,
 	}
 }
 
+/* skip[i]: ws[i] is a silent run whose job has no runs kept and no follower (asked with
+ * one EXISTS each, in one pipeline). An error skips nothing: the write then says. */
+static void skip_unwatched(struct write *ws, int n, int *skip)
+{
+	struct rpipe p;
+	int asked = 0;
+	for (int i = 0; i < n; i++) {
+		skip[i] = 0;
+		if (!ws[i].silent)
+			continue;
+		if (!asked++)
+			rpipe_begin(&wconn, &p);
+		char *followed = xasprintf("%s" K_FOLLOWED, ws[i].key);
+		const char *argv[] = { "EXISTS", ws[i].key, followed };
+		rpipe_add_argv(&wconn, &p, 3, argv, NULL);
+		free(followed);
+	}
+	for (int i = 0; i < n && asked; i++) {
+		if (!ws[i].silent)
+			continue;
+		redisReply *rep;
+		rpipe_read(&wconn, &p, 1, &rep);
+		skip[i] = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
+		if (rep)
+			freeReplyObject(rep);
+	}
+}
+
 /* Send a batch in one pipeline; a NOSCRIPT reply is sent again with rscript's EVAL. */
 static void send_batch(struct write *ws, int n)
 {
@@ -328,11 +356,15 @@ static void send_batch(struct write *ws, int n)
 	snprintf(ttl, sizeof ttl, "%.0f", ceil(c->output_ttl));
 	conf_release(c);
 	redisReply *rep[OUTKEEP_BATCH];
+	int skip[OUTKEEP_BATCH], noscript[OUTKEEP_BATCH];
 	const char *args[6];
 	size_t lens[6];
 	struct rpipe p;
+	skip_unwatched(ws, n, skip);
 	rpipe_begin(&wconn, &p);
 	for (int i = 0; i < n; i++) {
+		if (skip[i])
+			continue;
 		const char *keys[] = { ws[i].key };
 		write_args(&ws[i], runs_cap, ttl, args, lens);
 		rpipe_add_script(&wconn, &p, "output_write", 1, keys, 6, args, lens);
@@ -340,8 +372,11 @@ static void send_batch(struct write *ws, int n)
 	/* Every reply of the pipeline is read before any EVAL goes out: sent in between, an
 	 * EVAL would read the reply meant for the next write (seen on a fresh server, where
 	 * the first batch's writes all answer NOSCRIPT). */
-	int noscript[OUTKEEP_BATCH];
 	for (int i = 0; i < n; i++) {
+		rep[i] = NULL;
+		noscript[i] = 0;
+		if (skip[i])
+			continue;
 		rpipe_read(&wconn, &p, 1, &rep[i]);
 		noscript[i] = !rep[i] && !wconn.unavailable && strncmp(wconn.err, "NOSCRIPT", 8) == 0;
 	}
@@ -352,7 +387,7 @@ static void send_batch(struct write *ws, int n)
 			write_args(&ws[i], runs_cap, ttl, args, lens);
 			rep[i] = rscript(&wconn, "output_write", 1, keys, 6, args, lens);
 		}
-		if (!rep[i])
+		if (!rep[i] && !skip[i])
 			ok = 0;
 	}
 	site_result(&site, &wconn, ok, "output not kept");

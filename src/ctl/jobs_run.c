@@ -304,34 +304,60 @@ static int follow(struct ctl *c, const char *jid, long long n)
 	}
 }
 
+/*
+ * "Someone waits for this job's first run": the output writer keeps a run that succeeded
+ * without printing only for a job that has runs kept or this mark (doc/protocol.md
+ * §7.29), so a follower must set it before it first looks, and keep it while it waits.
+ * An error is left to the read that follows, which says it.
+ */
+static void mark_followed(struct ctl *c, const char *jid, int on)
+{
+	redisReply *rep = on ? rcmd(&c->r, "SET " K_OUTPUT "%s" K_FOLLOWED " 1 EX %d", jid,
+	                            (int)GONE_CHECK_EVERY * 2)
+	                     : rcmd(&c->r, "DEL " K_OUTPUT "%s" K_FOLLOWED, jid);
+	if (rep)
+		freeReplyObject(rep);
+}
+
+/* With --follow and no run kept yet: wait while the job is on its way (queued, scheduled,
+ * retrying or running). The number of runs kept then, or -1 (said). */
+static int wait_first_run(struct ctl *c, const char *jid, long long **kept)
+{
+	int nkept = 0, waiting = 0, gone = 0;
+	double next_look = 0;
+	while (nkept == 0 && !gone) {
+		if (mono_now() >= next_look) {
+			int w = will_run(c, jid);
+			if (w < 0)
+				return -1;
+			/* Gone: one more look, its run's record may be a moment behind it. */
+			gone = w == 0;
+			next_look = mono_now() + GONE_CHECK_EVERY;
+		}
+		if (!waiting++ && !gone)
+			fprintf(stderr, "waiting for %s to start…\n", jid);
+		sleep_seconds(FOLLOW_EVERY);
+		mark_followed(c, jid, 1);
+		free(*kept);
+		if ((nkept = kept_runs(c, jid, kept)) < 0)
+			return -1;
+	}
+	return nkept;
+}
+
 int jobs_log(struct ctl *c, const char *jid, long long want, int follow_it)
 {
 	long long *kept = NULL;
+	if (follow_it)
+		mark_followed(c, jid, 1);
 	int nkept = kept_runs(c, jid, &kept);
-	if (nkept < 0)
+	if (nkept == 0 && follow_it)
+		nkept = wait_first_run(c, jid, &kept);
+	if (follow_it)
+		mark_followed(c, jid, 0);
+	if (nkept < 0) {
+		free(kept);
 		return CTL_USAGE;
-	if (nkept == 0 && follow_it) {
-		/* A job not started yet: wait for its first run while it is on its way. */
-		int waiting = 0;
-		double next_look = 0;
-		while (nkept == 0) {
-			if (mono_now() >= next_look) {
-				int w = will_run(c, jid);
-				if (w < 0) {
-					free(kept);
-					return CTL_USAGE;
-				}
-				if (w == 0)
-					break;
-				next_look = mono_now() + GONE_CHECK_EVERY;
-			}
-			if (!waiting++)
-				fprintf(stderr, "waiting for %s to start…\n", jid);
-			sleep_seconds(FOLLOW_EVERY);
-			free(kept);
-			if ((nkept = kept_runs(c, jid, &kept)) < 0)
-				return CTL_USAGE;
-		}
 	}
 	if (nkept == 0) {
 		ctl_error("no output kept for %s (never run here, a short run that succeeded "

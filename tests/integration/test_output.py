@@ -187,19 +187,38 @@ class TestJobsLog(OutputCase):
         self.assertFalse(self.r.exists(out_key(quiet)))
 
     def test_out5_short_silent_success_keeps_nothing(self):
-        """OUT-5: a run that succeeds within half a second without printing keeps nothing
-        (no keys, and jobs log says why it may find none); a silent run that fails, or
-        that runs past half a second, keeps its record, so its outcome can be read."""
-        self.start(handlers=[
+        """OUT-5: a run that succeeds before its first write without printing keeps nothing
+        (no keys; jobs log says why it may find none); a silent run that fails, that runs
+        past its first write, or that succeeds after a run that was kept, keeps its record;
+        so does one that a `jobs log --follow` waits for."""
+        handlers = [
             {"class": "Silent", "command": ["/bin/true"]},
             {"class": "SilentFail", "command": sh("exit 2")},
-            {"class": "SlowSilent", "command": sh("sleep 0.8")},
-            {"class": "Says", "command": sh("echo said")}])
+            {"class": "SlowSilent", "command": sh("sleep 1.5")},
+            {"class": "FailsOnce", "command": sh(
+                '[ "${COGWORKER_RETRY_COUNT:-0}" -ge 1 ] || { echo first; exit 1; }')},
+            {"class": "Says", "command": sh("echo said")}]
+        # Followed before any daemon runs: the job waits in its queue, then runs silently.
+        followed = self.pushed("Silent")
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        f = subprocess.Popen([binary("cogworkerctl"), "jobs", "log", followed, "--follow"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: f.poll() is None and f.kill())
+        wait_for(lambda: self.r.exists(out_key(followed) + b":followed"),
+                 message="the follower's mark")
+        d = self.start(handlers=handlers)
+        out, err = f.communicate(timeout=20)
+        self.assertEqual((f.returncode, out), (0, b""), err)
+        self.assertIn(b"run 1 ended: success", err)
+        wait_for(lambda: not self.r.exists(out_key(followed) + b":followed"),
+                 message="the mark gone with the follower")
+
         silent = self.pushed("Silent")
         fail = self.pushed("SilentFail", retry=False)
         slow = self.pushed("SlowSilent")
+        twice = self.pushed("FailsOnce", retry=1)
         says = self.pushed("Says")      # concurrency 1: written after the others ended
-        for jid in (fail, slow, says):
+        for jid in (fail, slow, twice, says):
             self.wait_record(jid, 1, lambda r: r["finished_at"] is not None)
         self.assertEqual(self.r.keys(b"cogworker:output:" + silent.encode() + b"*"), [])
         p = self.ctl("jobs", "log", silent)
@@ -214,6 +233,14 @@ class TestJobsLog(OutputCase):
         self.assertEqual((p.returncode, p.stdout), (0, b""))
         self.assertIn(b"run 1 ended: success", p.stderr)
         self.assertEqual(self.ctl("jobs", "log", says).stdout, b"said\n")
+        # The retry of FailsOnce succeeds silently: kept, since run 1 was.
+        wait_for(lambda: self.r.zcard(b"cogworker:retry") == 1)
+        self.r.zadd(b"cogworker:retry", {self.r.zrange(b"cogworker:retry", 0, 0)[0]: 1})
+        rec = self.wait_record(twice, 2, lambda r: r["finished_at"] is not None)
+        self.assertEqual((rec["outcome"], rec["bytes"]), ("success", 0))
+        p = self.ctl("jobs", "log", twice)
+        self.assertIn(b"run 2 ended: success", p.stderr)
+        d.stop()
 
     def test_out6_first_batch_on_a_fresh_server_all_kept(self):
         """OUT-6: on a server that has not seen OUTPUT_WRITE yet, every run of the writer's
