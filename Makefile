@@ -127,13 +127,18 @@ lint: deps
 run: deps all
 	sh tools/run.sh $(BUILD)
 
-bench: deps all $(BUILD)/bench/spawn_ceiling
+bench: deps all $(BUILD)/bench/spawn_ceiling $(BUILD)/bench/spawn_path
 	python3 tests/bench/bench.py --build $(BUILD)
 
 # The baseline of the throughput figure: posix_spawn + waitpid of /bin/true, N threads.
 $(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
+
+# The daemon's spawn path (handler_run) alone, no Redis: the throughput figure's split.
+$(BUILD)/bench/spawn_path: tests/bench/spawn_path.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(LDLIBS)
 
 # make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="job json conf cron"]: each libFuzzer harness of
 # tests/fuzz/ runs FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/NAME/, kept in the

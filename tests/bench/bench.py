@@ -194,6 +194,7 @@ class Bench:
         self.out = os.path.join(self.build, "bench")
         os.makedirs(self.out, exist_ok=True)
         self.ceiling_bin = os.path.join(self.out, "spawn_ceiling")
+        self.path_bin = os.path.join(self.out, "spawn_path")    # built by `make bench`
         self.tmp = tempfile.mkdtemp(prefix="cw-bench-")
         self.results = {}
         self.t0 = time.monotonic()
@@ -272,6 +273,15 @@ class Bench:
 
     def ceiling(self, threads, n):
         out = subprocess.run([self.ceiling_bin, str(threads), str(n)], capture_output=True,
+                             text=True, check=True).stdout.split()
+        return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
+
+    def spawn_path(self, threads, n):
+        """The daemon's handler_run alone (tests/bench/spawn_path.c), or None when it is
+        not built (bench.py run without `make bench`)."""
+        if not os.path.exists(self.path_bin):
+            return None
+        out = subprocess.run([self.path_bin, str(threads), str(n)], capture_output=True,
                              text=True, check=True).stdout.split()
         return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
 
@@ -378,7 +388,7 @@ class Bench:
         n = self.opts.jobs
         nc = self.opts.ceiling_spawns
         runs = {c: [] for c in CONCURRENCIES}
-        info_runs = []
+        info_runs, path_runs = [], []
         peer = {c: [] for c in SIDEKIQ_CONCURRENCIES}
         why_no_peer = self.ensure_sidekiq()
         if why_no_peer:
@@ -394,6 +404,7 @@ class Bench:
                 before = self.ceiling(c, nc)
                 dm = self.daemon_rate(c, n)
                 di = self.daemon_rate(c, n, level="info") if c == 4 else None
+                sp = self.spawn_path(c, nc) if c == 4 else None
                 sk = None
                 if not why_no_peer and c in SIDEKIQ_CONCURRENCIES:
                     try:
@@ -408,6 +419,10 @@ class Bench:
                         "%.0f after), ratio %.2f" % (c, rep + 1, dm["rate"], ce["rate"],
                                                      before["rate"], after["rate"],
                                                      dm["rate"] / ce["rate"]))
+                if sp:
+                    path_runs.append({"path": sp, "ceiling": ce, "daemon": dm})
+                    line += "; spawn path alone %.0f/s, %.0f us/run (ceiling %.0f)" % (
+                        sp["rate"], sp["self_us"], ce["self_us"])
                 if di:
                     info_runs.append({"daemon": di, "ceiling": ce,
                                       "ratio": di["rate"] / ce["rate"]})
@@ -417,8 +432,9 @@ class Bench:
                     peer[c].append({"sidekiq": sk, "ceiling": ce, "daemon": dm,
                                     "ratio": sk["rate"] / ce["rate"],
                                     "ahead": dm["rate"] / sk["rate"]})
-                    line += "; Sidekiq %.0f jobs/s (%.2f; cogworkerd %.1fx)" % (
-                        sk["rate"], sk["rate"] / ce["rate"], dm["rate"] / sk["rate"])
+                    line += "; Sidekiq %.0f jobs/s (%.2f; cogworkerd %.1fx, the ceiling %.1fx)" % (
+                        sk["rate"], sk["rate"] / ce["rate"], dm["rate"] / sk["rate"],
+                        ce["rate"] / sk["rate"])
                 log(line)
             rep += 1
             rep_time = time.monotonic() - started
@@ -428,7 +444,7 @@ class Bench:
                 break
         self.results["throughput"] = {"jobs": n, "ceiling_spawns": nc, "reps": rep,
                                       "runs": {str(c): v for c, v in runs.items()},
-                                      "info_c4": info_runs,
+                                      "info_c4": info_runs, "path_c4": path_runs,
                                       "sidekiq": {str(c): v for c, v in peer.items()},
                                       "sidekiq_jobs": self.opts.sidekiq_jobs,
                                       "no_sidekiq": why_no_peer}
@@ -1152,12 +1168,34 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                              ", ".join("c=%d **%.1f×**" % (c, median(
                                  [x["ahead"] for x in sk[str(c)]]))
                                        for c in SIDEKIQ_CONCURRENCIES if sk.get(str(c)))))
+                L.append("No runner that starts a process per job can be further ahead of "
+                         "Sidekiq than the ceiling is: ceiling / Sidekiq, median: %s.\n" % (
+                             ", ".join("c=%d %.1f×" % (c, median(
+                                 [1 / x["ratio"] for x in sk[str(c)]]))
+                                       for c in SIDEKIQ_CONCURRENCIES if sk.get(str(c)))))
             L.append("CPU ratio = the ceiling's CPU per spawn (spawner + child) / the daemon's "
                      "CPU per job (daemon + child + redis-server): the ratio to expect when "
                      "every core is busy (from concurrency %d up on this machine, about). "
-                     "The daemon's share is its Redis round trips (two per job: the fetch, the "
-                     "ack) and the pipes, poll loop and process group of each child.\n"
+                     "The daemon's share is its Redis round trip (one per job: the fetch, with "
+                     "the previous job's ack in front) and the pipes, poll loop and process "
+                     "group of each child.\n"
                      % self.results["machine"]["nproc"])
+            pr = t.get("path_c4") or []
+            if pr:
+                def med(f):
+                    return median([f(x) for x in pr])
+                ce_us = med(lambda x: x["ceiling"]["self_us"])
+                path_us = med(lambda x: x["path"]["self_us"])
+                dm_us = med(lambda x: x["daemon"]["daemon_us"])
+                L.append("Where the daemon's CPU per job goes at concurrency 4 (median of %d): "
+                         "the ceiling's `posix_spawn` + `waitpid` %.0f µs; the daemon's "
+                         "spawn path alone (tests/bench/spawn_path.c: handler_run, no Redis, "
+                         "%.0f runs/s) %.0f µs, so %.0f µs for its pipes, child setup, poll "
+                         "loop and group kill; the daemon %.0f µs, so %.0f µs for the rest "
+                         "(the Redis round trip, the job's JSON and environment, settlement "
+                         "and bookkeeping).\n" % (
+                             len(pr), ce_us, med(lambda x: x["path"]["rate"]), path_us,
+                             path_us - ce_us, dm_us, dm_us - path_us))
             L.append("Every repetition (jobs/s / ceiling (before, after) = ratio):\n")
 
             def reps(runs):
