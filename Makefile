@@ -135,10 +135,11 @@ $(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
 
-# The daemon's spawn path (handler_run) alone, no Redis: the throughput figure's split.
-$(BUILD)/bench/spawn_path: tests/bench/spawn_path.c $(LIB_OBJ)
+# The same loop through the daemon's spawn path (handler_run), no Redis: the split of the
+# throughput figure.
+$(BUILD)/bench/spawn_path: tests/bench/spawn_ceiling.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -DSPAWN_PATH -Isrc -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(LDLIBS)
 
 # make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="job json conf cron"]: each libFuzzer harness of
 # tests/fuzz/ runs FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/NAME/, kept in the

@@ -277,8 +277,8 @@ class Bench:
         return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
 
     def spawn_path(self, threads, n):
-        """The daemon's handler_run alone (tests/bench/spawn_path.c), or None when it is
-        not built (bench.py run without `make bench`)."""
+        """The daemon's handler_run alone (spawn_ceiling.c built as spawn_path), or None
+        when it is not built (bench.py run without `make bench`)."""
         if not os.path.exists(self.path_bin):
             return None
         out = subprocess.run([self.path_bin, str(threads), str(n)], capture_output=True,
@@ -1189,7 +1189,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                 dm_us = med(lambda x: x["daemon"]["daemon_us"])
                 L.append("Where the daemon's CPU per job goes at concurrency 4 (median of %d): "
                          "the ceiling's `posix_spawn` + `waitpid` %.0f µs; the daemon's "
-                         "spawn path alone (tests/bench/spawn_path.c: handler_run, no Redis, "
+                         "spawn path alone (spawn_ceiling.c built with -DSPAWN_PATH: handler_run, no Redis, "
                          "%.0f runs/s) %.0f µs, so %.0f µs for its pipes, child setup, poll "
                          "loop and group kill; the daemon %.0f µs, so %.0f µs for the rest "
                          "(the Redis round trip, the job's JSON and environment, settlement "

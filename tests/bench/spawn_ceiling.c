@@ -8,6 +8,13 @@
  * "<spawns> <seconds> <spawns/s> <self CPU us/spawn> <children CPU us/spawn>" on stdout. This is what the machine can do with nothing
  * else in the way: no Redis, no pipes, no process group, no bookkeeping.
  *
+ * Built with -DSPAWN_PATH (and the daemon's library) it is spawn_path: each run goes
+ * through handler_run instead, the code a fetcher runs for a job (the PATH lookup, the
+ * three pipes with a job-sized payload on stdin, the vfork child's setup, the pump's poll
+ * loop on the pidfd and the pipes, the reaping and the group kill), and nothing else of
+ * the daemon: no fetch, no settlement, no bookkeeping. Set against the ceiling, it splits
+ * the daemon's CPU per job into starting and serving a child, and the rest.
+ *
  *   spawn_ceiling --stamp FILE [SECONDS]
  *
  * The handler of the latency and recovery figures: appends "<COGWORKER_JID> <epoch>\n"
@@ -25,6 +32,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef SPAWN_PATH
+#include <signal.h>
+#include "config.h"
+#include "handler.h"
+#endif
 
 extern char **environ;
 
@@ -39,20 +51,66 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+#ifdef SPAWN_PATH
+static const char *child_env[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
+                                   "COGWORKER_JID=0123456789abcdef01234567",
+                                   "COGWORKER_CLASS=True", "COGWORKER_QUEUE=default", NULL };
+static char payload[256];       /* about a small job's JSON, the child's stdin */
+
+/* One run as a fetcher does it; 0 when it exited 0. */
+static int run_once(char **argv)
+{
+	struct argv_list cmd = { .v = argv, .n = 1 };
+	struct run_request rq;
+	struct run_result res;
+	memset(&rq, 0, sizeof rq);
+	rq.command = &cmd;
+	rq.env = child_env;
+	rq.stdin_data = payload;
+	rq.stdin_len = sizeof payload - 1;
+	rq.kill_grace = 10;
+	rq.output_tail = 4096;
+	rq.rlimit_cpu = rq.rlimit_as = rq.rlimit_nofile = rq.rlimit_nproc = -1;
+	rq.log_tag = "jid=0123456789abcdef01234567";
+	handler_run(&rq, &res, NULL, NULL);
+	int failed = res.status != RUN_EXITED || res.code != 0;
+	run_result_free(&res);
+	return failed;
+}
+
+/* As in the daemon: SIGPIPE ignored, every signal blocked in every thread. */
+static void setup(void)
+{
+	memset(payload, 'x', sizeof payload - 1);
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+}
+#else
+static int run_once(char **argv)
+{
+	pid_t pid;
+	int st;
+	if (posix_spawn(&pid, program, NULL, NULL, argv, environ) != 0)
+		return 1;
+	while (waitpid(pid, &st, 0) < 0)
+		;
+	return 0;
+}
+
+static void setup(void)
+{
+}
+#endif
+
 static void *loop(void *arg)
 {
 	(void)arg;
 	char *argv[] = { (char *)program, NULL };
-	while (atomic_fetch_sub(&left, 1) > 0) {
-		pid_t pid;
-		int st;
-		if (posix_spawn(&pid, program, NULL, NULL, argv, environ) != 0) {
+	while (atomic_fetch_sub(&left, 1) > 0)
+		if (run_once(argv))
 			atomic_fetch_add(&failures, 1);
-			continue;
-		}
-		while (waitpid(pid, &st, 0) < 0)
-			;
-	}
 	return NULL;
 }
 
@@ -96,6 +154,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "spawn_ceiling: THREADS and TOTAL must be positive\n");
 		return 2;
 	}
+	setup();
 	atomic_store(&left, total);
 	pthread_t *t = calloc((size_t)threads, sizeof *t);
 	if (!t)
