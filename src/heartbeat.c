@@ -334,6 +334,12 @@ static void *subscriber_main(void *arg)
 		}
 		freeReplyObject(rep);
 		site_result(&site, r, 1, "subscribe");
+		/* A message that came in the same read as the reply (published as we subscribed)
+		 * waits in hiredis's buffer, where the poll below cannot see it. */
+		if (drain_replies(r) != 0) {
+			rconn_close(r);
+			continue;
+		}
 		while (!atomic_load(&sub_stop)) {
 			/* A switch was announced: a demoted primary may keep this connection, but the
 			 * messages now go to the new one (Sentinel only). */

@@ -325,6 +325,10 @@ class TcpProxy:
         p.restore()     # connections touched by the blackhole are closed; forwarding again
         p.rewrite_replies(b"redis_version:7.0.15", b"redis_version:6.0.15")
                         # what the server sends is edited on the way (an older server)
+        p.hold_replies(); p.held_replies(); p.release_replies()
+                        # what the server sends waits in the proxy (held_replies: what is
+                        # held), then goes on at once, one send per connection: replies that
+                        # were apart arrive together
         p.close()
     """
 
@@ -344,6 +348,7 @@ class TcpProxy:
         self.holed = False
         self.trigger = None
         self.rewrite = None
+        self.held = None          # socket -> bytes of the server's, while replies are held
         self._lock = threading.Lock()
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -371,6 +376,24 @@ class TcpProxy:
             raise ValueError("rewrite_replies: %r and %r differ in length" % (old, new))
         with self._lock:
             self.rewrite = (old, new)
+
+    def hold_replies(self):
+        with self._lock:
+            self.held = {}
+
+    def held_replies(self):
+        """What is held, per connection (a copy)."""
+        with self._lock:
+            return list((self.held or {}).values())
+
+    def release_replies(self):
+        with self._lock:
+            held, self.held = self.held or {}, None
+            for other, data in held.items():
+                try:
+                    other.sendall(data)
+                except OSError:
+                    self._close(other)
 
     def restore(self):
         with self._lock:
@@ -454,6 +477,9 @@ class TcpProxy:
                         continue
                     if self.rewrite is not None and not self._is_client(s):
                         data = data.replace(*self.rewrite)
+                    if self.held is not None and not self._is_client(s):
+                        self.held[other] = self.held.get(other, b"") + data
+                        continue
                     try:
                         other.sendall(data)
                     except OSError:

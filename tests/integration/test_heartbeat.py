@@ -19,6 +19,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import DaemonTestCase, handler, job, new_jid, wait_for  # noqa: E402
+from observe import TcpProxy  # noqa: E402
 
 PROCESSES = b"cogworker:processes"
 QUEUES = b"cogworker:queues"
@@ -186,6 +187,24 @@ class RemoteControl(DaemonTestCase):
         wait_for(lambda: self.r.hget(presence(d.identity), "quiet") == b"false", timeout=5)
         wait_for(lambda: d.runs_of(jid_of(j)) == 1, timeout=5)
         self.assertIsNone(d.proc.poll())
+
+    def test_hb23_signal_arriving_with_the_subscribe_reply(self):
+        """HB-23: a signal that reaches the subscriber in the same read as its SUBSCRIBE's
+        reply (published as it subscribes again) is acted on at once, not when the next
+        message comes."""
+        proxy = TcpProxy(self.server.port)
+        self.addCleanup(proxy.close)
+        d = self.daemon(handlers=GATE, heartbeat_interval=1, url=proxy.url)
+        numsub = lambda: self.r.execute_command("PUBSUB", "NUMSUB", channel(d.identity))[1]
+        wait_for(lambda: numsub() == 1, message="the subscriber")
+        proxy.hold_replies()
+        self.r.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_for(lambda: numsub() == 1, message="the subscriber back")
+        self.assertEqual(self.r.publish(channel(d.identity), "quiet"), 1)
+        wait_for(lambda: any(b"quiet" in v for v in proxy.held_replies()),
+                 message="the message held with the reply")
+        proxy.release_replies()     # the SUBSCRIBE's reply and the message in one send
+        wait_for(lambda: self.r.hget(presence(d.identity), "quiet") == b"true", timeout=5)
 
     def test_hb19_sigtstp_quiets_and_the_running_job_finishes(self):
         d = self.daemon(handlers=GATE, heartbeat_interval=1)
