@@ -112,8 +112,13 @@ static void *watch_main(void *arg)
 	while (!atomic_load(&watch_stop)) {
 		int k = 0;
 		for (int i = 0; i < n && !atomic_load(&watch_stop); i++) {
-			if (!w[i].c && mono_now() >= w[i].retry_at)
+			if (!w[i].c && mono_now() >= w[i].retry_at) {
 				subscribe(&w[i], i);
+				/* A message that came in the same read as the reply waits in hiredis's
+				 * buffer, where the poll below cannot see it. */
+				if (w[i].c && drain(&w[i], i) != 0)
+					lose(&w[i], i);
+			}
 			if (w[i].c) {
 				pfd[k] = (struct pollfd){ .fd = w[i].c->fd, .events = POLLIN };
 				of[k++] = i;

@@ -185,11 +185,10 @@ static void on_event(struct waker *w, const char *channel, const char *event)
 	}
 }
 
-/* Every message hiredis has buffered; -1 on a broken connection. */
-static int drain(struct waker *w)
+/* Every message hiredis has buffered, without reading the socket; -1 on a broken
+ * connection. */
+static int handle_buffered(struct waker *w)
 {
-	if (redisBufferRead(w->sub.c) != REDIS_OK)
-		return -1;
 	for (;;) {
 		void *reply = NULL;
 		if (redisGetReplyFromReader(w->sub.c, &reply) != REDIS_OK)
@@ -205,6 +204,23 @@ static int drain(struct waker *w)
 			on_event(w, rep->element[1]->str, rep->element[2]->str);
 		freeReplyObject(reply);
 	}
+}
+
+/* What the socket has, then every message hiredis has buffered; -1 on a broken connection. */
+static int drain(struct waker *w)
+{
+	if (redisBufferRead(w->sub.c) != REDIS_OK)
+		return -1;
+	return handle_buffered(w);
+}
+
+static void subscription_lost(struct waker *w)
+{
+	snprintf(w->sub.err, sizeof w->sub.err, "keyspace subscription lost: %s",
+	         w->sub.c->errstr[0] ? w->sub.c->errstr : "connection closed");
+	w->sub.unavailable = 1;
+	site_result(&w->site, &w->sub, 0, "keyspace subscription");
+	unsubscribed(w);
 }
 
 static void *waker_main(void *arg)
@@ -224,6 +240,10 @@ static void *waker_main(void *arg)
 			continue;
 		}
 		subscribe(w);
+		/* Events that came in the same read as the SUBSCRIBE's reply wait in hiredis's
+		 * buffer, where the poll below cannot see them. */
+		if (w->sub.c && handle_buffered(w) != 0)
+			subscription_lost(w);
 		int owed = park_unblock(&w->cmd);
 		w->retry_at = owed > 0 ? now + UNBLOCK_RETRY : 1e300;
 		if (owed < 0 && !w->cmd.unavailable) {
@@ -260,13 +280,8 @@ static void *waker_main(void *arg)
 			if (read(pfd[0].fd, &v, sizeof v) < 0)
 				v = 0;
 		}
-		if (w->sub.c && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && drain(w) != 0) {
-			snprintf(w->sub.err, sizeof w->sub.err, "keyspace subscription lost: %s",
-			         w->sub.c->errstr[0] ? w->sub.c->errstr : "connection closed");
-			w->sub.unavailable = 1;
-			site_result(&w->site, &w->sub, 0, "keyspace subscription");
-			unsubscribed(w);
-		}
+		if (w->sub.c && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && drain(w) != 0)
+			subscription_lost(w);
 	}
 	return NULL;
 }
