@@ -7,6 +7,7 @@
 --       [2] "a": append [3] to the text; "s": [3] replaces the text
 --       [3] output bytes  [4] the run record (JSON)  [5] runs kept per job (>= 1)
 --       [6] TTL in seconds of what is written
+--       [7] the run's token (its process and start time)
 -- Returns the run number.
 --
 -- Order: (new run) HINCRBY last -> HDEL + DEL the runs that fall outside the cap ->
@@ -16,11 +17,18 @@
 -- counts every run written, a recovered orphan's too. The trim walks down from the first run
 -- outside the cap while records exist, so lowering the cap (a reload) trims the older
 -- runs at the next run. Each write renews the TTL of the job's runs and of this text.
+-- A first write sent again because its reply was lost (the call ran, the writer never
+-- heard) carries the token the newest run was numbered with: it finds that run instead of
+-- numbering one more, which would leave the first for ever "running".
 local idx = KEYS[1]
 local n = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[6])
+if n == 0 and redis.call('HGET', idx, 'token') == ARGV[7] then
+  n = tonumber(redis.call('HGET', idx, 'last'))
+end
 if n == 0 then
   n = redis.call('HINCRBY', idx, 'last', 1)
+  redis.call('HSET', idx, 'token', ARGV[7])
   local old = n - tonumber(ARGV[5])
   while old >= 1 and redis.call('HEXISTS', idx, tostring(old)) == 1 do
     redis.call('HDEL', idx, tostring(old))

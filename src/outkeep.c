@@ -20,7 +20,9 @@
  *
  * Best effort, bounded: a write that fails is logged through a log site and the run's
  * bytes stay buffered for the next pass while it runs; a finished run whose write fails is
- * dropped. Buffers are bounded by OUTKEEP_MAX_BUFFERED over all runs: a run that finds the
+ * dropped. A failed write may have run with only its reply lost, so the next one replaces
+ * the text rather than append (bytes twice) and carries the run's token, by which a run
+ * numbered by the lost write is found again (OUTPUT_WRITE). Buffers are bounded by OUTKEEP_MAX_BUFFERED over all runs: a run that finds the
  * budget spent keeps less (what it has), or nothing. Nothing here ever changes an outcome.
  */
 #include <math.h>
@@ -55,6 +57,7 @@ struct outrun {
 	double started, finished;
 	char *outcome, *error_class, *error_message;
 	int done;                   /* handed over by outkeep_end */
+	int unsure;                 /* a write failed: Redis may or may not have its bytes */
 	double next_write;          /* monotonic */
 };
 
@@ -188,6 +191,7 @@ struct write {
 	char *data;
 	size_t len;
 	char *meta;
+	char *token;                /* the run's identity and start (OUTPUT_WRITE's ARGV[7]) */
 	unsigned long long upto;    /* o->total when prepared */
 	int silent;                 /* silent_success: written only if the job has records */
 };
@@ -247,7 +251,7 @@ static void prepare(struct write *w, struct outrun *o, int final)
 	w->key = xasprintf(K_OUTPUT "%s", o->jid);
 	w->upto = o->total;
 	unsigned long long oldest = o->total - o->len;   /* absolute offset of buf's first */
-	if (oldest == 0 && o->flushed <= o->total) {
+	if (oldest == 0 && o->flushed <= o->total && !o->unsure) {
 		/* Nothing cut yet: Redis has [0, flushed); send the rest. */
 		w->mode[0] = 'a';
 		w->len = (size_t)(o->total - o->flushed);
@@ -259,6 +263,7 @@ static void prepare(struct write *w, struct outrun *o, int final)
 		w->data = ring_copy(o, 0, o->len);
 		w->meta = run_meta(o, oldest);
 	}
+	w->token = xasprintf("%s %.6f", D.identity, o->started);
 }
 
 static void write_free(struct write *w)
@@ -266,6 +271,7 @@ static void write_free(struct write *w)
 	free(w->key);
 	free(w->data);
 	free(w->meta);
+	free(w->token);
 }
 
 /*
@@ -312,8 +318,8 @@ static void write_args(struct write *w, const char *runs_cap, const char *ttl,
                        const char **args, size_t *lens)
 {
 	snprintf(w->runstr, sizeof w->runstr, "%lld", w->run);
-	const char *a[] = { w->runstr, w->mode, w->data, w->meta, runs_cap, ttl };
-	for (int i = 0; i < 6; i++) {
+	const char *a[] = { w->runstr, w->mode, w->data, w->meta, runs_cap, ttl, w->token };
+	for (int i = 0; i < 7; i++) {
 		args[i] = a[i];
 		lens[i] = i == 2 ? w->len : strlen(a[i]);
 	}
@@ -357,8 +363,8 @@ static void send_batch(struct write *ws, int n)
 	conf_release(c);
 	redisReply *rep[OUTKEEP_BATCH];
 	int skip[OUTKEEP_BATCH], noscript[OUTKEEP_BATCH];
-	const char *args[6];
-	size_t lens[6];
+	const char *args[7];
+	size_t lens[7];
 	struct rpipe p;
 	skip_unwatched(ws, n, skip);
 	rpipe_begin(&wconn, &p);
@@ -367,7 +373,7 @@ static void send_batch(struct write *ws, int n)
 			continue;
 		const char *keys[] = { ws[i].key };
 		write_args(&ws[i], runs_cap, ttl, args, lens);
-		rpipe_add_script(&wconn, &p, "output_write", 1, keys, 6, args, lens);
+		rpipe_add_script(&wconn, &p, "output_write", 1, keys, 7, args, lens);
 	}
 	/* Every reply of the pipeline is read before any EVAL goes out: sent in between, an
 	 * EVAL would read the reply meant for the next write (seen on a fresh server, where
@@ -385,7 +391,7 @@ static void send_batch(struct write *ws, int n)
 		if (noscript[i]) {
 			const char *keys[] = { ws[i].key };
 			write_args(&ws[i], runs_cap, ttl, args, lens);
-			rep[i] = rscript(&wconn, "output_write", 1, keys, 6, args, lens);
+			rep[i] = rscript(&wconn, "output_write", 1, keys, 7, args, lens);
 		}
 		if (!rep[i] && !skip[i])
 			ok = 0;
@@ -397,6 +403,11 @@ static void send_batch(struct write *ws, int n)
 		if (rep[i] && !w->final) {
 			w->o->run = reply_integer(rep[i], 0);
 			w->o->flushed = w->upto;
+			w->o->unsure = 0;
+		} else if (!skip[i] && !w->final) {
+			/* The call may have run with its reply lost: the next write replaces the
+			 * text (an append would repeat bytes) and finds its run by the token. */
+			w->o->unsure = 1;
 		}
 		if (rep[i])
 			freeReplyObject(rep[i]);

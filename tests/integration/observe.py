@@ -325,6 +325,10 @@ class TcpProxy:
         p.restore()     # connections touched by the blackhole are closed; forwarding again
         p.rewrite_replies(b"redis_version:7.0.15", b"redis_version:6.0.15")
                         # what the server sends is edited on the way (an older server)
+        p.lose_reply_to(b"needle")
+                        # the first client chunk holding the needle goes through, and the
+                        # connection is cut when the server answers it: the command ran,
+                        # its reply is lost (once per call; calls add needles)
         p.hold_replies(); p.held_replies(); p.release_replies()
                         # what the server sends waits in the proxy (held_replies: what is
                         # held), then goes on at once, one send per connection: replies that
@@ -349,6 +353,8 @@ class TcpProxy:
         self.trigger = None
         self.rewrite = None
         self.held = None          # socket -> bytes of the server's, while replies are held
+        self.lose = []            # needles of lose_reply_to, not met yet
+        self.cut = set()          # server sockets whose next reply is lost, then cut
         self._lock = threading.Lock()
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -376,6 +382,10 @@ class TcpProxy:
             raise ValueError("rewrite_replies: %r and %r differ in length" % (old, new))
         with self._lock:
             self.rewrite = (old, new)
+
+    def lose_reply_to(self, needle):
+        with self._lock:
+            self.lose.append(needle)
 
     def hold_replies(self):
         with self._lock:
@@ -475,6 +485,14 @@ class TcpProxy:
                         if other is not None:
                             self.tainted.add(other)
                         continue
+                    if s in self.cut:
+                        self.cut.discard(s)
+                        self._close(s)
+                        continue
+                    hit = [x for x in self.lose if x in data] if self._is_client(s) else []
+                    if hit and other is not None:
+                        self.lose.remove(hit[0])
+                        self.cut.add(other)
                     if self.rewrite is not None and not self._is_client(s):
                         data = data.replace(*self.rewrite)
                     if self.held is not None and not self._is_client(s):

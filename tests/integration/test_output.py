@@ -2,7 +2,7 @@
 CAN; doc/protocol.md §7.13, §7.29): what `cogworkerctl jobs log` prints for a finished run
 and, with --follow, for a running one; the TTL and the per-job cap on runs; the tail kept
 when a run prints more than output_keep; output_keep = 0; none for a short, silent
-success; `jobs cancel` of a running job
+success; a write whose reply was lost, sent again; `jobs cancel` of a running job
 whose handler left a grandchild (all gone, dead as Cogworker::Cancelled, once), with
 --discard, of a job that is not running, and `jobs kill` of a running job.
 
@@ -18,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import DaemonTestCase, binary, job, wait_for  # noqa: E402
+from observe import TcpProxy  # noqa: E402
 
 DEAD = b"cogworker:dead"
 
@@ -147,7 +148,7 @@ class TestJobsLog(OutputCase):
                 member = self.r.zrange(b"cogworker:retry", 0, 0)[0]
                 self.r.zadd(b"cogworker:retry", {member: 1})
         wait_for(lambda: self.r.hget(out_key(jid), "1") is None, message="run 1 trimmed")
-        self.assertEqual(sorted(self.r.hkeys(out_key(jid))), [b"2", b"3", b"last"])
+        self.assertEqual(sorted(self.r.hkeys(out_key(jid))), [b"2", b"3", b"last", b"token"])
         self.assertFalse(self.r.exists(out_key(jid, 1)))
         p = self.ctl("jobs", "log", jid)
         self.assertEqual(p.stdout, b"hi 2\n")
@@ -252,6 +253,30 @@ class TestJobsLog(OutputCase):
             self.wait_record(jid, 1, lambda r: r["finished_at"] is not None)
             self.assertEqual(self.r.get(out_key(jid, 1)), b"said %d\n" % i)
         self.assertNotIn("output not kept", d.log())
+
+    def test_out7_a_write_whose_reply_was_lost(self):
+        """OUT-7: an output write that ran in Redis but whose reply was lost is sent again
+        without harm: a first write finds the run it numbered (no second run left
+        "running"), a later one replaces the text instead of appending its bytes twice."""
+        proxy = TcpProxy(self.server.port)
+        self.addCleanup(proxy.close)
+        proxy.lose_reply_to(b"A first")
+        proxy.lose_reply_to(b"B second")
+        self.start(url=proxy.url, handlers=[
+            {"class": "Warm", "command": sh("echo warm")},
+            {"class": "A", "command": sh("echo A first; sleep 1.2; echo A last")},
+            {"class": "B", "command": sh("echo B first; sleep 0.9; echo B second; "
+                                         "sleep 0.9; echo B third")}])
+        # A server that knows the script: a lost NOSCRIPT reply would prove nothing.
+        self.wait_record(self.pushed("Warm"), 1, lambda r: r["finished_at"] is not None)
+        a, b = self.pushed("A"), self.pushed("B")
+        for jid, text in ((a, b"A first\nA last\n"), (b, b"B first\nB second\nB third\n")):
+            rec = self.wait_record(jid, 1, lambda r: r["finished_at"] is not None, timeout=15)
+            self.assertEqual(rec["outcome"], "success")
+            self.assertEqual(self.r.get(out_key(jid, 1)), text)
+            self.assertEqual(sorted(k for k in self.r.hkeys(out_key(jid)) if k.isdigit()),
+                             [b"1"])
+        self.assertEqual(proxy.lose, [], "both replies were lost")
 
 
 class TestCancel(OutputCase):

@@ -1589,6 +1589,27 @@ class TestCommandOrder(ScriptTestCase):
                           ["SET", "periodic:running:pj"]])
 
 
+class TestOutputWrite(RedisTestCase):
+    """OUTPUT_WRITE (doc/protocol.md §6.20): a first write sent again after a lost reply."""
+
+    IDX = b"cogworker:output:j1"
+
+    def write(self, run, mode, data, token, cap=10):
+        return self.run_script("output_write", [self.IDX],
+                               [run, mode, data, '{"outcome":"running"}', cap, 600, token])
+
+    def test_a_first_write_sent_again_finds_its_run(self):
+        self.assertEqual(self.write(0, "a", "one\n", "host:1:a 100.000001"), 1)
+        # Its reply was lost: the writer sends the whole text again, as a first write.
+        self.assertEqual(self.write(0, "s", "one\ntwo\n", "host:1:a 100.000001"), 1)
+        self.assertEqual(self.r.get(self.IDX + b":1"), b"one\ntwo\n")
+        # Another run (another start) is numbered next.
+        self.assertEqual(self.write(0, "a", "x", "host:1:a 200.000002"), 2)
+        self.assertEqual(sorted(self.r.hkeys(self.IDX)), [b"1", b"2", b"last", b"token"])
+        self.assertEqual(self.write(2, "a", "y", "host:1:a 200.000002"), 2)
+        self.assertEqual(self.r.get(self.IDX + b":2"), b"xy")
+
+
 class TestHarness(unittest.TestCase):
     """The harness itself: restart keeps the port, pause/resume, unix socket."""
 
