@@ -7,7 +7,9 @@
 --       [2] "a": append [3] to the text; "s": [3] replaces the text
 --       [3] output bytes  [4] the run record (JSON)  [5] runs kept per job (>= 1)
 --       [6] TTL in seconds of what is written
---       [7] the run's token (its process and start time)
+--       [7] the run's token (its process and start time), kept as "<n> <token>" in the
+--           field "token": a run numbered by another process (an older one writes no
+--           token) never matches
 -- Returns the run number.
 --
 -- Order: (new run) HINCRBY last -> HDEL + DEL the runs that fall outside the cap ->
@@ -23,12 +25,16 @@
 local idx = KEYS[1]
 local n = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[6])
-if n == 0 and redis.call('HGET', idx, 'token') == ARGV[7] then
-  n = tonumber(redis.call('HGET', idx, 'last'))
+local token = ARGV[7] or ''
+if n == 0 then
+  local last = redis.call('HGET', idx, 'last')
+  if last and token ~= '' and redis.call('HGET', idx, 'token') == last .. ' ' .. token then
+    n = tonumber(last)
+  end
 end
 if n == 0 then
   n = redis.call('HINCRBY', idx, 'last', 1)
-  redis.call('HSET', idx, 'token', ARGV[7])
+  redis.call('HSET', idx, 'token', n .. ' ' .. token)
   local old = n - tonumber(ARGV[5])
   while old >= 1 and redis.call('HEXISTS', idx, tostring(old)) == 1 do
     redis.call('HDEL', idx, tostring(old))

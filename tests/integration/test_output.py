@@ -264,9 +264,11 @@ class TestJobsLog(OutputCase):
         proxy.lose_reply_to(b"B second")
         self.start(url=proxy.url, handlers=[
             {"class": "Warm", "command": sh("echo warm")},
-            {"class": "A", "command": sh("echo A first; sleep 1.2; echo A last")},
-            {"class": "B", "command": sh("echo B first; sleep 0.9; echo B second; "
-                                         "sleep 0.9; echo B third")}])
+            # The lost writes are while the run runs (written every 0.5-0.8 s): a final
+            # write that fails is dropped, not sent again.
+            {"class": "A", "command": sh("echo A first; sleep 2; echo A last")},
+            {"class": "B", "command": sh("echo B first; sleep 1.5; echo B second; "
+                                         "sleep 1.5; echo B third")}])
         # A server that knows the script: a lost NOSCRIPT reply would prove nothing.
         self.wait_record(self.pushed("Warm"), 1, lambda r: r["finished_at"] is not None)
         a, b = self.pushed("A"), self.pushed("B")
