@@ -336,11 +336,8 @@ static void *subscriber_main(void *arg)
 		site_result(&site, r, 1, "subscribe");
 		/* A message that came in the same read as the reply (published as we subscribed)
 		 * waits in hiredis's buffer, where the poll below cannot see it. */
-		if (drain_replies(r) != 0) {
-			rconn_close(r);
-			continue;
-		}
-		while (!atomic_load(&sub_stop)) {
+		int lost = drain_replies(r) != 0;
+		while (!lost && !atomic_load(&sub_stop)) {
 			/* A switch was announced: a demoted primary may keep this connection, but the
 			 * messages now go to the new one (Sentinel only). */
 			if (rconn_stale(r)) {
@@ -351,14 +348,15 @@ static void *subscriber_main(void *arg)
 			int n = poll(&pfd, 1, 250);
 			if (n == 0)
 				continue;
-			if (n < 0 || redisBufferRead(r->c) != REDIS_OK || drain_replies(r) != 0) {
-				snprintf(r->err, sizeof r->err, "subscription lost: %s",
-				         r->c->errstr[0] ? r->c->errstr : "connection closed");
-				r->unavailable = 1;
-				site_result(&site, r, 0, "subscribe");
-				rconn_close(r);
-				break;
-			}
+			if (n < 0 || redisBufferRead(r->c) != REDIS_OK || drain_replies(r) != 0)
+				lost = 1;
+		}
+		if (lost) {
+			snprintf(r->err, sizeof r->err, "subscription lost: %s",
+			         r->c->errstr[0] ? r->c->errstr : "connection closed");
+			r->unavailable = 1;
+			site_result(&site, r, 0, "subscribe");
+			rconn_close(r);
 		}
 	}
 	free(channel);
