@@ -300,23 +300,11 @@ static void on_message(const char *msg)
 		log_warn("unknown message on %s%s: %s", K_SIGNAL, D.identity, msg);
 }
 
-/* Read and handle every reply hiredis has buffered; -1 on a broken connection. */
-static int drain_replies(struct rconn *r)
+static void on_signal(void *ctx, const char *channel, const char *msg)
 {
-	for (;;) {
-		void *reply = NULL;
-		if (redisGetReplyFromReader(r->c, &reply) != REDIS_OK)
-			return -1;
-		if (!reply)
-			return 0;
-		redisReply *rep = reply;
-		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
-		    rep->element[0]->type == REDIS_REPLY_STRING &&
-		    strcmp(rep->element[0]->str, "message") == 0 &&
-		    rep->element[2]->type == REDIS_REPLY_STRING)
-			on_message(rep->element[2]->str);
-		freeReplyObject(rep);
-	}
+	(void)ctx;
+	(void)channel;
+	on_message(msg);
 }
 
 static void *subscriber_main(void *arg)
@@ -334,9 +322,8 @@ static void *subscriber_main(void *arg)
 		}
 		freeReplyObject(rep);
 		site_result(&site, r, 1, "subscribe");
-		/* A message that came in the same read as the reply (published as we subscribed)
-		 * waits in hiredis's buffer, where the poll below cannot see it. */
-		int lost = drain_replies(r) != 0;
+		/* What came in the same read as the reply (rsub_messages). */
+		int lost = rsub_messages(r->c, on_signal, NULL) != 0;
 		while (!lost && !atomic_load(&sub_stop)) {
 			/* A switch was announced: a demoted primary may keep this connection, but the
 			 * messages now go to the new one (Sentinel only). */
@@ -348,7 +335,8 @@ static void *subscriber_main(void *arg)
 			int n = poll(&pfd, 1, 250);
 			if (n == 0)
 				continue;
-			if (n < 0 || redisBufferRead(r->c) != REDIS_OK || drain_replies(r) != 0)
+			if (n < 0 || redisBufferRead(r->c) != REDIS_OK ||
+			    rsub_messages(r->c, on_signal, NULL) != 0)
 				lost = 1;
 		}
 		if (lost) {

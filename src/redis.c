@@ -576,6 +576,26 @@ void rpipe_add_script(struct rconn *r, struct rpipe *p, const char *name, int nk
 	p->n++;
 }
 
+int rsub_messages(redisContext *c, void (*on)(void *ctx, const char *channel,
+                                              const char *payload), void *ctx)
+{
+	for (;;) {
+		void *reply = NULL;
+		if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
+			return -1;
+		if (!reply)
+			return 0;
+		const redisReply *rep = reply;
+		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
+		    rep->element[0]->type == REDIS_REPLY_STRING &&
+		    strcmp(rep->element[0]->str, "message") == 0 &&
+		    rep->element[1]->type == REDIS_REPLY_STRING &&
+		    rep->element[2]->type == REDIS_REPLY_STRING)
+			on(ctx, rep->element[1]->str, rep->element[2]->str);
+		freeReplyObject(reply);
+	}
+}
+
 redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
                     int nargs, const char **args, const size_t *arglens)
 {

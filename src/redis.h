@@ -85,6 +85,16 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
                     int nargs, const char **args, const size_t *arglens);
 
 /*
+ * On a subscribed connection: each "message" hiredis has buffered, as on(ctx, channel,
+ * payload); the SUBSCRIBE confirmations and anything else are skipped. The socket is not
+ * read: call it after the read that filled the buffer, and right after the SUBSCRIBE's
+ * reply, since a message that came in the same read waits there unseen by poll. 0, or -1
+ * on a broken stream.
+ */
+int rsub_messages(redisContext *c, void (*on)(void *ctx, const char *channel,
+                                              const char *payload), void *ctx);
+
+/*
  * Fault injection for the unit tests of the [unit] behaviours (doc/behaviours.md): when set,
  * it is asked before every command with the command name (the script name for rscript);
  * a non-zero answer fails the command as if the connection had been lost. NULL in the

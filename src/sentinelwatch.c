@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "log.h"
+#include "redis.h"
 #include "sentinel.h"
 #include "sentinelwatch.h"
 #include "state.h"
@@ -76,29 +77,22 @@ static void lose(struct watched *w, int i)
 	w->retry_at = mono_now() + RETRY_EVERY;
 }
 
+/* A message from sentinel ctx (its address): a +switch-master of our master moves us. */
+static void on_switch(void *ctx, const char *channel, const char *msg)
+{
+	char host[256];
+	int port;
+	(void)channel;
+	if (sentinel_parse_switch(msg, watch_rc.master_name, host, sizeof host, &port) &&
+	    sentinel_switched(host, port))
+		log_info("Redis Sentinel: +switch-master from %s: the primary of %s is now %s:%d; "
+		         "reconnecting", (const char *)ctx, watch_rc.master_name, host, port);
+}
+
 /* Handle every message buffered on w; -1 on a broken connection. */
 static int drain(struct watched *w, int i)
 {
-	for (;;) {
-		void *reply = NULL;
-		if (redisGetReplyFromReader(w->c, &reply) != REDIS_OK)
-			return -1;
-		if (!reply)
-			return 0;
-		redisReply *rep = reply;
-		char host[256];
-		int port;
-		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
-		    rep->element[0]->type == REDIS_REPLY_STRING &&
-		    strcmp(rep->element[0]->str, "message") == 0 &&
-		    rep->element[2]->type == REDIS_REPLY_STRING &&
-		    sentinel_parse_switch(rep->element[2]->str, watch_rc.master_name, host,
-		                          sizeof host, &port) &&
-		    sentinel_switched(host, port))
-			log_info("Redis Sentinel: +switch-master from %s: the primary of %s is now %s:%d; "
-			         "reconnecting", watch_rc.sentinels.v[i], watch_rc.master_name, host, port);
-		freeReplyObject(rep);
-	}
+	return rsub_messages(w->c, on_switch, (void *)watch_rc.sentinels.v[i]);
 }
 
 static void *watch_main(void *arg)
@@ -114,8 +108,7 @@ static void *watch_main(void *arg)
 		for (int i = 0; i < n && !atomic_load(&watch_stop); i++) {
 			if (!w[i].c && mono_now() >= w[i].retry_at) {
 				subscribe(&w[i], i);
-				/* A message that came in the same read as the reply waits in hiredis's
-				 * buffer, where the poll below cannot see it. */
+				/* What came in the same read as the reply (rsub_messages). */
 				if (w[i].c && drain(&w[i], i) != 0)
 					lose(&w[i], i);
 			}

@@ -167,8 +167,9 @@ static void subscribe(struct waker *w)
 		w->next_paused = 0;
 }
 
-static void on_event(struct waker *w, const char *channel, const char *event)
+static void on_event(void *ctx, const char *channel, const char *event)
 {
+	struct waker *w = ctx;
 	size_t pl = strlen(w->prefix);
 	if (strncmp(channel, w->prefix, pl) != 0)
 		return;
@@ -185,33 +186,12 @@ static void on_event(struct waker *w, const char *channel, const char *event)
 	}
 }
 
-/* Every message hiredis has buffered, without reading the socket; -1 on a broken
- * connection. */
-static int handle_buffered(struct waker *w)
-{
-	for (;;) {
-		void *reply = NULL;
-		if (redisGetReplyFromReader(w->sub.c, &reply) != REDIS_OK)
-			return -1;
-		if (!reply)
-			return 0;
-		const redisReply *rep = reply;
-		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
-		    rep->element[0]->type == REDIS_REPLY_STRING &&
-		    strcmp(rep->element[0]->str, "message") == 0 &&
-		    rep->element[1]->type == REDIS_REPLY_STRING &&
-		    rep->element[2]->type == REDIS_REPLY_STRING)
-			on_event(w, rep->element[1]->str, rep->element[2]->str);
-		freeReplyObject(reply);
-	}
-}
-
 /* What the socket has, then every message hiredis has buffered; -1 on a broken connection. */
 static int drain(struct waker *w)
 {
 	if (redisBufferRead(w->sub.c) != REDIS_OK)
 		return -1;
-	return handle_buffered(w);
+	return rsub_messages(w->sub.c, on_event, w);
 }
 
 static void subscription_lost(struct waker *w)
@@ -240,9 +220,8 @@ static void *waker_main(void *arg)
 			continue;
 		}
 		subscribe(w);
-		/* Events that came in the same read as the SUBSCRIBE's reply wait in hiredis's
-		 * buffer, where the poll below cannot see them. */
-		if (w->sub.c && handle_buffered(w) != 0)
+		/* What came in the same read as the SUBSCRIBE's reply (rsub_messages). */
+		if (w->sub.c && rsub_messages(w->sub.c, on_event, w) != 0)
 			subscription_lost(w);
 		int owed = park_unblock(&w->cmd);
 		w->retry_at = owed > 0 ? now + UNBLOCK_RETRY : 1e300;
