@@ -154,17 +154,33 @@ class Backoff(PeriodicTestCase):
         with Monitor(self.server) as mon:
             d = self.periodic_daemon([entry(cron, "P")], url=url, tick_interval=0.5)
             claims = lambda: claim_times(mon, p)   # noqa: E731
+
+            def own(cmd):
+                """Server times of this test's own `cmd q` (the monitor orders them among
+                the daemon's commands exactly as Redis ran them)."""
+                return [e[0] for e in mon.entries()
+                        if e[2][0].upper() == cmd and len(e[2]) > 1 and e[2][1] == q]
+
+            def fixed_then_broken_again():
+                """(deleted at, set again at) once both are on the monitor."""
+                dels, sets = own(b"DEL"), own(b"SET")
+                return (dels[-1], sets[-1]) if dels and sets and sets[-1] > dels[-1] else None
             wait_for(lambda: len(claims()) >= 3, timeout=25, message="three failed claims")
             self.r.delete(q)
-            wait_for(lambda: self.r.llen(q) == 1, timeout=30, message="the push to succeed")
+            # The entry is per-second: after the success the next slots push too, so wait
+            # for the first push, not for exactly one job (a test that looks a second late
+            # would never see one).
+            wait_for(lambda: self.r.exists(q) and self.r.type(q) == b"list", timeout=30,
+                     message="the push to succeed")
             self.r.set(q, b"a string")
-            n_ok = len(claims())
+            t_del, t_set = wait_for(fixed_then_broken_again, timeout=3,
+                                    message="the DEL and SET on the monitor")
             try:
-                wait_for(lambda: len(claims()) >= n_ok + 2, timeout=15,
-                         message="two failed claims after the success")
+                wait_for(lambda: len([x for x in claims() if x > t_set]) >= 2, timeout=15,
+                         message="two claims after the key broke again")
             except AssertionError:
-                raise AssertionError("claims at %s, n_ok %d; log:\n%s" % (
-                    claims(), n_ok, d.log()[-6000:]))
+                raise AssertionError("claims at %s, deleted %.3f, set %.3f; log:\n%s" % (
+                    claims(), t_del, t_set, d.log()[-6000:]))
             c = claims()
 
             def pushes_seen():
@@ -176,14 +192,21 @@ class Backoff(PeriodicTestCase):
                      message="a push after each won claim")
             pushes = pushes_seen()
         gaps = [round(b - a, 2) for a, b in zip(c, c[1:])]
-        report("claim spacing (s): %s" % gaps)
+        # A claim's push succeeded when it ran while the key was a list: between the DEL
+        # and the SET (a claim just before the SET may push just after it, and fail).
+        ok = [t_del < next(x for x in pushes if x >= t) < t_set for t in c]
+        report("claim spacing (s): %s; pushed: %s" % (gaps, "".join(".+"[o] for o in ok)))
         # fail, +5 fail, +10 fail, +20 success (the key was deleted meanwhile)
+        self.assertEqual(ok[:4], [False, False, False, True])
         self.assertAlmostEqual(gaps[0], 5, delta=0.7)
         self.assertAlmostEqual(gaps[1], 10, delta=0.7)
         self.assertAlmostEqual(gaps[2], 20, delta=0.7)
-        # after the success: the next tick's slot fails, then 5 s again (reset)
-        self.assertLess(gaps[n_ok - 1], 1.2)
-        self.assertAlmostEqual(gaps[n_ok], 5, delta=0.7)
+        # Successes every second until the key broke again; then the first failure comes
+        # a second after the last success, and the next claim 5 s after it (reset).
+        k = ok.index(False, 3)
+        self.assertEqual(ok[3:k], [True] * (k - 3))
+        self.assertLess(gaps[k - 1], 1.2)
+        self.assertAlmostEqual(gaps[k], 5, delta=0.7)
         # Every push follows a won claim at once: nothing is pushed while backing off.
         self.assertEqual(len(pushes), len(c))
         for t in pushes:
