@@ -14,11 +14,6 @@
 #include "ctl.h"
 #include "exporter.h"
 
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(((const struct queue_info *)a)->name, ((const struct queue_info *)b)->name);
-}
-
 void ctl_free_queues(struct queue_info *q, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -26,19 +21,67 @@ void ctl_free_queues(struct queue_info *q, int n)
 	free(q);
 }
 
-/* Add name (len bytes) to q[0..*count) unless present; returns its index. */
-static int add_name(struct queue_info **q, int *count, int *cap, const char *name, size_t len)
+/*
+ * The names come from three places (the queues set, the paused set, SCAN) and a name is
+ * often in two of them. They are gathered with where each came from, sorted, and the
+ * copies of a name merged: a fleet with thousands of queues is one sort, not a search of
+ * the list per name.
+ */
+enum { FROM_LISTED = 1, FROM_PAUSED = 2 };
+
+struct gathered_name {
+	char *name;
+	int from;
+};
+
+struct gathered {
+	struct gathered_name *v;
+	int count, cap;
+};
+
+static void gather(struct gathered *g, const char *name, size_t len, int from)
 {
-	for (int k = 0; k < *count; k++)
-		if (strlen((*q)[k].name) == len && memcmp((*q)[k].name, name, len) == 0)
-			return k;
-	if (*count == *cap) {
-		*cap = *cap ? *cap * 2 : 16;
-		*q = xrealloc(*q, sizeof **q * (size_t)*cap);
+	if (g->count == g->cap) {
+		g->cap = g->cap ? g->cap * 2 : 16;
+		g->v = xrealloc(g->v, sizeof *g->v * (size_t)g->cap);
 	}
-	memset(&(*q)[*count], 0, sizeof **q);
-	(*q)[*count].name = xstrndup(name, len);
-	return (*count)++;
+	g->v[g->count].name = xstrndup(name, len);
+	g->v[g->count++].from = from;
+}
+
+static void gathered_free(struct gathered *g)
+{
+	for (int i = 0; i < g->count; i++)
+		free(g->v[i].name);
+	free(g->v);
+}
+
+static int by_gathered_name(const void *a, const void *b)
+{
+	return strcmp(((const struct gathered_name *)a)->name,
+	              ((const struct gathered_name *)b)->name);
+}
+
+/* Sorted, each name once; a name that is only paused is kept only with_paused. */
+static struct queue_info *merge(struct gathered *g, int with_paused, int *n)
+{
+	if (g->count)
+		qsort(g->v, (size_t)g->count, sizeof *g->v, by_gathered_name);
+	struct queue_info *q = xcalloc((size_t)g->count + 1, sizeof *q);
+	*n = 0;
+	for (int i = 0; i < g->count;) {
+		int from = 0, j = i;
+		for (; j < g->count && strcmp(g->v[j].name, g->v[i].name) == 0; j++)
+			from |= g->v[j].from;
+		if ((from & FROM_LISTED) || with_paused) {
+			q[*n].name = g->v[i].name;
+			q[(*n)++].paused = (from & FROM_PAUSED) != 0;
+			g->v[i].name = NULL;        /* now q's */
+		}
+		i = j;
+	}
+	gathered_free(g);
+	return q;
 }
 
 int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_info **out, int *n)
@@ -53,21 +96,11 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 		freeReplyObject(names);
 		return ctl_redis_error(c, K_PAUSED);
 	}
-	struct queue_info *q = NULL;
-	int count = 0, cap = 0;
+	struct gathered g = { 0 };
 	for (size_t i = 0; i < names->elements; i++)
-		add_name(&q, &count, &cap, names->element[i]->str, names->element[i]->len);
-	for (size_t i = 0; i < paused->elements; i++) {
-		const redisReply *e = paused->element[i];
-		int known = count;
-		int k = add_name(&q, &count, &cap, e->str, e->len);
-		if (k >= known && !with_paused) {
-			free(q[k].name);
-			count--;
-			continue;
-		}
-		q[k].paused = 1;
-	}
+		gather(&g, names->element[i]->str, names->element[i]->len, FROM_LISTED);
+	for (size_t i = 0; i < paused->elements; i++)
+		gather(&g, paused->element[i]->str, paused->element[i]->len, FROM_PAUSED);
 	freeReplyObject(names);
 	freeReplyObject(paused);
 	/* Queue keys nobody listed (a plain LPUSH from some producer): found by SCAN, best
@@ -78,7 +111,7 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 		                       cursor);
 		if (!rep) {
 			if (c->r.unavailable) {
-				ctl_free_queues(q, count);
+				gathered_free(&g);
 				return ctl_redis_error(c, "SCAN");
 			}
 			break;
@@ -88,8 +121,8 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 			for (size_t i = 0; i < keys->elements; i++) {
 				const redisReply *k = keys->element[i];
 				if (k->len > sizeof prefix - 1)
-					add_name(&q, &count, &cap, k->str + sizeof prefix - 1,
-					         k->len - (sizeof prefix - 1));
+					gather(&g, k->str + sizeof prefix - 1, k->len - (sizeof prefix - 1),
+					       FROM_LISTED);
 			}
 			snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
 		} else {
@@ -99,10 +132,7 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 		if (strcmp(cursor, "0") == 0)
 			break;
 	}
-	if (count)
-		qsort(q, (size_t)count, sizeof *q, by_name);
-	*out = q;
-	*n = count;
+	*out = merge(&g, with_paused, n);
 	return 0;
 }
 

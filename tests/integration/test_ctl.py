@@ -287,6 +287,28 @@ class Queues(CtlCase):
         self.assertEqual(rows[0][2], "Work")
         self.assertIn('["two",2]', rows[0])
 
+    def test_queues_from_every_source_listed_once_each(self):
+        # Names from the queues set, the paused set and SCAN overlap: each is listed once,
+        # sorted, paused where the paused set says so, whichever source it came from.
+        listed = ["q%05d" % i for i in range(3000)]
+        self.r.sadd(QUEUES, *listed)
+        only_paused = ["p%05d" % i for i in range(500)]
+        self.r.sadd(PAUSED, *(listed[::2] + only_paused + ["s00001"]))
+        pipe = self.r.pipeline()
+        for name in listed[:500] + ["s%05d" % i for i in range(500)]:
+            pipe.lpush(qkey(name), job("Work"))
+        pipe.execute()
+        out = self.js("queues")
+        names = [q["name"] for q in out]
+        expected = sorted(set(listed + only_paused + ["s%05d" % i for i in range(500)]))
+        self.assertEqual(names, expected)
+        paused = {q["name"] for q in out if q["paused"]}
+        self.assertEqual(paused, set(listed[::2] + only_paused + ["s00001"]))
+        sizes = {q["name"]: q["size"] for q in out}
+        self.assertEqual(sizes["q00499"], 1)
+        self.assertEqual(sizes["q00500"], 0)
+        self.assertEqual(sizes["s00499"], 1)
+
     def test_ctl4_clear_needs_yes_and_deletes_the_queue(self):
         self.push(job("Work"))
         self.push(job("Work"))
