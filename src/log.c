@@ -21,6 +21,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +165,7 @@ static void iso_now(char out[64])
 	snprintf(out, 64, "%s.%03ldZ", second_text, ts.tv_nsec / 1000000);
 }
 
-static size_t text_line(enum log_level l, const char *fmt, va_list ap)
+static size_t text_line(enum log_level l, size_t room, const char *fmt, va_list ap)
 {
 	char line[16384];
 	int n;
@@ -184,6 +185,8 @@ static size_t text_line(enum log_level l, const char *fmt, va_list ap)
 		if (line[i] == '\n' || line[i] == '\r')
 			line[i] = ' ';
 	line[len++] = '\n';
+	if (len > room)
+		return LOG_NO_ROOM;
 	return write_all(line, len);
 }
 
@@ -204,8 +207,8 @@ static void json_num(struct sbuf *b, const char *key, double v)
 		sb_printf(b, ",\"%s\":%.3f", key, v);
 }
 
-static size_t json_line(enum log_level l, const char *event, const struct log_field *f,
-                        int nf, const char *fmt, va_list ap)
+static size_t json_line(enum log_level l, size_t room, const char *event,
+                        const struct log_field *f, int nf, const char *fmt, va_list ap)
 {
 	char t[64];
 	struct sbuf b;
@@ -234,31 +237,33 @@ static size_t json_line(enum log_level l, const char *event, const struct log_fi
 	json_str(&b, "msg", msg ? msg : "");
 	free(msg);
 	sb_adds(&b, "}\n");
-	size_t wrote = write_all(b.s, b.len);
+	size_t wrote = b.len > room ? LOG_NO_ROOM : write_all(b.s, b.len);
 	sb_free(&b);
 	return wrote;
 }
 
-static size_t log_line(enum log_level l, const char *event, const struct log_field *f,
-                       int nf, const char *fmt, va_list ap)
+/* A line is measured whole before it is written: in JSON a byte of the message can take
+ * six in the log, so no estimate from its length holds (pump.c budgets by room). */
+static size_t log_line(enum log_level l, size_t room, const char *event,
+                       const struct log_field *f, int nf, const char *fmt, va_list ap)
 {
 	if ((int)l < atomic_load(&current_level))
 		return 0;
 	if (atomic_load(&current_format) == LOG_FORMAT_JSON)
-		return json_line(l, event, f, nf, fmt, ap);
-	return text_line(l, fmt, ap);
+		return json_line(l, room, event, f, nf, fmt, ap);
+	return text_line(l, room, fmt, ap);
 }
 
 size_t log_vmsg(enum log_level l, const char *fmt, va_list ap)
 {
-	return log_line(l, NULL, NULL, 0, fmt, ap);
+	return log_line(l, SIZE_MAX, NULL, NULL, 0, fmt, ap);
 }
 
 size_t log_msg(enum log_level l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t n = log_line(l, NULL, NULL, 0, fmt, ap);
+	size_t n = log_line(l, SIZE_MAX, NULL, NULL, 0, fmt, ap);
 	va_end(ap);
 	return n;
 }
@@ -268,7 +273,17 @@ size_t log_event(enum log_level l, const char *event, const struct log_field *fi
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t wrote = log_line(l, event, fields, n, fmt, ap);
+	size_t wrote = log_line(l, SIZE_MAX, event, fields, n, fmt, ap);
+	va_end(ap);
+	return wrote;
+}
+
+size_t log_event_within(size_t room, enum log_level l, const char *event,
+                        const struct log_field *fields, int n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t wrote = log_line(l, room, event, fields, n, fmt, ap);
 	va_end(ap);
 	return wrote;
 }

@@ -52,6 +52,12 @@ struct log_field {
 };
 size_t log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* log_event, written only if the whole line takes at most room bytes of log; else
+ * nothing is written and LOG_NO_ROOM returned. */
+#define LOG_NO_ROOM ((size_t)-1)
+size_t log_event_within(size_t room, enum log_level l, const char *event,
+                        const struct log_field *fields, int n, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
 
 /*
  * Per-site summarising of Redis availability errors (doc/protocol.md §7.24): the first

@@ -17,7 +17,7 @@
  * waitpid(pid) — never waitpid(-1), which would steal other fetchers' children. The poll
  * timeout is at most 100 ms so the abort flag is noticed promptly. What reaches the log is
  * capped per stream and run (HANDLER_LOG_BUDGET), counted as the log gets it, each line
- * with its prefix: a flooding handler keeps its tail and callback, but cannot flood the
+ * with its prefix and escaping: a flooding handler keeps its tail and callback, but cannot flood the
  * journal (counted by content, 5 MB of empty lines once wrote 121 MB of log).
  *
  * Timeout, abort and cancel: SIGTERM to the process group, then the grace period
@@ -59,7 +59,6 @@
 
 #define HANDLER_LINE_MAX    8192        /* longer output lines are split */
 #define HANDLER_LOG_BUDGET  (1 << 20)   /* log bytes per stream and run, lines as written */
-#define HANDLER_LOG_PREFIX  128         /* first guess at a line's cost beyond its content */
 #define HANDLER_LOG_NOTICE  256         /* kept within the budget for the line saying "cut" */
 #define HANDLER_CHUNK       65536       /* one read() / write() */
 #define HANDLER_TICK        0.1         /* max poll() sleep: abort flag latency */
@@ -124,7 +123,6 @@ struct pump {
 	int epipe;                      /* a stdin write raised SIGPIPE */
 	int out_lines, err_lines;       /* cut the streams into lines at all */
 	size_t logged[2];               /* log bytes the stream's lines took */
-	size_t prefix[2];               /* the last line's cost beyond its content */
 	int cut[2];                     /* the budget is spent: no more lines logged */
 	struct ring tail;
 	struct linebuf out_line, err_line;
@@ -139,22 +137,19 @@ static void emit_line(struct pump *p, int is_err, const char *s, size_t n)
 	 * A handler that floods its output must not flood the journal (nor slow the daemon
 	 * down writing it, nor get the daemon's own lines rate-limited away): past the budget,
 	 * lines are still read and fed to the tail and the callback, but no longer logged. The
-	 * budget counts what the log gets, prefix included, so a line is written only if it
-	 * fits at the last line's cost (the prefix hardly varies); said once per stream.
+	 * budget counts what the log gets, prefix and escaping included, so a line is written
+	 * only if all of it fits (HANDLER_LOG_NOTICE stays free for the line that says so,
+	 * once per stream).
 	 */
 	if (req->log_output && !p->cut[is_err]) {
 		const char *tag = req->log_tag ? req->log_tag : "handler";
 		const char *stream = is_err ? "stderr" : "stdout";
-		if (!p->prefix[is_err])
-			p->prefix[is_err] = HANDLER_LOG_PREFIX;
-		if (p->logged[is_err] + n + p->prefix[is_err] + HANDLER_LOG_NOTICE <=
-		    HANDLER_LOG_BUDGET) {
-			const struct log_field f[] = { { "stream", stream, 0 } };
-			size_t took = log_event(LOG_INFO, "output", f, 1, "%s %s: %.*s", tag, stream,
-			                        (int)n, s);
+		const struct log_field f[] = { { "stream", stream, 0 } };
+		size_t room = HANDLER_LOG_BUDGET - HANDLER_LOG_NOTICE - p->logged[is_err];
+		size_t took = log_event_within(room, LOG_INFO, "output", f, 1, "%s %s: %.*s", tag,
+		                               stream, (int)n, s);
+		if (took != LOG_NO_ROOM) {
 			p->logged[is_err] += took;
-			if (took > n)
-				p->prefix[is_err] = took - n;
 		} else {
 			p->cut[is_err] = 1;
 			p->logged[is_err] += log_warn("%s %s: output past %d KiB of log; the rest of "

@@ -6,6 +6,7 @@ handler's own records, the daemon's log and its CPU time.
 Run: python3 tests/integration/run.py test_hardening
 """
 
+import json
 import os
 import sys
 import time
@@ -153,6 +154,30 @@ class Hardening(JobTestCase):
                    "is not logged" % stream in l]
             self.assertEqual(len(cut), 1, stream)
         self.assertLess(grown, 2 * (1 << 20) + 8192, "the log grew by %d bytes" % grown)
+
+    def test_hd7_json_lines_that_escape_big_stay_within_the_budget(self):
+        """In JSON a byte can take six in the log (\\u0001). Each line was priced at the
+        last one's cost, so after 850 plain lines of 1 000 bytes (about 1 020 000 of log) an
+        8 000-byte line of control bytes looked as if it fitted and took 48 000: the budget
+        overshot by that line. Each line is now measured as it will be written."""
+        script = ('import sys\n'
+                  'for _ in range(850):\n'
+                  '    sys.stdout.write("a" * 1000 + "\\n")\n'
+                  'for _ in range(3):\n'
+                  '    sys.stdout.write("\\x01" * 8000 + "\\n")\n')
+        d = self.daemon(log_format="json", handlers=[
+            {"class": "Esc", "command": [sys.executable, "-c", script]}])
+        p = self.push(job("Esc"))
+        jid = loads(p)["jid"]
+        self.wait_done(d, "Esc", jid, timeout=60)
+        mine = [(l, json.loads(l)) for l in d.log().splitlines()]
+        mine = [(l, e) for l, e in mine if e.get("jid") == jid
+                and (e["event"] == "output" or "is not logged" in e["msg"])]
+        logged = sum(len(l.encode()) + 1 for l, _ in mine)
+        self.assertLessEqual(logged, 1 << 20, "%d lines" % len(mine))
+        self.assertGreater(logged, 1000 * 1000)         # the plain lines all fitted
+        self.assertEqual(len([l for l, e in mine if "is not logged" in e["msg"]]), 1)
+        self.assertEqual(len([l for l, e in mine if e["msg"].endswith("a" * 1000)]), 850)
 
     def test_hd8_rlimit_nproc_without_user_is_warned_about_at_start(self):
         d = self.daemon(handlers=[{"class": "N", "command": handler("ok"), "rlimit_nproc": 50},
