@@ -99,6 +99,15 @@ class JobTestCase(DaemonTestCase):
     def bucket(self):
         return ("cogworker:throughput:%d" % int(self.now() // 3600)).encode()
 
+    def bucket_total(self, field, since):
+        """`field` of the throughput buckets summed from the hour of `since` to now: a
+        test that straddles an hour counts in two."""
+        total = 0
+        for h in range(int(since // 3600), int(self.now() // 3600) + 1):
+            v = self.r.hget("cogworker:throughput:%d" % h, field)
+            total += int(v) if v is not None else 0
+        return total
+
     def counter(self, key):
         v = self.r.get(key)
         return int(v) if v is not None else 0

@@ -517,19 +517,19 @@ class Bookkeeping(JobTestCase):
     def test_bk5_throughput_bucket_counts_independently(self):
         d = self.daemon(handlers=[{"class": "R", "command": handler("ok")},
                                   {"class": "F", "command": handler("fail")}])
-        b0 = self.bucket()
+        started, b0 = self.now(), self.bucket()
         self.push(job("R"))
         self.push(job("F", retry=3))
         self.wait_member(RETRY)
         wait_for(lambda: self.counter(PROCESSED) == 1, timeout=10, message="processed 1")
         self.wait_settled(d)
-        b1 = self.bucket()
-        if b0 != b1:
-            self.skipTest("the hour changed during the test")
-        self.assertEqual(self.r.hget(b1, "processed"), b"1")
-        self.assertEqual(self.r.hget(b1, "failed"), b"1")
-        ttl = self.r.ttl(b1)
-        self.assertTrue(0 < ttl <= 90000, ttl)
+        # Across an hour the two may land in two buckets: each counted once, somewhere.
+        self.assertEqual(self.bucket_total("processed", started), 1)
+        self.assertEqual(self.bucket_total("failed", started), 1)
+        for b in {b0, self.bucket()}:
+            if self.r.exists(b):
+                ttl = self.r.ttl(b)
+                self.assertTrue(0 < ttl <= 90000, ttl)
 
     def test_bk6_processed_counts_successes_failed_counts_every_failed_attempt(self):
         d = self.daemon(handlers=[{"class": "R", "command": handler("ok")},
