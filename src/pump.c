@@ -17,8 +17,8 @@
  * waitpid(pid) — never waitpid(-1), which would steal other fetchers' children. The poll
  * timeout is at most 100 ms so the abort flag is noticed promptly. What reaches the log is
  * capped per stream and run (HANDLER_LOG_BUDGET), counted as the log gets it, each line
- * with its prefix and escaping: a flooding handler keeps its tail and callback, but cannot flood the
- * journal (counted by content, 5 MB of empty lines once wrote 121 MB of log).
+ * with its prefix and escaping: a flooding handler keeps its tail and callback, but cannot
+ * flood the journal (counted by content, 5 MB of empty lines once wrote 121 MB of log).
  *
  * Timeout, abort and cancel: SIGTERM to the process group, then the grace period
  * (kill_grace, or abort_grace for an abort) during which output is still pumped; the grace
@@ -59,7 +59,9 @@
 
 #define HANDLER_LINE_MAX    8192        /* longer output lines are split */
 #define HANDLER_LOG_BUDGET  (1 << 20)   /* log bytes per stream and run, lines as written */
-#define HANDLER_LOG_NOTICE  256         /* kept within the budget for the line saying "cut" */
+/* Kept within the budget for the line saying "cut": some 190 bytes as text, 270 as JSON,
+ * which also carries the job's class, jid and queue (a job with longer ones takes more). */
+#define HANDLER_LOG_NOTICE  512
 #define HANDLER_CHUNK       65536       /* one read() / write() */
 #define HANDLER_TICK        0.1         /* max poll() sleep: abort flag latency */
 #define HANDLER_REAP_TICK   0.01        /* poll() sleep without a pidfd */
