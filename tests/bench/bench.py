@@ -271,19 +271,22 @@ class Bench:
 
     # -- throughput
 
-    def ceiling(self, threads, n):
-        out = subprocess.run([self.ceiling_bin, str(threads), str(n)], capture_output=True,
+    @staticmethod
+    def spawn_loop(binary, threads, n):
+        """A run of spawn_ceiling.c's loop, as built in `binary`: its output line parsed."""
+        out = subprocess.run([binary, str(threads), str(n)], capture_output=True,
                              text=True, check=True).stdout.split()
         return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
+
+    def ceiling(self, threads, n):
+        return self.spawn_loop(self.ceiling_bin, threads, n)
 
     def spawn_path(self, threads, n):
         """The daemon's handler_run alone (spawn_ceiling.c built as spawn_path), or None
         when it is not built (bench.py run without `make bench`)."""
         if not os.path.exists(self.path_bin):
             return None
-        out = subprocess.run([self.path_bin, str(threads), str(n)], capture_output=True,
-                             text=True, check=True).stdout.split()
-        return {"rate": float(out[2]), "self_us": float(out[3]), "children_us": float(out[4])}
+        return self.spawn_loop(self.path_bin, threads, n)
 
     def drain(self, r, key, n, procs, alive, timeout=180):
         """Watch the queue `key` (n jobs pushed) drain: t1 once `lead` jobs are taken (the
