@@ -327,6 +327,7 @@ static int wait_first_run(struct ctl *c, const char *jid, long long **kept)
 	double next_look = 0;
 	while (nkept == 0 && !gone) {
 		if (mono_now() >= next_look) {
+			mark_followed(c, jid, 1);   /* renewed well within its TTL */
 			int w = will_run(c, jid);
 			if (w < 0)
 				return -1;
@@ -337,7 +338,6 @@ static int wait_first_run(struct ctl *c, const char *jid, long long **kept)
 		if (!waiting++ && !gone)
 			fprintf(stderr, "waiting for %s to start…\n", jid);
 		sleep_seconds(FOLLOW_EVERY);
-		mark_followed(c, jid, 1);
 		free(*kept);
 		if ((nkept = kept_runs(c, jid, kept)) < 0)
 			return -1;
