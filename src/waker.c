@@ -123,16 +123,16 @@ static void unsubscribed(struct waker *w)
 	park_set_notify(0);
 }
 
-/* (Re)subscribe to what is wanted: one SUBSCRIBE on a fresh connection. */
-static void subscribe(struct waker *w)
+/* (Re)subscribe to what is wanted: one SUBSCRIBE on a fresh connection. 1 if it did. */
+static int subscribe(struct waker *w)
 {
 	int none = !w->want_q && !w->want_z && !w->want_s;
 	if (w->has_q == w->want_q && w->has_z == w->want_z && w->has_s == w->want_s &&
 	    (w->sub.c || none))
-		return;
+		return 0;
 	unsubscribed(w);
 	if (none)
-		return;
+		return 0;
 	const char **argv = xcalloc((size_t)w->nqueues + 5, sizeof *argv);
 	int n = 0;
 	argv[n++] = "SUBSCRIBE";
@@ -151,7 +151,7 @@ static void subscribe(struct waker *w)
 	if (!rep) {
 		site_result(&w->site, &w->sub, 0, "keyspace subscription");
 		rconn_close(&w->sub);
-		return;
+		return 0;
 	}
 	freeReplyObject(rep);               /* the other confirmations are drained as they come */
 	site_result(&w->site, &w->sub, 1, "keyspace subscription");
@@ -165,6 +165,7 @@ static void subscribe(struct waker *w)
 		poller_kick();                  /* a write since the last look was not heard */
 	if (w->has_s)
 		w->next_paused = 0;
+	return 1;
 }
 
 static void on_event(void *ctx, const char *channel, const char *event)
@@ -219,9 +220,8 @@ static void *waker_main(void *arg)
 			w->next_config = 0;
 			continue;
 		}
-		subscribe(w);
 		/* What came in the same read as the SUBSCRIBE's reply (rsub_messages). */
-		if (w->sub.c && rsub_messages(w->sub.c, on_event, w) != 0)
+		if (subscribe(w) && rsub_messages(w->sub.c, on_event, w) != 0)
 			subscription_lost(w);
 		int owed = park_unblock(&w->cmd);
 		w->retry_at = owed > 0 ? now + UNBLOCK_RETRY : 1e300;
