@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cogworkerd: a plain Makefile.
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bash completion for cogworkerctl(1); `make install` puts it where bash-completion looks
 # ($(PREFIX)/share/bash-completion/completions/cogworkerctl). To try it from a checkout:
 #   source completion/cogworkerctl.bash

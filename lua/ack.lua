@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- ACK (doc/protocol.md §6.11): a job finished; drop it from the in-progress list.
 --
 -- KEYS: [1] cogworker:inprogress:<self>  [2] cogworker:orphanings:<jid> (optional:

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- ADMIT (doc/protocol.md §6.21): let a fetched job start under its handler's fleet-wide
 -- limits (fleet_concurrency, rate_limit), or turn it away to the schedule set until it may.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- BURY (doc/protocol.md §6.17): the Scheduled poller files a schedule/retry entry that is not a
 -- job into dead, as an `(unparseable)` wrapper.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- BURY_ORPHAN (doc/protocol.md §6.5): file a parked repeat orphan into dead.
 --
 -- KEYS: [1] cogworker:repeat_orphans  [2] cogworker:dead

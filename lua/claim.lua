@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- CLAIM (doc/protocol.md §6.14): claim a periodic slot; exactly one process wins each slot.
 --
 -- KEYS: [1] periodic:running:<pjid>  [2] periodic:last_slot:<pjid>

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- CLAIM_AND_REQUEUE (doc/protocol.md §6.16): graduate a schedule/retry entry onto its queue
 -- (Scheduled poller), or put a retry/dead entry back (`cogworkerctl jobs retry`).
 --

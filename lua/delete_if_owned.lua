@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- DELETE_IF_OWNED (doc/protocol.md §6.19): release an owned key (unique lock or periodic
 -- running lock) only when `owner` still holds it. Always run with plain EVAL.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- EXPIRE_IF_OWNED (doc/protocol.md §6.19): re-time an owned key (unique lock or periodic
 -- running lock) only when `owner` still holds it. Always run with plain EVAL.
 --

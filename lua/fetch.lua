@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- FETCH (doc/protocol.md §6.1): reliable fetch over several queues in one round trip.
 --
 -- KEYS: [1..n-1] cogworker:queue:<q> in try order, [n] cogworker:inprogress:<self>

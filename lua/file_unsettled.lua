@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- FILE_UNSETTLED (doc/protocol.md §6.9): file one handed-over record from cogworker:unsettled.
 --
 -- KEYS: [1] cogworker:unsettled  [2] the target set named by the record (validated by

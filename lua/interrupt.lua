@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- INTERRUPT (doc/protocol.md §6.7): file a ran-and-failed job from the in-progress list into
 -- retry or dead.
 --

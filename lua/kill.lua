@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- KILL (`cogworkerctl jobs kill`, doc/protocol.md §7.28): move a schedule or retry entry into
 -- dead, atomically. An addition of cogworkerd's (cogworker's Web UI has no such button).
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- OUTPUT_WRITE (doc/protocol.md §6.20): keep a run's output and its record
 -- (doc/protocol.md §7.29).
 --

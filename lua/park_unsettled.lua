@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- PARK_UNSETTLED (doc/protocol.md §6.8): at shutdown, hand over a filing that failed.
 --
 -- KEYS: [1] cogworker:inprogress:<self>  [2] cogworker:unsettled

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- QUARANTINE (doc/protocol.md §6.18): KeyGuard renames a damaged (wrong-typed) key out of the
 -- way.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- RELEASE_SLOT (doc/protocol.md §6.22): give back a fleet slot taken by ADMIT.
 --
 -- KEYS: [1] cogworker:limit:<class>

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- REQUEUE (doc/protocol.md §6.4): recover a dead owner's in-progress list, or hand back the
 -- process's own list at shutdown.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- REQUEUE_ENTRY (doc/protocol.md §6.12): basic-fetch shutdown requeue of one running job (read
 -- from cogworker:workers:<self>), with its running lock.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- REQUEUE_ONE (doc/protocol.md §6.6): give back an unstarted job, or requeue a stray, from the
 -- process's own in-progress list.
 --

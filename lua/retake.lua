@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- RETAKE (doc/protocol.md §6.13): re-take a periodic running lock after a failed beat (§7.12),
 -- so an outage longer than active_ttl does not leave a performing run without its lock.
 --

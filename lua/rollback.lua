@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- ROLLBACK (doc/protocol.md §6.15): undo a won CLAIM whose push then failed.
 --
 -- KEYS: [1] periodic:last_slot:<pjid>  [2] periodic:lock:<pjid>:<slot>

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- SWAP_DEAD_ENTRY (doc/protocol.md §6.10): replace a raw dead entry (a repeat orphan REQUEUE
 -- had to bury raw) with its proper ProcessDied entry.
 --

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * admission.c: what stands between a fetched job and its run (doc/protocol.md §7.30, §7.31):
  * its deadline, its handler's max_concurrency in this process, and its handler's

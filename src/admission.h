@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * admission.h: between a fetch and the run (admission.c, doc/protocol.md §7.30, §7.31): the job's
  * deadline and its handler's limits (max_concurrency here, fleet_concurrency and rate_limit

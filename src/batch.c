@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * batch.c: per-job bookkeeping batched in memory, flushed once a second (doc/protocol.md
  * §7.23, §2 "cogworker:workers:<id>").

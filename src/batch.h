@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * batch.h: the per-job bookkeeping that is kept in memory and written to Redis by one
  * flush a second (batch.c): the processed counter with its hourly throughput field, and the

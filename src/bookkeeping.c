@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bookkeeping.c: job status and run history, as cogworker's server middleware keeps
  * them, so the Web UI's Jobs and History tabs stay right when cogworkerd runs the jobs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bookkeeping.h: cogworker's opt-in records of a run (doc/protocol.md §7.21, §7.22): job status
  * (status:<jid>) and run history (cogworker:history:*). Best effort, always: a failure

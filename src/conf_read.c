@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conf_read.c: the bottom of the conf code: errors at a file and line, and typed reads of
  * one libconfig setting. The loader (config.c) and the settings (conf_settings.c) both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conf_settings.c: every setting of the conf file: its default, what it takes, and how it is
  * read. The loader (config.c) walks the file and reports errors at their file:line; this file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.c: the conf file (libconfig 1.5), loaded and validated in full before anything runs.
  *

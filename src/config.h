@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config.h: the conf file (libconfig), validated, with command-line and REDIS_URL overrides. */
 #ifndef COGWORKERD_CONFIG_H
 #define COGWORKERD_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config_int.h: what the three parts of the conf code share, and nothing else includes.
  *

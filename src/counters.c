@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * counters.c: storage of this process's own counters (counters.h). Lock-free: every update
  * is one relaxed atomic add, so a counter can be bumped from any thread, in any path.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * counters.h: this process's own counters, shared by every thread of the daemon and
  * linked into cogworkerctl too (the Redis layer counts reconnects), which never serves

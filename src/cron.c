@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cron.c: cron expressions as cogworker (Fugit) reads them, and slot arithmetic.
  *
  * Syntax (doc/protocol.md §7.16, the subset of Fugit that cogworker entries may use):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cron.h: cron expressions as cogworker (Fugit) reads them, and slot arithmetic. */
 #ifndef COGWORKERD_CRON_H
 #define COGWORKERD_CRON_H

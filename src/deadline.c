@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deadline.c: jobs past their deadline are never started (doc/protocol.md §7.31).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deadline.h: jobs past their deadline are never started (deadline.c, doc/protocol.md
  * §7.31): the fetchers' check before a run and the poller's before a due entry goes back on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deathhook.c: on_death commands (doc/protocol.md §7.19).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deathhook.h: on_death commands (deathhook.c, doc/protocol.md §7.19). The caller that
  * filed a job into dead runs the notification after settling, so a hook never delays the

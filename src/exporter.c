@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exporter.c: cogworker's eight exporter metrics (doc/protocol.md §7.26), read from Redis.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exporter.h: cogworker's Prometheus exposition (doc/protocol.md §7.26), read from Redis: the
  * same eight metric names, types and format as cogworker's exporter, cluster-wide values.

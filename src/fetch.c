@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fetch.c: taking the next job off the queues (doc/protocol.md §7.8, §7.9).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fetch.h: taking the next job off this process's queues (fetch.c, doc/protocol.md §7.8,
  * §7.9): reliable fetch (the job moves atomically into our in-progress list) or basic

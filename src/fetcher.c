@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fetcher.c: the processor threads (doc/protocol.md §7.4). Each owns one Redis connection and
  * runs one handler child at a time: fetch → execute → settle → (on_death).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fetcher.h: the processor threads (fetcher.c, doc/protocol.md §7.4), started, stopped and
  * joined by the manager.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fleetlimits.c: the fleet-wide limits as Redis holds them (doc/protocol.md §7.30), read for
  * `cogworkerctl limits` and the daemon's /metrics: one implementation, so both show the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fleetlimits.h: the fleet-wide limits as Redis holds them (fleetlimits.c, doc/protocol.md
  * §7.30), for `cogworkerctl limits` and the daemon's /metrics.

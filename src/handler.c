@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler.c: run one handler command as a child process (doc/design.md "Handlers",
  * doc/protocol.md §1.1).

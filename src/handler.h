@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler.h: running one handler command as a child process (doc/design.md "Handlers",
  * doc/protocol.md §1.1): own process group, job JSON on stdin, COGWORKER_* environment, output

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler_check.c: every command of a conf resolved as the daemon will run it, before any
  * job needs it (conf_check_commands): `cogworkerd --check` fails on a problem, the daemon

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler_env.c: the environment a handler child gets (handler_build_env), built in full by
  * the parent: after vfork the child may not allocate.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler_int.h: what the parts of handler_run share (handler.c, handler_env.c,
  * handler_user.c, spawn.c, pump.c); nothing else includes it. handler.h stays the public

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler_user.c: a handler's user and group turned into numeric ids and a supplementary
  * group list (handler_resolve_ids), before any fork.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * heartbeat.c: presence (doc/protocol.md §7.12) and the remote-control subscriber (§7.13):
  * quiet, resume, stop, and cancel of a running job.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * heartbeat.h: the beat (presence, workers, lock refresh; doc/protocol.md §7.12), run by
  * the manager on its own connection, and the subscriber thread that listens for remote

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * job.c: reading a job and building the entries the daemon files for it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * job.h: a fetched job and the rules that read it: the retry budget and terminal rule
  * (doc/protocol.md §4.2), the backoff, the failure fields a retry/dead entry gets, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * json.h: JSON done on the original text. cJSON reads values, but a job's JSON is never
  * re-encoded (numbers beyond 2^53 and float spellings must survive byte for byte), so

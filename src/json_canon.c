@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * json_canon.c: canonical JSON (json_canonical), and Ruby's Float#to_s (json_ruby_float) it
  * prints floats with; string literals are escaped by json.c's json_quote rules.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * json_int.h: what the parts of the JSON code share (json.c: the scanner, keys, splicing;
  * json_canon.c: canonical form; utf8.c); nothing else includes it. json.h stays the public

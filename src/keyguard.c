@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyguard.c: the KeyGuard (doc/protocol.md §7.15), run by the scheduled poller on its first poll
  * and then every 60 s.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyguard.h: one key check (keyguard.c, doc/protocol.md §7.15): wrong-typed keys moved out
  * of the way. Runs on the poller thread with the poller's connection.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keys.h: the name of every Redis key, key prefix and pub/sub channel cogworkerd reads or
  * writes, for the daemon and cogworkerctl alike. The names are cogworker's wire contract:

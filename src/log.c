@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.c: the daemon's log, one line per event on stderr (log.h has the three forms).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main.c: cogworkerd's command line. Everything else happens in manager.c.
  *

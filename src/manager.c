@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * manager.c: the main thread (doc/protocol.md §7.1-§7.3, doc/design.md "Process shape").
  *

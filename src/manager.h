@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * manager.h: the main thread (manager.c): boot, the loop of signals and beats, the stop.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.c: the HTTP endpoint on `metrics_listen` (libmicrohttpd).
  *

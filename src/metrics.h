@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.h: the daemon's HTTP endpoint (metrics.c): GET /metrics serves cogworker's eight
  * metrics read from Redis (exporter.h) next to this process's own counters (counters.h),

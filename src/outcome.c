@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outcome.c: the run path of a job shared by the daemon (fetcher.c) and `cogworkerctl
  * exec`: build the run request from the job and its handler conf, turn the run's result

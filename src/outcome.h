@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outcome.h: one run of a job's handler, from the handler conf to what the run comes to:
  * the run request, the error class and message of a failed run, and the failure decision

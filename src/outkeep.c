@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outkeep.c: the writer of kept output (doc/protocol.md §7.29): each run's last
  * output_keep bytes of combined stdout/stderr and a record of the run, in

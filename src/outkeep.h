@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outkeep.h: every run's output, kept in Redis for `cogworkerctl jobs log`
  * (doc/protocol.md §7.29): the last output_keep bytes of the combined stdout and stderr of

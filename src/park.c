@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.c: where idle fetchers wait, and how they are woken (doc/protocol.md §7.9).
  *

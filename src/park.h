@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.h: where idle fetchers wait and how they are woken (park.c, doc/protocol.md §7.9):
  * the registry of fetchers parked in a blocking fetch, the local wait of the others, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * producer.c: the one funnel every push of ours goes through (doc/protocol.md §5).
  *

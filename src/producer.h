@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * producer.h: pushing a job by cogworker's producer rules (doc/protocol.md §5), shared by
  * cogworkerctl and the periodic ticker.

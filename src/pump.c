@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pump.c: serving a running handler child until it and its process group are gone: its
  * stdin fed, its output read and cut into lines, its exit noticed, its timeout and abort

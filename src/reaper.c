@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * reaper.c: no handler outlives the daemon.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * reaper.h: a small process that outlives an abruptly killed daemon just long enough to
  * kill the process groups of its handlers (grandchildren included).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * recovery.c: orphan recovery (doc/protocol.md §7.10) and reconcile of the own in-progress list
  * (§7.11), both run by the scheduled poller's orphan check.

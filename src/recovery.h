@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * recovery.h: orphan recovery (doc/protocol.md §7.10) and reconcile of the own in-progress
  * list (§7.11), run by the poller's orphan check with the poller's connection.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis.c: the Redis layer every thread uses through its own struct rconn.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis.h: one Redis connection, owned by one thread (hiredis contexts are not
  * thread-safe). Connects lazily, re-applies timeouts, AUTH and SELECT after every

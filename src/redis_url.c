@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_url.c: the Redis url (redis.url, or REDIS_URL) taken apart into what hiredis needs:
  * host and port or a unix socket path, the db, and the ACL user and password if any; and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scheduled.c: the scheduled poller thread (doc/protocol.md §7.14).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scheduled.h: the scheduled poller thread (scheduled.c, doc/protocol.md §7.14): key check,
  * orphan check and reconcile, graduation of due schedule/retry entries. Detached and never

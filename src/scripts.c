@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scripts.c: script lookup and SHA-1.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scripts.h: the atomic Lua scripts of doc/protocol.md §6, one file each in lua/, embedded into
  * the binary at build time (tools/embed-lua.sh) and addressed by file name.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sentinel.c: Redis Sentinel for the connection layer (doc/design.md "Redis").
  *

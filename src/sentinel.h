@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sentinel.h: Redis Sentinel, as the connection layer (redis.c) and the daemon's switch
  * watcher use it: asking a sentinel for the primary, checking a server's ROLE, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sentinelwatch.c: the switch watcher, a thread that runs only with redis.sentinels set
  * (doc/design.md "Redis").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sentinelwatch.h: the thread that watches the sentinels' +switch-master announcements, so
  * that every connection of the daemon follows a new primary at once (sentinelwatch.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * settle.c: what happens to a job after its handler ran (doc/protocol.md §7.5–§7.7, §7.20).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * settle.h: what happens to a job after its handler ran (settle.c, doc/protocol.md
  * §7.5–§7.7, §7.20): failure routing, the interrupt path, acks and give-backs, the

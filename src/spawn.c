@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spawn.c: starting a handler child: the executable found in the child's PATH, the pipes,
  * and what runs in the child between vfork and execve.

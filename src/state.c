@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * state.c: the state the daemon's threads share (state.h).
  *

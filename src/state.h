@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * state.h: the state every thread of the daemon shares, below all the thread loops.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stoprequeue.c: the last Redis work of a stop (doc/protocol.md §7.2, §7.7).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stoprequeue.h: the last Redis work of a stop (stoprequeue.c, doc/protocol.md §7.2):
  * settle what is owed, hand over the filings that still fail, and put back on their

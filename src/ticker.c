@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ticker.c: the periodic (cron) ticker (doc/protocol.md §7.16, §6.14, §6.15, lessons 53-61).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ticker.h: the periodic ticker thread (ticker.c, doc/protocol.md §7.16).
  */

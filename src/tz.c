@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tz.c: time zones for cron, without libc's zone state.
  *

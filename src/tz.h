@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tz.h: time zones as cron evaluation needs them (the UTC offset in force at any instant,
  * and where it changes), and the proleptic Gregorian calendar arithmetic that tz.c and

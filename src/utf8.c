@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * utf8.c: UTF-8 decoding, encoding and scrubbing (utf8_scrub*).
  *

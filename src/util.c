@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * util.c: clocks, randomness and a string buffer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* util.h: small helpers every part uses: clocks, random ids, a growable string buffer. */
 #ifndef COGWORKERD_UTIL_H
 #define COGWORKERD_UTIL_H

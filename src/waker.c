@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * waker.c: the waker thread, which wakes the others when what they wait for happens, so
  * that they can wait long without looking (doc/protocol.md §7.9, §7.14, doc/design.md

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * waker.h: the waker thread (waker.c): CLIENT UNBLOCK for parked fetchers, the resume
  * watch of paused queues, keyspace notifications when the server has them on. Detached:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """check-refs.py: every reference a comment or a test makes to the docs resolves.
 
 The code cites its reasons instead of repeating them:

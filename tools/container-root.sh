@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The Debian tree the systemd tests boot with systemd-nspawn (tests/integration/syskit.py):
 # a minimal Debian of the host's own release with systemd as init, redis-server, and
 # everything the package depends on, so that `apt-get install ./cogworkerd_….deb` inside

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # make deb: the Debian package, built as Debian builds one, from a copy of the source.
 #
 #   sh tools/deb.sh [OUT]     OUT: build/deb by default

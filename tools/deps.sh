@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install the Debian packages the build, the tests and the benchmarks need, when missing.
 # Runs as root, or through sudo; does nothing when everything is there already.
 #

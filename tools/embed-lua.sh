@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Emit a C file holding every lua/<name>.lua as `lua_<name>`, with "--@include NAME" lines
 # replaced by lua/lib/NAME.lua, and a table scripts.c looks them up in.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """include-graph.py: cycles between the components of src/, by include and by link.
 
 A component is a basename: src/foo.c and src/foo.h are component `foo`; files under

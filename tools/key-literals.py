@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """key-literals.py: every Redis key name is spelled in src/keys.h and nowhere else in src/.
 
 The key names are a wire contract shared with Ruby clients and workers; a name written out

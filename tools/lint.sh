@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Static checks of src/ that the compiler does not make (make lint, before make check):
 #   graph     tools/include-graph.py: no cycle between components, by include or by link
 #             (needs the objects of BUILD, so make lint builds first)

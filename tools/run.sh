@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # `make run`: the daemon on conf/dev.conf, with the example handlers of conf/handlers on
 # its PATH. Unless REDIS_URL says otherwise, a private redis-server is started on a unix
 # socket under build/run/ and stopped when the daemon exits. Push work from another

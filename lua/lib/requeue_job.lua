@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl, back): shared
 -- fragment (doc/protocol.md §6.3). Needs retake_running_lock included before it.
 --

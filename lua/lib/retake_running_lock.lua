@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- retake_running_lock(lock, jid, ttl): shared fragment (doc/protocol.md §6.2).
 --
 -- Makes sure the `until_executed` run `jid` owns its periodic running lock

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * common.c: helpers every cogworkerctl command uses: errors and the connection, common
  * options, time formatting, JSON output and human tables. They live below the commands,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl.c: cogworkerctl's entry point: global options, the conf (for Redis settings), the
  * dispatch to one function per command, and the help of every command.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ctl.h: what cogworkerctl's commands share (one file per command group in src/ctl/). */
 #ifndef COGWORKERD_CTL_H
 #define COGWORKERD_CTL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exec.c: `cogworkerctl exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID]
  * [--timeout S] CLASS [ARG...]`: run the handler configured for CLASS once, locally, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * history.c: `cogworkerctl history`: the run history (doc/protocol.md §7.22), as cogworker's Web
  * UI History tab shows it: one line per finished run, newest first.

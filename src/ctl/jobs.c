@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs.c: `cogworkerctl jobs`: the Web UI's job pages and buttons (doc/protocol.md §7.28).
  *

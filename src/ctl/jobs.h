@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs.h: what the four parts of `cogworkerctl jobs` share; included by src/ctl/jobs*.c
  * only. jobs.c reads the command line and hands over to jobs_find.c (where a job is: the

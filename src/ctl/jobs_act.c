@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs_act.c: the Web UI's job buttons, one JID at a time or --all of a set. Every action
  * works on the exact member string as read (never a re-encoded copy), so an entry changed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs_find.c: where a job is, for every `cogworkerctl jobs` subcommand.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs_run.c: `cogworkerctl jobs log` and `jobs cancel`: what a run printed, and stopping
  * a run (doc/protocol.md §7.13, §7.29).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs_show.c: `jobs list` and `jobs show`, for people (a table; one job in detail) and
  * for programs (--json).

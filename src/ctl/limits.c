@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * limits.c: `cogworkerctl limits`: the fleet-wide limits of each handler class as Redis
  * holds them (doc/protocol.md §7.30): fleet_concurrency with its slots in use and their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.c: `cogworkerctl metrics`: the Prometheus text exposition of cogworker's
  * exporter (doc/protocol.md §7.26: the eight fleet-wide metrics, exact names and format), for a

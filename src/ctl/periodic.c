@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * periodic.c: `cogworkerctl periodic` (doc/protocol.md §7.16, §7.28):
  *

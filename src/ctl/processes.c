@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * processes.c: `cogworkerctl processes` (identity, host, pid, busy/concurrency, queues,
  * quiet, last beat, started, RSS) and `processes quiet|resume|stop ID...|--all`, which

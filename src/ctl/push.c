@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * push.c: `cogworkerctl push`: enqueue a job by the producer rules (doc/protocol.md §5).
  *

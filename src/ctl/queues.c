@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * queues.c: `cogworkerctl queues` (name, size, latency, paused) and
  * `queues pause|resume|clear Q` (doc/protocol.md §7.28):

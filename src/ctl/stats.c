@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.c: `cogworkerctl stats`: processed, failed, enqueued (sum of LLEN over
  * cogworker:queues), scheduled, retry, dead, busy (sum of the `busy` field of live

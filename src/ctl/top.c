@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * top.c: `cogworkerctl top`, a live view of the fleet in the terminal, redrawn every second:
  * processes (busy/concurrency, quiet, RSS, last beat), running jobs (elapsed, a progress

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """cogworkerd benchmarks (issue 7): `make bench`, or
 
     tests/bench/bench.py [--build DIR] [--reps N] [--quick] [--only FIGURE,...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spawn_ceiling: the baseline of the throughput benchmark (tests/bench/bench.py).
  *

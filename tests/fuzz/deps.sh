@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # make fuzz needs clang (libFuzzer and the sanitizers come with it on Debian 12); installed
 # here rather than by tools/deps.sh, since nothing else needs it.
 set -e

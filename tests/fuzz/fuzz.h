@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz.h: what the libFuzzer harnesses of tests/fuzz/ share. A harness checks properties,
  * not only the absence of crashes: a broken one aborts through CHECK with the line, so the

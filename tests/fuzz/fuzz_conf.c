@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_conf.c: the conf loader (src/config.c, conf_read.c, conf_settings.c, redis_url.c) on
  * any file. libconfig reads a file, so each input is written to one scratch file first.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_cron.c: the cron parser (src/cron.c, with tz.c for zone names) on any expression,
  * then the slot arithmetic at a few instants.

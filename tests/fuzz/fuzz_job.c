@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_job.c: a fetched payload, read as the fetcher reads it (job_parse), then every entry
  * the daemon may file for it: the retry/dead entry (job_failure_payload, also the interrupt

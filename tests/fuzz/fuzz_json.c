@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_json.c: the JSON surgery of src/json.c, json_canon.c and utf8.c on any bytes, not
  * only on payloads that parse: validity, the canonical form, splicing members in and out,

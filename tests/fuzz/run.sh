@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/fuzz/run.sh DIR SECONDS TARGET...: run each harness DIR/fuzz_TARGET for SECONDS
 # from its seed corpus, one after the other, and say how many executions each made. New
 # inputs go to DIR/corpus/TARGET (the seeds in the repo stay as they are), a crash to

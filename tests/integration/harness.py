@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Integration-test harness for cogworkerd: private redis-servers, the Lua scripts as the
 build embeds them (<build>/lua/), and small waiting helpers.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Observation helpers for the integration tests, beside harness.py: a MONITOR recorder
 ([MON]), process-table look-ups (which handler children are alive), and a daemon whose
 output goes through a pipe (RE-6).

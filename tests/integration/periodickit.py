@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers for the periodic tests (test_periodic.py, test_periodic_locks.py,
 test_periodic_fleet.py). Not a test file itself (run.py only runs test_*.py).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers for the tests of the scheduled poller, KeyGuard and orphan recovery
 (test_poller.py, test_keyguard.py, test_orphans.py, test_reconcile.py). Not a test file
 itself (run.py only runs test_*.py).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Run the integration tests: each tests/integration/test_*.py FILE in its own
 `python3 -m unittest` process, N files at a time.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers for the tests of running jobs and failure routing (test_run.py,
 test_failures.py, test_on_death.py, test_bookkeeping_faults.py, test_unique.py,
 test_handler_misbehaviour.py). Not a test file itself (run.py only runs test_*.py).

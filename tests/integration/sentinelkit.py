@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Redis Sentinel for the integration tests (test_sentinel.py): a primary, a replica and
 three sentinels on loopback ports, all private like harness.RedisServer, and a producer
 that follows the primary the way a careful client would. Not a test file itself.

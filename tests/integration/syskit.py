@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A real systemd for the tests: a Debian tree booted by systemd as PID 1 in a
 systemd-nspawn container, with the package installed from the .deb (issue 17).
 

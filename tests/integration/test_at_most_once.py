@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """AM: at-most-once handlers (doc/behaviours.md §36, doc/protocol.md §7.32): a job of a
 handler with on_orphan = "dead", orphaned by a kill -9 of its daemon, is buried as
 Cogworker::ProcessDied by whoever recovers it, with on_death, and never runs again; a job

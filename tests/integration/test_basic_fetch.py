@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Basic fetch, `fetch = "basic"` (doc/behaviours.md group BF; doc/protocol.md §7.8).
 
 BF-6 and BF-7 (the basic-mode shutdown requeue) are in test_shutdown.py.

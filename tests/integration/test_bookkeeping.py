@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Bookkeeping: job status and run history (doc/behaviours.md §20 SH, doc/protocol.md §7.21, §7.22),
 unique jobs end to end through `cogworkerctl push --unique` (§5, §7.18), bookkeeping
 faults with status and history switched on (BE-1, BE-2, PX-14), and the cogworkerctl

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Bookkeeping never changes the outcome: PX-9 … PX-13 (doc/behaviours.md §13, [WT] faults) and
 BE-1, BE-2 (§17).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """CK — a conf's commands checked as the daemon will run them (doc/behaviours.md group CK):
 `cogworkerd --check` fails naming the file, the line and the path of a command that is
 missing, not executable (by the handler's user), relative without a cwd or not in PATH;

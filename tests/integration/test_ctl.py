@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cogworkerctl against a real redis-server (doc/behaviours.md groups CTL and PR; doc/protocol.md
 §7.28). Jobs are placed the way cogworker and cogworkerd place them: LPUSHed on a queue,
 ZADDed into schedule / retry / dead with the failure fields, running under a live daemon.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """CH — what cogworkerctl tells a newcomer about itself (doc/behaviours.md group CH):
 --version, `help [COMMAND]` and `COMMAND --help` for every command (without Redis), the
 bash and zsh completion scripts (completion/), and which conf and Redis it used when

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """DL: deadlines (doc/behaviours.md §35, doc/protocol.md §7.31): a job past its expires_at, or
 its handler's expires_in after enqueued_at, is never started; queued, retry and scheduled
 ones alike end in dead as Cogworker::JobExpired, or are dropped with expired = "discard".

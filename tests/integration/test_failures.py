@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """FR — failure routing and interrupts (doc/behaviours.md §14), BK — attempts, throughput and
 counters (§16).
 

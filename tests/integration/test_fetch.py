@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reliable fetch and fetch-mode detection (doc/behaviours.md groups FE and FM; doc/protocol.md §7.3,
 §7.9), plus the idle latency issue 2 point 5 asks for.
 

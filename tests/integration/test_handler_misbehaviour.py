@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Handler misbehaviour (issue 2, "Tests"): a handler that segfaults; hangs past its
 `timeout` while its own grandchild also hangs (both gone afterwards); writes 100 MB of
 output; never reads stdin; exits before reading it; a command that does not exist. Through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """HD — what a hostile payload or handler can still try (doc/behaviours.md §38): objects
 that are not jobs, NUL inside strings, a huge args array, an output flood of empty lines,
 an rlimit that does nothing. Each scenario is observed as a user would: the dead set, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Heartbeat, presence and remote control (doc/behaviours.md group HB; doc/protocol.md §7.12, §7.13).
 
 The beat interval is shortened through the conf (heartbeat_interval = 1) where the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """KG — KeyGuard (doc/behaviours.md §8, doc/protocol.md §7.15): D runs with RENAME permission.
 
 A key check runs on D's first poll and then every 60 s; most scenarios plant the damage

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Process lifecycle and configuration (doc/behaviours.md groups LC and CF; doc/protocol.md §7.1,
 §7.27; issue 2 point 2 and its "What must hold on main" checks):
 

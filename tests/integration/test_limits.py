@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """LM: limits on a handler's jobs (doc/behaviours.md §34, doc/protocol.md §7.30):
 max_concurrency in one process, fleet_concurrency and rate_limit across daemons.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """LG — the daemon's log as an operator reads it (doc/behaviours.md group LG): one line per
 settled job saying where it went and how long it ran, the sd-daemon priority prefix when
 stderr is the journal (JOURNAL_STREAM), and `log_format = "json"` for log shippers.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """RUN — `make run` (tools/run.sh) as a newcomer uses it: the daemon on conf/dev.conf with
 its example handlers and a private redis-server; a second `make run` in the same checkout
 refuses while the first runs, a server left behind by a killed run is reused, and none is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`cogworkerctl metrics`: cogworker's Prometheus exposition (doc/behaviours.md group MET,
 doc/protocol.md §7.26), read from a real redis-server: exact names, types and format, values
 equal to what Redis holds.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """DH — on_death (doc/behaviours.md §15).
 
 DH-6, DH-7 and DH-9 need the reconcile step (a filing completed after a Redis fault); they

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """On time (issue 12; doc/behaviours.md group OT; doc/protocol.md §7.9, §7.14, §7.16):
 scheduled, retried and cron jobs start at their time, pause means pause, and stop and quiet
 reach fetchers blocked in Redis at once.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """OR — orphan recovery (doc/behaviours.md §5, doc/protocol.md §7.10, §7.14), and the issue's
 end-to-end crash scenarios.
 

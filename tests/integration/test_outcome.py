@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`cogworkerctl exec` and the daemon agree on what a handler's run comes to.
 
 exec promises to report the outcome (success, retrying, dead, killed, discarded) and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every run's output, kept and shown, and cancelling a running job (doc/behaviours.md OUT,
 CAN; doc/protocol.md §7.13, §7.29): what `cogworkerctl jobs log` prints for a finished run
 and, with --follow, for a running one; the TTL and the per-job cap on runs; the tail kept

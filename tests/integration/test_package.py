@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Debian package (issue 17): `make deb` builds it with no lintian error, and on a
 Debian system booted by systemd (a container, tests/integration/syskit.py) it installs with
 `apt-get install ./cogworkerd_<version>_<arch>.deb`, is configured as an operator expects,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The periodic ticker (doc/behaviours.md group PT; doc/protocol.md §7.16, §6.14, §6.15, §4.7, §4.9).
 
 What a user sees: the job a slot pushes onto `default`, the keys CLAIM and ROLLBACK leave

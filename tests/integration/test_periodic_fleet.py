@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Periodic jobs across processes and over time (issue 4's numbers; doc/behaviours.md PT-16,
 PT-22, PT-27; doc/protocol.md §7.16, §9 "Periodic").
 

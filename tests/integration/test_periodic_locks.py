@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The running lock of periodic jobs and deferred releases (doc/behaviours.md groups RL and DR;
 doc/protocol.md §7.17, §7.20, §6.13, §6.19).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """SP — the scheduled and retry poller (doc/behaviours.md §7, doc/protocol.md §7.14).
 
 In this group D reads only the queue `other`, so graduated jobs stay visible on

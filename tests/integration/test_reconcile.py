@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """RC — reconcile and pending settlements (doc/behaviours.md §4, doc/protocol.md §7.7, §7.11).
 
 D's reconcile follows each orphan check; checks run every second or two through the conf

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Redis faults while the daemon runs, and its logging (issue 2 "Redis faults";
 doc/behaviours.md HB-7, HB-9, HB-13, RE-2, RE-5, RE-6, RE-7; doc/protocol.md §7.24, §7.25).
 

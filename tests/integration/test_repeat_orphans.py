@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """RP — repeat orphans and unsettled records (doc/behaviours.md §6, doc/protocol.md §7.10 step 3).
 
 Dead processes are simulated (doc/behaviours.md §0.3) or real daemons are killed and their

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """PX — running a job (doc/behaviours.md §13), and the issue's "must hold" checks on a failing
 handler, `retry: false` and byte fidelity of args.
 

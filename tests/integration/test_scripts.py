@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The atomic scripts (lua/*.lua, doc/protocol.md §6), run directly against a real redis-server
 with EVAL of the text the build embeds.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Redis Sentinel (doc/behaviours.md SN-1 to SN-4; doc/design.md "Redis"; doc/protocol.md
 §7.11, §7.24, §7.27): one primary, one replica and three sentinels on loopback ports
 (sentinelkit.py), every server with a password, the daemons on db 3.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running cogworkerd as a service (issue 6): systemd units, sd_notify, reload, metrics,
 /healthz, `make install`, man pages.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Stopping the daemon: graceful stop with requeue, remote stop, and a kill -9 (doc/behaviours.md
 FE-8, BF-6, BF-7, RC-4, HB-4, HB-5, HB-10, HB-17, LC-2, LC-6; doc/protocol.md §7.2, §7.3), and
 issue 2's acceptance checks:

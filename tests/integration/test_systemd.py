@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cogworkerd under a real systemd (issue 17): the package installed in a container booted
 by systemd as PID 1 (tests/integration/syskit.py), with the container's own redis-server,
 and the unit as shipped driven with systemctl, kill and cogworkerctl, as an operator would.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`cogworkerctl top` (doc/behaviours.md TOP): the live view, run for real in a tmux
 pane (send-keys, capture-pane), and its one-shot snapshot when stdout is not a terminal.
 A running job shows its progress bar from the `cogworker:progress` line it printed, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """UJ — unique jobs, the daemon side (doc/behaviours.md §19, doc/protocol.md §7.18).
 
 The daemon recomputes a unique job's lock key from the job: SHA-1 hex of

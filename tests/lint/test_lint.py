@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The checks of make lint catch what they claim to, and only that.
 
 A check that cannot fail is worse than none: it says "ok" about anything. So each check of

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """soak.py: the chaos soak (make soak). N daemons run jobs that take 0-0.4 s (--max-run) against one
 redis-server with an AOF (appendfsync always) while everything that can go wrong does:
 

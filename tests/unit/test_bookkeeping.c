@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of src/bookkeeping.c against a real redis-server (started for the suite),
  * with redis_fault_hook failing chosen commands: the status hash and its TTL, progress

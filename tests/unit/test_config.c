@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_config.c: the conf file loader (src/config.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_cron.c: cron parsing and slot arithmetic (doc/behaviours.md §26, CR-1..CR-9).
  *
  * The expected instants were worked out by hand and checked with `date -u -d @EPOCH` and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests: the unique digest (doc/protocol.md §4.3, §4.5, §7.18) against vectors recorded with
  * cogworker's Ruby client, so that a lock taken by a Ruby producer is found by the daemon

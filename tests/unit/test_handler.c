@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_handler.c: handler_run with real child processes (exit codes, signals, timeouts
  * with grandchildren, floods, stdin that is never read, environment, ids, fds, signal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests: the job rules of src/job.c (retry budget, backoff, failure entries,
  * wrappers, error messages, digests) and error classification / log sites. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_json.c: src/json.c — splicing members into raw JSON byte for byte, strict
  * validation, Ruby-compatible canonical JSON and Float#to_s, UTF-8 scrubbing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests: src/outcome.c, the run path the daemon and `cogworkerctl exec` share: args as
  * argv, the error class and message of each kind of run result, the failure decision.
  * tests/integration/test_outcome.py checks that both callers agree on real runs. */

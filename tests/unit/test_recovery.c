@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of orphan recovery (src/recovery.c) with injected Redis faults: the [unit]
  * behaviours of doc/behaviours.md that need exactly one command of a pass to fail, which a

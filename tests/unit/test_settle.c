@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the settle paths with injected Redis faults (the [unit] behaviours of
  * doc/behaviours.md that need exactly one command of a sequence to fail): a real

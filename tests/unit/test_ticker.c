@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the periodic ticker and the deferred releases with injected Redis faults
  * (the [unit] behaviours of doc/behaviours.md PT-8, PT-28 and DR-4, which need exactly one

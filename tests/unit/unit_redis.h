@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * unit_redis.h: a private redis-server on a unix socket, for the unit tests that drive
  * real Redis with injected faults, and the fault hook they inject them with (header-only:
