@@ -3,7 +3,8 @@
 #   make            build/cogworkerd and build/cogworkerctl
 #   make check      deps, unit tests (Check) and integration tests (real redis-server)
 #   make lint       deps, static checks (tools/lint.sh: cycles, cppcheck, key names;
-#                   tools/check-refs.py: every reference to doc/ resolves), and the
+#                   tools/check-refs.py: every reference to doc/ and every link of the
+#                   docs resolves, the README stays short), and the
 #                   sanitizer builds compile
 #   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps, then the daemon on conf/dev.conf with a private redis-server

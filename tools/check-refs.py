@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""check-refs.py: every reference a comment or a test makes to the docs resolves.
+"""check-refs.py: every reference a comment, a test or a doc makes to the docs resolves.
 
 The code cites its reasons instead of repeating them:
 
@@ -15,6 +15,12 @@ man/, README.md and HACKING.md, and fails naming each one that points nowhere, a
 mention of the reference documents that are not in the repo (PROTOCOL.md, DESIGN.md,
 BEHAVIOURS.md), so a clone always explains itself.
 
+The docs themselves are checked the same way: a file named doc/NAME.md anywhere above must
+exist, and every relative Markdown link of README.md, HACKING.md and doc/*.md must reach a
+file of the repo and, with a #fragment, one of that file's headings (as GitHub makes
+anchors of them). And the README stays a landing page, at most README_MAX_LINES lines: what
+grows goes to doc/operating.md, doc/performance.md or doc/hardening.md.
+
     tools/check-refs.py [REPO]      exit 0 when every reference resolves, 1 otherwise
 """
 
@@ -25,7 +31,8 @@ import sys
 REPO = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(__file__), ".."))
 SCAN = ["src", "lua", "tests", "tools", "conf", "man", "systemd", "README.md", "HACKING.md",
-        "Makefile"]
+        "Makefile", "doc/operating.md", "doc/performance.md", "doc/hardening.md"]
+README_MAX_LINES = 200
 SKIP_EXT = (".o", ".d", ".png", ".pyc")
 SELF = os.path.abspath(__file__)
 
@@ -34,6 +41,9 @@ LESSON = re.compile(r"\blessons?\s+(\d+)((?:\s*(?:,|-|–|and)\s*\d+)*)")
 DESIGN_TITLE = re.compile(r'doc/design\.md,?\s+"([^"]+)"')
 OUTSIDE = re.compile(r"\b(PROTOCOL(?:\.md)?\s*§|PROTOCOL\.md|DESIGN\.md|BEHAVIOURS(?:\.md)?)")
 BEHAVIOUR_ID = re.compile(r"\b([A-Z]{2,3})-(\d+)\b")
+DOC_FILE = re.compile(r"(?<![\w/.-])doc/([a-z][a-z0-9_-]*\.md)\b")
+MD_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^\s*```.*?^\s*```", re.S | re.M)
 
 
 def read(path):
@@ -88,6 +98,53 @@ def files():
                     yield p
 
 
+def anchors(text):
+    """The #fragments GitHub gives the headings of a Markdown text: lower case, spaces to
+    hyphens, every other character but letters, digits, _ and - dropped; a repeated heading
+    gets -1, -2, ..."""
+    seen, found = {}, set()
+    for line in FENCE.sub("", text).splitlines():
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        found.add(slug if n == 0 else "%s-%d" % (slug, n))
+    return found
+
+
+def markdown_docs():
+    """README.md, HACKING.md and doc/*.md, as paths relative to REPO."""
+    docdir = os.path.join(REPO, "doc")
+    names = sorted(n for n in os.listdir(docdir) if n.endswith(".md")) \
+        if os.path.isdir(docdir) else []
+    return [rel for rel in ["README.md", "HACKING.md"] + ["doc/" + n for n in names]
+            if os.path.isfile(os.path.join(REPO, rel))]
+
+
+def broken_links(rel):
+    """Each relative link of the Markdown file rel that reaches no file, or no heading."""
+    text = read(os.path.join(REPO, rel))
+    bad = []
+    for lineno, line in enumerate(FENCE.sub(lambda m: "\n" * m.group(0).count("\n"),
+                                            text).splitlines(), 1):
+        line = re.sub(r"`[^`]*`", "", line)      # a link written as code is no link
+        for m in MD_LINK.finditer(line):
+            target = m.group(1)
+            if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):
+                continue                            # http:, https:, mailto:
+            path, _, frag = target.partition("#")
+            where = "%s:%d" % (rel, lineno)
+            dest = os.path.normpath(os.path.join(os.path.dirname(rel), path)) if path else rel
+            full = os.path.join(REPO, dest)
+            if dest.startswith("..") or not os.path.exists(full):
+                bad.append("%s: link %s: no file %s in the repo" % (where, target, dest))
+            elif frag and (not dest.endswith(".md") or frag not in anchors(read(full))):
+                bad.append("%s: link %s: %s has no heading #%s" % (where, target, dest, frag))
+    return bad
+
+
 def main():
     docs = {}
     for name in ("protocol", "behaviours", "design"):
@@ -129,11 +186,23 @@ def main():
                 title = m.group(1)
                 if not any(t == title or t.startswith(title) for t in design_titles):
                     bad.append('%s: doc/design.md has no heading "%s"' % (where, title))
+            for m in DOC_FILE.finditer(line):
+                if not os.path.isfile(os.path.join(REPO, "doc", m.group(1))):
+                    bad.append("%s: names doc/%s, which is not in the repo" % (where, m.group(1)))
             if rel.startswith("tests") and beh_ids:
                 for m in BEHAVIOUR_ID.finditer(line):
                     ident = "%s-%s" % (m.group(1), m.group(2))
                     if m.group(1) in {i.split("-")[0] for i in beh_ids} and ident not in beh_ids:
                         bad.append("%s: behaviour %s is not in doc/behaviours.md" % (where, ident))
+    for rel in markdown_docs():
+        bad.extend(broken_links(rel))
+    readme = os.path.join(REPO, "README.md")
+    if os.path.isfile(readme):
+        n = len(read(readme).splitlines())
+        if n > README_MAX_LINES:
+            bad.append("README.md: %d lines, more than %d: it is the landing page; move the "
+                       "detail to doc/operating.md, doc/performance.md or doc/hardening.md"
+                       % (n, README_MAX_LINES))
     for b in bad:
         print("check-refs: " + b)
     if bad:

@@ -6,7 +6,8 @@ A check that cannot fail is worse than none: it says "ok" about anything. So eac
 tools/lint.sh is run on a small tree made here, once clean (it must pass) and once with one
 planted defect (it must fail, exit 1, and name the defect): an include cycle through .c
 files, one closed by headers alone, a link cycle no include shows, a key name spelled
-outside keys.h, a cppcheck warning; and a reference to doc/ that points nowhere
+outside keys.h, a cppcheck warning; and a reference to doc/ that points nowhere, a
+Markdown link to a file or heading that is not there, a README grown past a landing page
 (tools/check-refs.py). The trees are compiled for real (cc -c), since the link
 check reads the objects with nm, the way make lint reads build/.
 
@@ -180,11 +181,14 @@ DESIGN_DOC = "# design\n## Process shape\n"
 class RefChecks(unittest.TestCase):
     """tools/check-refs.py: a reference to the docs that points nowhere fails, by name."""
 
-    def repo(self, source):
+    def repo(self, source, **docs):
+        """A repo of the three reference docs, src/x.c holding source, and docs: keyword
+        file names (README_dot_md, doc__operating_dot_md) with their text."""
         tmp = tempfile.TemporaryDirectory(prefix="refs-test-")
         self.addCleanup(tmp.cleanup)
-        for rel, text in (("doc/protocol.md", PROTOCOL_DOC), ("doc/behaviours.md", BEHAVIOURS_DOC),
-                          ("doc/design.md", DESIGN_DOC), ("src/x.c", source)):
+        extra = [(k.replace("__", "/").replace("_dot_", "."), v) for k, v in docs.items()]
+        for rel, text in [("doc/protocol.md", PROTOCOL_DOC), ("doc/behaviours.md", BEHAVIOURS_DOC),
+                          ("doc/design.md", DESIGN_DOC), ("src/x.c", source)] + extra:
             os.makedirs(os.path.join(tmp.name, os.path.dirname(rel)), exist_ok=True)
             with open(os.path.join(tmp.name, rel), "w") as fh:
                 fh.write(text)
@@ -207,6 +211,62 @@ class RefChecks(unittest.TestCase):
                        'x.c:4: doc/design.md has no heading "Pitfalls"',
                        "x.c:5: cites 'PROTOCOL §'"):
             self.assertIn(needle, out)
+
+    # The README and the docs it links to: a newcomer follows the links, so a link that
+    # breaks when a section is renamed or moved must fail make lint, not a reader.
+    README = ("# x\n[ops](doc/operating.md), [limits](doc/operating.md#known-limits),\n"
+              "[web](doc/operating.md#cogworkers-web-ui), [again](doc/operating.md#stop-1),\n"
+              "[licence](LICENSE), [the man pages](man/), [site](https://example.org/x),\n"
+              "`[not a link](nowhere.md)`\n```\n[in a block](nowhere.md)\n```\n")
+    OPERATING = ("# Operating\n## Known limits\n## cogworker's Web UI\n## Stop\n## Stop\n"
+                 "See [the design](design.md#process-shape) and [below](#known-limits).\n")
+
+    def docs(self, **changes):
+        files = {"README_dot_md": self.README, "doc__operating_dot_md": self.OPERATING,
+                 "LICENSE": "MIT\n", "man__x_dot_1": ".TH X 1\n"}
+        files.update(changes)
+        return files
+
+    def test_markdown_links_that_resolve(self):
+        rc, out = self.repo("/* doc/operating.md */\n", **self.docs())
+        self.assertEqual(rc, 0, out)
+
+    def test_link_to_a_missing_file_fails(self):
+        rc, out = self.repo("", **self.docs(README_dot_md=self.README + "[x](doc/operatin.md)\n"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("README.md:9: link doc/operatin.md: no file doc/operatin.md in the repo", out)
+
+    def test_link_to_a_missing_heading_fails(self):
+        ops = self.OPERATING.replace("## Known limits", "## Limits")
+        rc, out = self.repo("", **self.docs(doc__operating_dot_md=ops))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("README.md:2: link doc/operating.md#known-limits: doc/operating.md has "
+                      "no heading #known-limits", out)
+        self.assertIn("doc/operating.md:6: link #known-limits: doc/operating.md has no heading "
+                      "#known-limits", out)
+
+    def test_link_out_of_the_repo_fails(self):
+        rc, out = self.repo("", **self.docs(doc__hardening_dot_md="[up](../../etc/passwd)\n"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("doc/hardening.md:1: link ../../etc/passwd: no file", out)
+
+    def test_a_named_doc_that_is_not_there_fails(self):
+        rc, out = self.repo("/* see doc/operations.md */\n", **self.docs())
+        self.assertEqual(rc, 1, out)
+        self.assertIn("x.c:1: names doc/operations.md, which is not in the repo", out)
+
+    def test_readme_longer_than_a_landing_page_fails(self):
+        rc, out = self.repo("", **self.docs(README_dot_md=self.README + "line\n" * 192))
+        self.assertEqual(rc, 0, out)                            # 200 lines: still fine
+        rc, out = self.repo("", **self.docs(README_dot_md=self.README + "line\n" * 193))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("README.md: 201 lines, more than 200", out)
+
+    def test_this_repository(self):
+        """What make lint runs last: the real README and docs, as they are now."""
+        res = subprocess.run([sys.executable, CHECK_REFS, ROOT], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, universal_newlines=True)
+        self.assertEqual(res.returncode, 0, res.stdout)
 
 
 if __name__ == "__main__":
