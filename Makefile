@@ -123,6 +123,7 @@ lint: deps
 	$(MAKE) all SANITIZE=address
 	$(MAKE) all SANITIZE=thread
 	python3 tests/lint/test_lint.py
+	python3 tests/lint/test_docs.py
 	sh tools/lint.sh -s src -b $(BUILD)
 	python3 tools/check-refs.py
 
