@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+struct sbuf;
+
 struct json_edit {
 	const char *key;
 	const char *value;      /* JSON text of the new value; NULL = remove the member */
@@ -63,6 +65,12 @@ char *utf8_scrub(const char *s, size_t len, size_t max_chars);
 char *utf8_scrub_len(const char *s, size_t len, size_t max_chars, size_t *out_len);
 /* The last max_chars characters of a scrubbed copy (for output tails). */
 char *utf8_scrub_tail(const char *s, size_t len, size_t max_chars);
+/*
+ * s appended to b as a text log line shows it: valid UTF-8 as it is, but a control
+ * character (C0 but tab, DEL, C1) as \xNN (C1: \u00NN) and each byte of invalid UTF-8 as
+ * \xNN; a line break becomes a space. NUL bytes in s are escaped like any control byte.
+ */
+void utf8_escape_text(struct sbuf *b, const char *s, size_t len);
 
 /* The value spans of the elements of the JSON array in raw: returns the count (arrays
  * malloc'd into *starts and *lens), or -1 if raw is not an array. */

@@ -166,36 +166,36 @@ static void iso_now(char out[64])
 	snprintf(out, 64, "%s.%03ldZ", second_text, ts.tv_nsec / 1000000);
 }
 
-static size_t text_line(enum log_level l, size_t room, const char *fmt, va_list ap)
+/* The message is escaped (utf8.c): a handler's bytes must not act on the terminal that
+ * tails the log, nor make grep call the file binary. */
+static size_t text_line(enum log_level l, size_t room, const char *msg, size_t len)
 {
-	char line[16384];
-	int n;
+	struct sbuf b;
+	sb_init(&b);
 	if (to_journal()) {
-		n = snprintf(line, sizeof line, "<%c>%s: ", level_prio[l], level_names[l]);
+		sb_printf(&b, "<%c>%s: ", level_prio[l], level_names[l]);
 	} else {
 		char t[64];
 		iso_now(t);
-		n = snprintf(line, sizeof line, "%s pid=%d %s: ", t, log_pid(), level_names[l]);
+		sb_printf(&b, "%s pid=%d %s: ", t, log_pid(), level_names[l]);
 	}
-	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-	if (len > sizeof line - 2)
-		len = sizeof line - 2;
-	/* One event, one line: a message must not break the line format. */
-	for (size_t i = (size_t)n; i < len; i++)
-		if (line[i] == '\n' || line[i] == '\r')
-			line[i] = ' ';
-	line[len++] = '\n';
-	if (len > room)
-		return LOG_NO_ROOM;
-	return write_all(line, len);
+	utf8_escape_text(&b, msg, len);
+	sb_addc(&b, '\n');
+	size_t wrote = b.len > room ? LOG_NO_ROOM : write_all(b.s, b.len);
+	sb_free(&b);
+	return wrote;
+}
+
+static void json_strn(struct sbuf *b, const char *key, const char *v, size_t len)
+{
+	char *q = json_quote(v, len);
+	sb_printf(b, ",\"%s\":%s", key, q);
+	free(q);
 }
 
 static void json_str(struct sbuf *b, const char *key, const char *v)
 {
-	char *q = json_quote(v, strlen(v));
-	sb_printf(b, ",\"%s\":%s", key, q);
-	free(q);
+	json_strn(b, key, v, strlen(v));
 }
 
 static void json_num(struct sbuf *b, const char *key, double v)
@@ -209,7 +209,7 @@ static void json_num(struct sbuf *b, const char *key, double v)
 }
 
 static size_t json_line(enum log_level l, size_t room, const char *event,
-                        const struct log_field *f, int nf, const char *fmt, va_list ap)
+                        const struct log_field *f, int nf, const char *msg, size_t len)
 {
 	char t[64];
 	struct sbuf b;
@@ -232,39 +232,46 @@ static size_t json_line(enum log_level l, size_t room, const char *event,
 		else
 			json_num(&b, f[i].key, f[i].num);
 	}
-	char *msg = NULL;
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	json_str(&b, "msg", msg ? msg : "");
-	free(msg);
+	json_strn(&b, "msg", msg, len);
 	sb_adds(&b, "}\n");
 	size_t wrote = b.len > room ? LOG_NO_ROOM : write_all(b.s, b.len);
 	sb_free(&b);
 	return wrote;
 }
 
-/* A line is measured whole before it is written: in JSON a byte of the message can take
- * six in the log, so no estimate from its length holds (pump.c budgets by room). */
+/*
+ * The message is fmt's text followed by dlen bytes of data taken as they are (a handler's
+ * line: a NUL in it must not end it, as %s would). A line is measured whole before it is
+ * written: a byte of the message can take four in text and six in JSON, so no estimate
+ * from its length holds (pump.c budgets by room).
+ */
 static size_t log_line(enum log_level l, size_t room, const char *event,
-                       const struct log_field *f, int nf, const char *fmt, va_list ap)
+                       const struct log_field *f, int nf, const char *data, size_t dlen,
+                       const char *fmt, va_list ap)
 {
 	if ((int)l < atomic_load(&current_level))
 		return 0;
-	if (atomic_load(&current_format) == LOG_FORMAT_JSON)
-		return json_line(l, room, event, f, nf, fmt, ap);
-	return text_line(l, room, fmt, ap);
+	struct sbuf m;
+	sb_init(&m);
+	sb_vprintf(&m, fmt, ap);
+	sb_add(&m, data, dlen);
+	size_t wrote = atomic_load(&current_format) == LOG_FORMAT_JSON
+	               ? json_line(l, room, event, f, nf, m.s, m.len)
+	               : text_line(l, room, m.s, m.len);
+	sb_free(&m);
+	return wrote;
 }
 
 size_t log_vmsg(enum log_level l, const char *fmt, va_list ap)
 {
-	return log_line(l, SIZE_MAX, NULL, NULL, 0, fmt, ap);
+	return log_line(l, SIZE_MAX, NULL, NULL, 0, NULL, 0, fmt, ap);
 }
 
 size_t log_msg(enum log_level l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t n = log_line(l, SIZE_MAX, NULL, NULL, 0, fmt, ap);
+	size_t n = log_line(l, SIZE_MAX, NULL, NULL, 0, NULL, 0, fmt, ap);
 	va_end(ap);
 	return n;
 }
@@ -274,17 +281,18 @@ size_t log_event(enum log_level l, const char *event, const struct log_field *fi
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t wrote = log_line(l, SIZE_MAX, event, fields, n, fmt, ap);
+	size_t wrote = log_line(l, SIZE_MAX, event, fields, n, NULL, 0, fmt, ap);
 	va_end(ap);
 	return wrote;
 }
 
-size_t log_event_within(size_t room, enum log_level l, const char *event,
-                        const struct log_field *fields, int n, const char *fmt, ...)
+size_t log_data_within(size_t room, enum log_level l, const char *event,
+                       const struct log_field *fields, int n, const char *data, size_t len,
+                       const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t wrote = log_line(l, room, event, fields, n, fmt, ap);
+	size_t wrote = log_line(l, room, event, fields, n, data, len, fmt, ap);
 	va_end(ap);
 	return wrote;
 }

@@ -2,7 +2,7 @@
 /*
  * log.h: one line per event on stderr.
  *
- *   text (default)   <UTC ISO8601> pid=<pid> <LEVEL>: <message>
+ *   text (default)   <UTC ISO8601> pid=<pid> <LEVEL>: <message, escaped (utf8_escape_text)>
  *   text, journal    <N><LEVEL>: <message>            (stderr is the journal: JOURNAL_STREAM)
  *   json             {"time":…,"level":…,"event":…,"msg":…, the job's fields, …}
  *
@@ -53,12 +53,13 @@ struct log_field {
 };
 size_t log_event(enum log_level l, const char *event, const struct log_field *fields, int n,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* log_event, written only if the whole line takes at most room bytes of log; else
- * nothing is written and LOG_NO_ROOM returned. */
+/* log_event whose message ends with len bytes of data, as they are (a handler's output
+ * line: NULs included), written only if the whole line takes at most room bytes of log;
+ * else nothing is written and LOG_NO_ROOM returned. */
 #define LOG_NO_ROOM ((size_t)-1)
-size_t log_event_within(size_t room, enum log_level l, const char *event,
-                        const struct log_field *fields, int n, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
+size_t log_data_within(size_t room, enum log_level l, const char *event,
+                       const struct log_field *fields, int n, const char *data, size_t len,
+                       const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 
 /*
  * Per-site summarising of Redis availability errors (doc/protocol.md §7.24): the first

@@ -149,8 +149,8 @@ static void emit_line(struct pump *p, int is_err, const char *s, size_t n)
 		const char *stream = is_err ? "stderr" : "stdout";
 		const struct log_field f[] = { { "stream", stream, 0 } };
 		size_t room = HANDLER_LOG_BUDGET - HANDLER_LOG_NOTICE - p->logged[is_err];
-		size_t took = log_event_within(room, LOG_INFO, "output", f, 1, "%s %s: %.*s", tag,
-		                               stream, (int)n, s);
+		size_t took = log_data_within(room, LOG_INFO, "output", f, 1, s, n, "%s %s: ", tag,
+		                              stream);
 		if (took != LOG_NO_ROOM) {
 			p->logged[is_err] += took;
 		} else {

@@ -7,6 +7,13 @@
  * so what the daemon writes is what a Ruby process would have written. The JSON scanner
  * (json.c) decodes with the same function (utf8_next) where it rejects invalid UTF-8, so
  * "valid" means one thing everywhere.
+ *
+ * The text log is read on terminals and with grep, so what a handler prints must not act
+ * there (an ESC clears a tail -f, a backspace hides what precedes it) nor make the file
+ * binary: utf8_escape_text shows such bytes as escapes instead of scrubbing them, so that
+ * what was printed can still be read off the line. A backslash is kept as it is: the text
+ * line is for people, a printed "\x1b" and an escaped ESC read alike there, and the JSON
+ * format is the exact one.
  */
 #include <stdint.h>
 #include <string.h>
@@ -125,6 +132,57 @@ char *utf8_scrub_len(const char *s, size_t len, size_t max_chars, size_t *out_le
 	utf8_scrub_into(&b, s, len, max_chars);
 	*out_len = b.len;
 	return sb_steal(&b);
+}
+
+static const char hex_digits[] = "0123456789abcdef";
+
+static void put_hex_byte(struct sbuf *b, const char *prefix, unsigned char c)
+{
+	char e[6];
+	size_t n = strlen(prefix);
+
+	memcpy(e, prefix, n);
+	e[n] = hex_digits[c >> 4];
+	e[n + 1] = hex_digits[c & 15];
+	sb_add(b, e, n + 2);
+}
+
+/* The character of n bytes at p is one a terminal acts on: C0 but tab, DEL, C1. */
+static int is_control(const unsigned char *p, size_t n)
+{
+	if (n == 1)
+		return (p[0] < 0x20 && p[0] != '\t') || p[0] == 0x7F;
+	return n == 2 && p[0] == 0xC2 && p[1] < 0xA0;
+}
+
+void utf8_escape_text(struct sbuf *b, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, run = 0;          /* bytes kept as they are, added in one go */
+
+	while (i < len) {
+		int valid = 1;
+		size_t n = p[i] >= 0x20 && p[i] < 0x7F ? 1 : utf8_next(p + i, len - i, &valid);
+
+		if (valid && !is_control(p + i, n)) {
+			run += n;
+			i += n;
+			continue;
+		}
+		sb_add(b, s + i - run, run);
+		run = 0;
+		if (!valid)
+			for (size_t k = 0; k < n; k++)
+				put_hex_byte(b, "\\x", p[i + k]);
+		else if (p[i] == '\n' || p[i] == '\r')
+			sb_addc(b, ' ');        /* one event, one line */
+		else if (n == 1)
+			put_hex_byte(b, "\\x", p[i]);
+		else
+			put_hex_byte(b, "\\u00", p[i + 1]);
+		i += n;
+	}
+	sb_add(b, s + len - run, run);
 }
 
 /*

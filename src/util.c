@@ -179,19 +179,25 @@ void sb_addc(struct sbuf *b, char c)
 	sb_add(b, &c, 1);
 }
 
+void sb_vprintf(struct sbuf *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	va_copy(aq, ap);
+	int n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	if (n <= 0)
+		return;
+	sb_reserve(b, (size_t)n);
+	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+}
+
 void sb_printf(struct sbuf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
+	sb_vprintf(b, fmt, ap);
 	va_end(ap);
-	if (n <= 0)
-		return;
-	sb_reserve(b, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
 }
 
 char *sb_steal(struct sbuf *b)

@@ -29,6 +29,7 @@ void sb_add(struct sbuf *b, const char *s, size_t n);
 void sb_adds(struct sbuf *b, const char *s);
 void sb_addc(struct sbuf *b, char c);
 void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vprintf(struct sbuf *b, const char *fmt, va_list ap);
 char *sb_steal(struct sbuf *b);     /* the buffer's string, ownership to the caller */
 
 char *xstrdup(const char *s);

@@ -166,6 +166,37 @@ class JobLines(JobTestCase):
         self.assertTrue(line.startswith("<6>{"), line)
         self.assertEqual(json.loads(line[3:])["level"], "info")
 
+    HOSTILE = sh(r"printf 'x\033[2J\b\377\0after\n'; printf 'caf\303\251 \302\233\t|\n' >&2")
+
+    def test_lg4_handler_output_is_escaped_in_the_text_log(self):
+        """printf 'x\\033[2J\\b\\377\\0after' once reached the log raw: it cleared the
+        terminal that tailed it, made grep call it binary, and lost what followed the NUL."""
+        d = self.daemon(handlers=[{"class": "Esc", "command": self.HOSTILE}])
+        jid = loads(self.push(job("Esc")))["jid"]
+        self.wait_done(d, "Esc", jid)
+        with open(d.log_path, "rb") as f:
+            raw = f.read()
+        mine = [l for l in raw.split(b"\n") if (b"jid=%s " % jid.encode()) in l]
+        out = [l for l in mine if b" stdout: " in l]
+        err = [l for l in mine if b" stderr: " in l]
+        self.assertEqual(len(out), 1, mine)
+        self.assertTrue(out[0].endswith(rb"INFO: jid=%s stdout: x\x1b[2J\x08\xff\x00after"
+                                        % jid.encode()), out[0])
+        # valid UTF-8 stays as it is, tab included; a C1 control (CSI) is escaped
+        self.assertEqual(len(err), 1, mine)
+        self.assertTrue(err[0].endswith("stderr: café \\u009b\t|".encode()), err[0])
+        raw.decode("utf-8")                     # grep reads it as text
+        self.assertEqual([c for c in raw if c < 0x20 and c not in b"\t\n"], [])
+
+    def test_lg4_handler_output_keeps_its_nul_in_json(self):
+        d = self.daemon(log_format="json", handlers=[{"class": "Esc", "command": self.HOSTILE}])
+        jid = loads(self.push(job("Esc")))["jid"]
+        self.wait_done(d, "Esc", jid)
+        msgs = {e["stream"]: e["msg"] for e in map(json.loads, d.log().splitlines())
+                if e.get("jid") == jid and e["event"] == "output"}
+        self.assertEqual(msgs, {"stdout": "jid=%s stdout: x\x1b[2J\b\ufffd\x00after" % jid,
+                                "stderr": "jid=%s stderr: café \x9b\t|" % jid})
+
 
 if __name__ == "__main__":
     import unittest

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_json.c: src/json.c — splicing members into raw JSON byte for byte, strict
- * validation, Ruby-compatible canonical JSON and Float#to_s, UTF-8 scrubbing.
+ * validation, Ruby-compatible canonical JSON and Float#to_s, UTF-8 scrubbing and the text
+ * log's escaping.
  *
  * The canonical and float vectors were checked against Ruby 3.1 (json 2.6.1):
  * JSON.generate(JSON.parse(text)) and Float#to_s.
@@ -690,6 +691,30 @@ START_TEST(scrub_tail_agrees_with_full_scrub)
 }
 END_TEST
 
+/* What the text log makes of a handler's bytes (log.c): the literal in escaped is want. */
+#define CHECK_ESCAPED(in, want)                                             \
+	do {                                                                \
+		struct sbuf b_;                                             \
+		sb_init(&b_);                                               \
+		utf8_escape_text(&b_, in, sizeof(in) - 1);                  \
+		ck_assert_str_eq(b_.s, want);                               \
+		sb_free(&b_);                                               \
+	} while (0)
+
+START_TEST(escape_text_shows_what_a_terminal_would_act_on)
+{
+	CHECK_ESCAPED("x\033[2J\b\377\0after", "x\\x1b[2J\\x08\\xff\\x00after");
+	/* valid UTF-8 and tab kept; DEL and C1 (here CSI) escaped; line breaks are spaces */
+	CHECK_ESCAPED("caf\xc3\xa9 \xf0\x9f\x98\x80\t|", "caf\xc3\xa9 \xf0\x9f\x98\x80\t|");
+	CHECK_ESCAPED("a\x7f" "b\xc2\x9b" "c\xc2\xa0", "a\\x7fb\\u009bc\xc2\xa0");
+	CHECK_ESCAPED("one\r\ntwo\n", "one  two ");
+	/* an invalid sequence: each of its bytes; a truncated one at the end likewise */
+	CHECK_ESCAPED("\xe2\x82(\xed\xa0\x80\xf0\x9f\x98", "\\xe2\\x82(\\xed\\xa0\\x80\\xf0\\x9f\\x98");
+	CHECK_ESCAPED("\\x1b stays", "\\x1b stays");
+	CHECK_ESCAPED("", "");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------
  * suite
  * ------------------------------------------------------------------------------------- */
@@ -750,6 +775,7 @@ static Suite *json_suite(void)
 	tcase_add_test(tc, scrub_limits_characters);
 	tcase_add_test(tc, scrub_tail_keeps_the_end);
 	tcase_add_test(tc, scrub_tail_agrees_with_full_scrub);
+	tcase_add_test(tc, escape_text_shows_what_a_terminal_would_act_on);
 	suite_add_tcase(s, tc);
 
 	return s;
