@@ -264,14 +264,14 @@ static size_t log_line(enum log_level l, size_t room, const char *event,
 
 size_t log_vmsg(enum log_level l, const char *fmt, va_list ap)
 {
-	return log_line(l, SIZE_MAX, NULL, NULL, 0, NULL, 0, fmt, ap);
+	return log_line(l, SIZE_MAX, NULL, NULL, 0, "", 0, fmt, ap);
 }
 
 size_t log_msg(enum log_level l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t n = log_line(l, SIZE_MAX, NULL, NULL, 0, NULL, 0, fmt, ap);
+	size_t n = log_line(l, SIZE_MAX, NULL, NULL, 0, "", 0, fmt, ap);
 	va_end(ap);
 	return n;
 }
@@ -281,7 +281,7 @@ size_t log_event(enum log_level l, const char *event, const struct log_field *fi
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t wrote = log_line(l, SIZE_MAX, event, fields, n, NULL, 0, fmt, ap);
+	size_t wrote = log_line(l, SIZE_MAX, event, fields, n, "", 0, fmt, ap);
 	va_end(ap);
 	return wrote;
 }

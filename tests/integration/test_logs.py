@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """LG — the daemon's log as an operator reads it (doc/behaviours.md group LG): one line per
 settled job saying where it went and how long it ran, the sd-daemon priority prefix when
-stderr is the journal (JOURNAL_STREAM), and `log_format = "json"` for log shippers.
+stderr is the journal (JOURNAL_STREAM), `log_format = "json"` for log shippers, and a
+handler's bytes escaped in the text format so that they cannot act on a terminal.
 
 Run: python3 tests/integration/run.py test_logs
 """
