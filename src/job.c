@@ -15,6 +15,7 @@
  * cJSON writes a global error pointer on every parse; parses are serialised by a mutex so
  * that concurrent fetchers do not race on it (doc/design.md "Pitfalls").
  */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,28 +46,145 @@ cJSON *job_json_parse(const char *s, size_t len)
 	return parse_strict(s, len, NULL);
 }
 
-int job_max_retries(const cJSON *retry)
+/* Ruby's ISSPACE: what Integer() skips around the digits. */
+static int rb_space(int c)
 {
-	if (!retry || cJSON_IsNull(retry) || cJSON_IsTrue(retry))
-		return 25;
-	if (cJSON_IsFalse(retry))
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* A digit's value in bases up to 36 (as Ruby's conv_digit), or -1. */
+static int digit_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* v * base + d, saturating (a budget is capped far below any overflow anyway). */
+static unsigned long long accumulate(unsigned long long v, int base, int d)
+{
+	if (v > (ULLONG_MAX - (unsigned)d) / (unsigned)base)
+		return ULLONG_MAX;
+	return v * (unsigned)base + (unsigned)d;
+}
+
+/*
+ * Skip the leading zeros (and single underscores after them) of the digits at p, as Ruby
+ * does before it reads them: p is left on the first digit to read, which is a zero when
+ * nothing else follows. A double underscore leaves p on the second one, which no base reads.
+ */
+static const char *skip_leading_zeros(const char *p, const char *end)
+{
+	int us = 0, c;
+	if (*p != '0' || end - p == 1)
+		return p;
+	for (;;) {
+		c = ++p < end ? *p : 0;
+		if (c == '0')
+			us = 0;
+		else if (c != '_' || ++us >= 2)
+			break;
+	}
+	return c == 0 || rb_space(c) ? p - 1 : p;
+}
+
+/*
+ * The digits from p on, in base: without an underscore, only whitespace may follow them;
+ * with one (Ruby's second scan, also taken on overflow), underscores must stand single
+ * between digits, and a NUL ends the text. -1 when that does not hold.
+ */
+static int read_digits(const char *p, const char *end, int base, unsigned long long *v)
+{
+	const char *q = p;
+	int d, underscore = 0;
+	*v = 0;
+	while (q < end && (d = digit_value(*q)) >= 0 && d < base)
+		*v = accumulate(*v, base, d), q++;
+	if (*v != ULLONG_MAX && !(q < end && *q == '_')) {
+		while (q < end)
+			if (!rb_space(*q++))
+				return -1;
 		return 0;
-	if (cJSON_IsNumber(retry)) {
-		double d = retry->valuedouble;
-		if (!isfinite(d) || d <= 0)
-			return 0;
-		return d > 1e9 ? 1000000000 : (int)d;
 	}
-	if (cJSON_IsString(retry) && retry->valuestring[0]) {
-		char *end;
-		double d = strtod(retry->valuestring, &end);
-		while (*end == ' ')
-			end++;
-		if (*end != '\0' || !isfinite(d) || d <= 0)
-			return 0;
-		return d > 1e9 ? 1000000000 : (int)d;
+	for (q = p, *v = 0; q < end && *q; q++) {
+		if (*q == '_') {
+			if (underscore++)
+				return -1;
+			continue;
+		}
+		if ((d = digit_value(*q)) < 0 || d >= base)
+			break;
+		underscore = 0;
+		*v = accumulate(*v, base, d);
 	}
+	if (underscore)
+		return -1;
+	while (q < end && *q && rb_space(*q))
+		q++;
+	return q < end && *q ? -1 : 0;
+}
+
+/*
+ * Ruby's Integer(s, exception: false) on the n bytes at s, which is how the cogworker gem
+ * reads a string retry (doc/protocol.md §4.2): whitespace around, a sign, a base prefix
+ * (0x, 0b, 0o, 0d; a leading 0 alone means octal), single underscores between digits.
+ * 0 and the value (saturated) in *out, or -1 where Ruby's gives nil: "1e3", "2.5", "08".
+ */
+static int ruby_integer(const char *s, size_t n, long long *out)
+{
+	const char *p = s, *end = s + n;
+	int neg = 0, base = 10;
+	unsigned long long v;
+
+	while (p < end && rb_space(*p))
+		p++;
+	if (p < end && (*p == '+' || *p == '-'))
+		neg = *p++ == '-';
+	if (p < end - 1 && *p == '0') {
+		const char *prefixes = "xXbBoOdD", *at = strchr(prefixes, p[1]);
+		static const int bases[] = { 16, 16, 2, 2, 8, 8, 10, 10 };
+		base = at && p[1] ? bases[at - prefixes] : 8;
+		p += at && p[1] ? 2 : 0;
+	}
+	if (p == end)
+		return -1;
+	p = skip_leading_zeros(p, end);
+	int d = digit_value(*p);
+	if (d < 0 || d >= base || read_digits(p, end, base, &v) != 0)
+		return -1;
+	if (v > LLONG_MAX)
+		v = LLONG_MAX;
+	*out = neg ? -(long long)v : (long long)v;
 	return 0;
+}
+
+/* A budget from a count: zero or less → 0, capped at 10⁹. */
+static int budget_of(double d)
+{
+	if (!isfinite(d) || d <= 0)
+		return 0;
+	return d > 1e9 ? 1000000000 : (int)d;
+}
+
+int job_max_retries(const char *v, size_t len)
+{
+	if (len == 0 || v[0] == 't' || v[0] == 'n')
+		return 25;
+	if (v[0] == '"') {
+		size_t n;
+		long long k;
+		char *s = json_string_decode(v, len, &n);
+		int ok = s && ruby_integer(s, n, &k) == 0;
+		free(s);
+		return ok ? budget_of((double)k) : 0;
+	}
+	if (v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
+		return budget_of(strtod(v, NULL));
+	return 0;                   /* false, an object, an array */
 }
 
 /*
@@ -191,9 +309,9 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	 * (json_edit_object is as strict as this scan), so it is unparseable here too. One
 	 * scan checks that and finds the members read from the text. */
 	static const char *const names[] = { "class", "jid", "queue", "periodic_pjid", "unique",
-	                                     "args" };
-	size_t st[6], ln[6];
-	if (json_member_spans(j->raw, len, names, 6, st, ln) != 0) {
+	                                     "args", "retry" };
+	size_t st[7], ln[7];
+	if (json_member_spans(j->raw, len, names, 7, st, ln) != 0) {
 		cJSON_Delete(v);
 		j->parse_error = xstrdup("unexpected token: not valid JSON (RFC 8259)");
 		j->queue = xstrdup("default");
@@ -222,7 +340,7 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	j->args_json = ln[5] ? xstrndup(j->raw + st[5], ln[5]) : xstrdup("[]");
 	j->retry_count = int_field(v, "retry_count");
 	j->interrupted_count = int_field(v, "interrupted_count");
-	j->max_retries = job_max_retries(member(v, "retry"));
+	j->max_retries = job_max_retries(j->raw + st[6], ln[6]);
 	j->periodic_until_executed = cJSON_IsTrue(member(v, "periodic_until_executed"));
 }
 

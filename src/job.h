@@ -59,9 +59,12 @@ void job_free(struct job *j);
  * (unparseable) wrapper filed later (doc/protocol.md §4.6, §7.19). */
 int job_gets_on_death(const struct job *j);
 
-/* max_retries(retry): false → 0; true/absent/null → 25; int; float truncated; numeric
- * string parsed; anything else 0. */
-int job_max_retries(const cJSON *retry);
+/*
+ * max_retries(retry) from the member's JSON text (len 0: absent), doc/protocol.md §4.2:
+ * false → 0; true/absent/null → 25; a number truncated; a string read as Ruby's Integer()
+ * reads it ("1_000" → 1000, "1e3" → 0); anything else 0. Zero or less → 0, capped at 10⁹.
+ */
+int job_max_retries(const char *v, size_t len);
 
 /*
  * A job's deadline (doc/protocol.md §7.31), epoch seconds, 0 = none: its own expires_at when

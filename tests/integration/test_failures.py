@@ -122,6 +122,10 @@ class Routing(JobTestCase):
             ("null", 24, RETRY), ("null", 25, DEAD),
             ("false", 0, DEAD),
             ("[1]", 0, DEAD), ('""', 0, DEAD),
+            # a string is read as the gem's Integer(s, exception: false) || 0 reads it
+            ('"1e3"', 0, DEAD), ('"2.5"', 0, DEAD),
+            ('"1_000"', 999, RETRY), ('"1_000"', 1000, DEAD),
+            ('"010"', 7, RETRY), ('"010"', 8, DEAD),
         ]
         expect = {}
         for i, (retry, count, where) in enumerate(cases):

@@ -17,10 +17,7 @@
 
 static int budget(const char *json)
 {
-	cJSON *v = cJSON_Parse(json);
-	int n = job_max_retries(v);
-	cJSON_Delete(v);
-	return n;
+	return job_max_retries(json, strlen(json));
 }
 
 START_TEST(test_retry_budget)
@@ -28,15 +25,55 @@ START_TEST(test_retry_budget)
 	ck_assert_int_eq(budget("false"), 0);
 	ck_assert_int_eq(budget("true"), 25);
 	ck_assert_int_eq(budget("null"), 25);
-	ck_assert_int_eq(job_max_retries(NULL), 25);
+	ck_assert_int_eq(job_max_retries(NULL, 0), 25);
 	ck_assert_int_eq(budget("3"), 3);
 	ck_assert_int_eq(budget("2.0"), 2);
 	ck_assert_int_eq(budget("2.9"), 2);
+	ck_assert_int_eq(budget("1e3"), 1000);      /* a JSON number: a Float to Ruby, truncated */
+	ck_assert_int_eq(budget("1e300"), 1000000000);
 	ck_assert_int_eq(budget("\"4\""), 4);
 	ck_assert_int_eq(budget("{}"), 0);
 	ck_assert_int_eq(budget("\"lots\""), 0);
 	ck_assert_int_eq(budget("[]"), 0);
 	ck_assert_int_eq(budget("-3"), 0);
+}
+END_TEST
+
+/* FR-4: a string retry is read as the cogworker gem reads it, Integer(s, exception: false)
+ * || 0, so the budget does not depend on which process files the failure. Each value was
+ * checked against Ruby 3's Integer(). */
+START_TEST(test_retry_string_as_ruby_integer)
+{
+	static const struct { const char *json; int want; } cases[] = {
+		{ "\"1e3\"", 0 }, { "\"2.5\"", 0 }, { "\"1_000\"", 1000 },
+		{ "\"4\"", 4 }, { "\" 7 \"", 7 }, { "\"\\t\\n7\\r\\f\\u000b\"", 7 },
+		{ "\"+5\"", 5 }, { "\"-5\"", 0 }, { "\"-0\"", 0 }, { "\"0\"", 0 }, { "\"00\"", 0 },
+		{ "\"010\"", 8 }, { "\"0_10\"", 8 }, { "\"08\"", 0 }, { "\"0_8\"", 0 },
+		{ "\"0x1f\"", 31 }, { "\"0X1F\"", 31 }, { "\"0x1_f\"", 31 }, { "\"0x_1\"", 0 },
+		{ "\"0x0_f\"", 15 }, { "\"0x\"", 0 }, { "\"0b101\"", 5 }, { "\"0b102\"", 0 },
+		{ "\"0o17\"", 15 }, { "\"0d19\"", 19 }, { "\"0d0x1\"", 0 }, { "\"1__0\"", 0 },
+		{ "\"_1\"", 0 }, { "\"1_\"", 0 }, { "\"1_ \"", 0 }, { "\"1_0 \"", 10 },
+		{ "\"0__1\"", 0 }, { "\"0_\"", 0 }, { "\"\"", 0 }, { "\" \"", 0 }, { "\"+\"", 0 },
+		{ "\"- 1\"", 0 }, { "\"+-1\"", 0 }, { "\"1 2\"", 0 }, { "\"0 7\"", 0 },
+		{ "\"07 \"", 7 }, { "\"0.5\"", 0 }, { "\"12abc\"", 0 }, { "\"\\u00a012\"", 0 },
+		{ "\"12\\u0000\"", 0 }, { "\"1_0\\u0000x\"", 10 },      /* Ruby's second scan ends at NUL */
+		{ "\"99999999999999999999999\"", 1000000000 }, { "\"1_000_000_000_000\"", 1000000000 },
+		{ "\"0x7fffffff\"", 1000000000 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+		ck_assert_msg(budget(cases[i].json) == cases[i].want, "retry %s: %d, not %d",
+		              cases[i].json, budget(cases[i].json), cases[i].want);
+	/* through job_parse, from the text (a NUL inside the string is not cut off, as cJSON
+	 * would cut it) */
+	struct job j;
+	const char *raw = "{\"class\":\"R\",\"jid\":\"a\",\"retry\":\"12\\u0000\"}";
+	job_parse(&j, raw, strlen(raw), NULL);
+	ck_assert_int_eq(j.max_retries, 0);
+	job_free(&j);
+	raw = "{\"class\":\"R\",\"jid\":\"a\",\"retry\":\"1_000\"}";
+	job_parse(&j, raw, strlen(raw), NULL);
+	ck_assert_int_eq(j.max_retries, 1000);
+	job_free(&j);
 }
 END_TEST
 
@@ -439,6 +476,7 @@ int main(void)
 	Suite *s = suite_create("job");
 	TCase *tc = tcase_create("rules");
 	tcase_add_test(tc, test_retry_budget);
+	tcase_add_test(tc, test_retry_string_as_ruby_integer);
 	tcase_add_test(tc, test_deadline);
 	tcase_add_test(tc, test_backoff_bounds);
 	tcase_add_test(tc, test_parse_fields);
