@@ -7,7 +7,8 @@
 #                   docs resolves, the README stays short), and the
 #                   sanitizer builds compile
 #   make compile_commands.json   the compilation database for clangd & co (needs bear)
-#   make run        deps, then the daemon on conf/dev.conf with a private redis-server
+#   make run        deps of building and running only (no test tools), then the daemon on
+#                   conf/dev.conf with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
 #   make deb        the Debian package, build/deb/cogworkerd_<version>_<arch>.deb, lintian-checked
 #   make check-systemd   the package installed, purged and run as a service by a real
@@ -55,7 +56,7 @@ CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check lint unit integration run bench clean install compile_commands.json \
+.PHONY: all deps deps-run check lint unit integration run bench clean install compile_commands.json \
         deb container-root check-systemd fuzz fuzz-build soak
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
@@ -93,8 +94,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit_redis.h $(LIB_OBJ) $(filter-out
 	$(CC) $(CFLAGS) -Isrc $(shell pkg-config --cflags check) -o $@ $(filter %.c %.o,$^) \
 	    $(LDFLAGS) $(LDLIBS) $(shell pkg-config --libs check)
 
+# tools/deps.sh's sets: `test` (what the checks, tests and benchmarks use, and what running
+# needs) for every target that tests; `run` for make run, which wants no test tools.
 deps:
-	@sh tools/deps.sh
+	@sh tools/deps.sh test
+deps-run:
+	@sh tools/deps.sh run
 
 # bear records the compiler calls of a build, so the build is a full one, in a scratch
 # directory: every file (unit tests too) gets its entry and build/ is left as it was.
@@ -127,7 +132,7 @@ lint: deps
 	sh tools/lint.sh -s src -b $(BUILD)
 	python3 tools/check-refs.py
 
-run: deps all
+run: deps-run all
 	sh tools/run.sh $(BUILD)
 
 bench: deps all $(BUILD)/bench/spawn_ceiling $(BUILD)/bench/spawn_path

@@ -20,7 +20,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, build_dir, wait_for  # noqa: E402
+import redis  # noqa: E402
+from harness import REPO, RedisServer, build_dir, free_port, wait_for  # noqa: E402
 
 
 def alive(pid):
@@ -157,6 +158,238 @@ class MakeRun(unittest.TestCase):
         os.killpg(p.pid, signal.SIGTERM)
         p.wait(timeout=40)
         wait_for(lambda: not alive(redis_pid), timeout=10, message="redis-server stopped")
+
+
+# --- tools/deps.sh: the dependency step of make run, make check and the others ------------
+#
+# A test cannot install Debian packages for real, nor stop the host's services: deps.sh
+# runs here with a PATH whose dpkg-query, apt-get, sudo, systemctl, invoke-rc.d and
+# update-rc.d are shims. They keep a list of "installed" packages, record every call, and
+# act out what the real ones do to services: installing redis-server or redis-sentinel
+# starts a real redis-server (the packaged service, on a private port), and stopping the
+# service of that name (systemctl disable --now, invoke-rc.d stop) kills the process
+# registered under it. The host's own Redis is a real redis-server the test starts and
+# registers as "redis-server" before the call, so a deps.sh that stopped what it did not
+# install would kill it, and the test would see it gone.
+
+SHIM_COMMON = r"""#!/bin/sh
+state=$SHIM_STATE
+printf '%s\n' "$(basename "$0") $*" >>"$state/calls"
+stop() {    # stop the service $1 (with or without .service): kill what is registered
+	n=${1%.service}
+	[ -f "$state/svc/$n.pid" ] && kill "$(cat "$state/svc/$n.pid")" 2>/dev/null
+	rm -f "$state/svc/$n.pid"
+}
+"""
+
+SHIMS = {
+    "sudo": 'exec "$@"\n',
+    "dpkg-query": r"""pkg=$(eval echo \${$#})
+if grep -qx "$pkg" "$state/installed"; then printf 'install ok installed'; exit 0; fi
+echo "dpkg-query: no packages found matching $pkg" >&2
+exit 1
+""",
+    "apt-get": r"""case " $* " in
+*" update "*)
+	n=$(cat "$state/lock_busy" 2>/dev/null || echo 0)
+	if [ "$n" -gt 0 ]; then
+		echo $((n - 1)) >"$state/lock_busy"
+		echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (apt-get)" >&2
+		echo "E: Unable to lock directory /var/lib/apt/lists/" >&2
+		exit 100
+	fi
+	exit 0 ;;
+esac
+skip=0; verb=""
+for a; do
+	if [ $skip = 1 ]; then skip=0; continue; fi
+	case $a in
+	-o) skip=1 ;;
+	-*) ;;
+	*) if [ -z "$verb" ]; then verb=$a; else
+		echo "$a" >>"$state/installed"
+		# the package's postinst starts and enables its service
+		port=$(cat "$state/port.$a" 2>/dev/null) || continue
+		redis-server --port "$port" --save '' --appendonly no --daemonize yes \
+			--pidfile "$state/svc/$a.pid" --logfile "$state/$a.log" --dir "$state"
+		i=0; while [ ! -s "$state/svc/$a.pid" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+	fi ;;
+	esac
+done
+""",
+    "systemctl": r"""case " $* " in *" stop "*|*" --now "*)
+	for a; do case $a in -*|stop|disable|enable|start|restart) ;; *) stop "$a" ;; esac; done ;;
+esac
+""",
+    "invoke-rc.d": '[ "$2" = stop ] && stop "$1"\nexit 0\n',
+    "update-rc.d": "exit 0\n",
+}
+
+RUN_SET = {"build-essential", "pkg-config", "libhiredis-dev", "libcjson-dev", "libconfig-dev",
+           "libsystemd-dev", "libmicrohttpd-dev", "redis-server", "redis-tools"}
+TEST_ONLY = {"valgrind", "cppcheck", "gnuplot-nox", "man-db", "python3-prometheus-client",
+             "tmux", "check", "redis-sentinel", "python3-redis"}
+
+
+class Deps(unittest.TestCase):
+
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="cw-deps-")
+        self.addCleanup(shutil.rmtree, self.state, True)
+        self.bin = os.path.join(self.state, "bin")
+        os.makedirs(self.bin)
+        os.makedirs(os.path.join(self.state, "svc"))
+        for name, body in SHIMS.items():
+            path = os.path.join(self.bin, name)
+            with open(path, "w") as f:
+                f.write(SHIM_COMMON + body)
+            os.chmod(path, 0o755)
+        self.installed([])
+        self.addCleanup(self.stop_services)
+
+    def stop_services(self):
+        svc = os.path.join(self.state, "svc")
+        for name in os.listdir(svc):
+            try:
+                with open(os.path.join(svc, name)) as f:
+                    os.kill(int(f.read()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+    def installed(self, pkgs):
+        with open(os.path.join(self.state, "installed"), "w") as f:
+            f.write("".join(p + "\n" for p in pkgs))
+
+    def host_redis(self):
+        """The host's own Redis: packaged, running, registered as the redis-server service."""
+        srv = RedisServer()
+        self.addCleanup(srv.stop)
+        with open(os.path.join(self.state, "svc", "redis-server.pid"), "w") as f:
+            f.write("%d\n" % srv.pid)
+        return srv
+
+    def packaged_service_port(self, pkg):
+        """Installing pkg will start its service on this port."""
+        port = free_port()
+        with open(os.path.join(self.state, "port." + pkg), "w") as f:
+            f.write("%d\n" % port)
+        return port
+
+    def deps(self, *argv, env=None):
+        """tools/deps.sh ARGV... (ARGV as a make target gives it) with the shims first."""
+        e = dict(os.environ, SHIM_STATE=self.state, PATH=self.bin + ":" + os.environ["PATH"])
+        e.update(env or {})
+        return subprocess.run(["sh", os.path.join(REPO, "tools", "deps.sh")] + list(argv),
+                              cwd=REPO, env=e, capture_output=True, text=True, timeout=60)
+
+    def calls(self):
+        try:
+            with open(os.path.join(self.state, "calls")) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def apt_installs(self):
+        """The packages of every apt-get install call."""
+        pkgs = set()
+        for line in self.calls():
+            words = line.split()
+            if words[0] == "apt-get" and "install" in words:
+                rest = words[words.index("install") + 1:]
+                pkgs.update(w for w in rest if not w.startswith("-"))
+        return pkgs
+
+    def make_target_deps(self, target):
+        """The deps.sh arguments of make TARGET (make -n prints its recipe lines)."""
+        out = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True,
+                             text=True, timeout=60).stdout
+        for line in out.splitlines():
+            if line.startswith("sh tools/deps.sh"):
+                return line.split()[2:]
+        self.fail("make -n %s runs no tools/deps.sh:\n%s" % (target, out))
+
+    def answers(self, port):
+        try:
+            return redis.Redis(port=port, socket_timeout=1).ping()
+        except redis.ConnectionError:
+            return False
+
+    def test_run3_make_run_leaves_the_hosts_redis_running_and_installs_no_test_tools(self):
+        self.installed(["redis-server", "redis-tools"])
+        host = self.host_redis()
+        res = self.deps(*self.make_target_deps("run"))
+        self.assertEqual(res.returncode, 0, res)
+        self.assertTrue(host.client().ping())                   # still running
+        self.assertEqual([c for c in self.calls() if "redis" in c and "apt-get" not in c
+                          and "dpkg-query" not in c], [])       # never asked to stop
+        self.assertIn("deps: redis-server was installed before this call: its service is "
+                      "left as it was", res.stdout)
+        got = self.apt_installs()
+        self.assertEqual(got, RUN_SET - {"redis-server", "redis-tools"})
+        self.assertEqual(got & TEST_ONLY, set())
+
+    def test_run4_only_the_services_this_call_installed_are_stopped(self):
+        # make check's set on a host with its own redis-server but no redis-sentinel
+        self.installed(["redis-server"])
+        host = self.host_redis()
+        sentinel_port = self.packaged_service_port("redis-sentinel")
+        res = self.deps(*self.make_target_deps("check"))
+        self.assertEqual(res.returncode, 0, res)
+        self.assertTrue(host.client().ping())
+        self.assertTrue(TEST_ONLY - {"redis-server"} <= self.apt_installs(), self.calls())
+        self.assertIn("redis-sentinel", self.apt_installs())
+        # the packaged sentinel service did start, and was stopped: nothing on its port
+        self.assertIn("deps: stopped and disabled the redis-sentinel service, which this call "
+                      "installed", res.stdout)
+        self.assertTrue(any(c.startswith("apt-get") for c in self.calls()))
+        wait_for(lambda: not self.answers(sentinel_port), timeout=10,
+                 message="the packaged sentinel service stopped")
+        self.assertNotIn("stopped and disabled the redis-server", res.stdout)
+        self.assertTrue(host.client().ping())
+
+        # On a fresh host, make run's own redis-server package is the one it stops
+        host.stop()
+        os.unlink(os.path.join(self.state, "svc", "redis-server.pid"))
+        self.installed([])
+        port = self.packaged_service_port("redis-server")
+        res = self.deps("run")
+        self.assertEqual(res.returncode, 0, res)
+        self.assertIn("deps: stopped and disabled the redis-server service, which this call "
+                      "installed", res.stdout)
+        wait_for(lambda: not self.answers(port), timeout=10,
+                 message="the packaged redis-server service stopped")
+
+        # Everything there: nothing is installed, nothing is said, no service is touched
+        self.installed(RUN_SET | TEST_ONLY | {"python3", "procps", "systemd"})
+        before = len(self.calls())
+        res = self.deps("test")
+        self.assertEqual((res.returncode, res.stdout), (0, ""), res)
+        self.assertEqual([c.split()[0] for c in self.calls()[before:]],
+                         ["dpkg-query"] * len(self.calls()[before:]))
+
+    def test_run5_another_apt_holding_the_lock_is_waited_for(self):
+        with open(os.path.join(self.state, "lock_busy"), "w") as f:
+            f.write("2\n")                                      # two refusals, then free
+        res = self.deps("run", env={"DEPS_LOCK_TIMEOUT": "30"})
+        self.assertEqual(res.returncode, 0, res)
+        self.assertIn("deps: another apt is running (Could not get lock "
+                      "/var/lib/apt/lists/lock. It is held by process 4242 (apt-get)); "
+                      "waiting for it, up to 30s", res.stdout)
+        updates = [c for c in self.calls() if c.startswith("apt-get") and "update" in c]
+        self.assertEqual(len(updates), 3)
+        installs = [c for c in self.calls() if c.startswith("apt-get") and "install" in c]
+        self.assertEqual(len(installs), 1)
+        self.assertIn("-o DPkg::Lock::Timeout=30 install", installs[0])   # dpkg's lock: apt waits
+
+        # a lock that stays held: a clear failure once the time is up, nothing installed
+        with open(os.path.join(self.state, "lock_busy"), "w") as f:
+            f.write("1000\n")
+        self.installed([])
+        before = len(self.calls())
+        res = self.deps("run", env={"DEPS_LOCK_TIMEOUT": "2"})
+        self.assertNotEqual(res.returncode, 0, res)
+        self.assertIn("deps: gave up waiting for the apt lists lock after 2s", res.stderr)
+        self.assertFalse([c for c in self.calls()[before:] if "install" in c.split()])
 
 
 if __name__ == "__main__":
