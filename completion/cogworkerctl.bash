@@ -23,7 +23,7 @@ _cogworkerctl()
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
 		-c|--config) conf=${COMP_WORDS[i+1]}; ((i++)) ;;
-		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run)
+		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run|--expires-in|--expires-at)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -39,7 +39,7 @@ _cogworkerctl()
 	--status) COMPREPLY=($(compgen -W "success failed" -- "$cur")); return ;;
 	--retry) COMPREPLY=($(compgen -W "true false 0 1 3 5 10 25" -- "$cur")); return ;;
 	--queue) COMPREPLY=($(compgen -W "$(_cogworkerctl_queues "$conf")" -- "$cur")); return ;;
-	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run) return ;;
+	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run|--expires-in|--expires-at) return ;;
 	esac
 
 	local common="--json --yes --help"
@@ -70,7 +70,8 @@ _cogworkerctl()
 		show) words="--full $common" ;;
 		log) words="--run --follow $common" ;;
 		cancel) words="--discard $common" ;;
-		retry|delete|kill) words="--set --all --queue --class $common" ;;
+		retry) words="--set --all --queue --class --expires-in $common" ;;
+		delete|kill) words="--set --all --queue --class $common" ;;
 		*) words=$common ;;
 		esac ;;
 	processes)

@@ -13,8 +13,6 @@
 #include "log.h"
 #include "redis.h"
 
-#define JOB_EXPIRED "Cogworker::JobExpired"
-
 /* The deadline of job j under handler h (NULL: none), epoch seconds; 0 = none. */
 double deadline_of(const struct job *j, const struct handler *h, int *from_job);
 

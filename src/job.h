@@ -40,6 +40,10 @@ struct job {
 
 /* The class of the (unparseable) wrapper (doc/protocol.md §4.6). */
 #define JOB_UNPARSEABLE_CLASS "(unparseable)"
+/* The error classes of a job cancelled on request (§7.13) and of one past its deadline
+ * (§7.31): the daemon files them, cogworkerctl explains them. */
+#define JOB_CANCELLED "Cogworker::Cancelled"
+#define JOB_EXPIRED "Cogworker::JobExpired"
 
 /* cJSON parse of NUL-terminated text, strict and serialised (cJSON's global error
  * pointer is written by every parse). NULL if invalid. */

@@ -219,7 +219,7 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 		return;
 	case RUN_CANCELLED:
 		o->cancelled = 1;
-		failed(o, "Cogworker::Cancelled", "cancelled on request", tail, tail_len);
+		failed(o, JOB_CANCELLED, "cancelled on request", tail, tail_len);
 		return;
 	}
 }

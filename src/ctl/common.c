@@ -146,6 +146,19 @@ void ctl_duration(double secs, char *out, size_t n)
 	human_duration(secs, 0, out, n);
 }
 
+int ctl_parse_duration(const char *s, double *out)
+{
+	static const char units[] = "smhdw";
+	static const double secs[] = { 1, 60, 3600, 86400, 604800 };
+	char *end;
+	double d = strtod(s, &end);
+	if (end == s || !isfinite(d) || d < 0 || !(s[0] >= '0' && s[0] <= '9') ||
+	    (*end && (end[1] || !strchr(units, *end))))
+		return -1;
+	*out = *end ? d * secs[strchr(units, *end) - units] : d;
+	return 0;
+}
+
 void ctl_relative(double t, double now, char *out, size_t n)
 {
 	char d[32];

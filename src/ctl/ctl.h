@@ -75,6 +75,11 @@ double ctl_now(struct ctl *c);
 void ctl_iso_time(double t, char out[32]);
 /* A duration for people: "12s", "4m 05s", "3h 02m", "2d 04h". */
 void ctl_duration(double secs, char *out, size_t n);
+/* A duration as people type one: seconds ("90", "1.5"), or a number with a unit s, m, h,
+ * d or w ("90s", "5m", "2h", "1d", "1w"): *out seconds, 0; -1 for anything else. (The one
+ * parser `history --since` and `jobs retry --expires-in` share; the push options are to
+ * join it, issue 21 item 19.) */
+int ctl_parse_duration(const char *s, double *out);
 /* "12s ago" (t before now) or "in 4m 05s" (t after now). */
 void ctl_relative(double t, double now, char *out, size_t n);
 

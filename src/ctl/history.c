@@ -36,13 +36,9 @@ static int parse_since(const char *s, double *out, int *ago)
 		*out = d;
 		return 0;
 	}
-	if (end != s && isfinite(d) && d >= 0 && end[0] && !end[1]) {
-		static const char units[] = "smhdw";
-		static const double secs[] = { 1, 60, 3600, 86400, 604800 };
-		const char *u = strchr(units, end[0]);
-		if (!u)
+	if (end != s && end[0] && !end[1]) {
+		if (ctl_parse_duration(s, out) != 0)
 			return -1;
-		*out = d * secs[u - units];
 		*ago = 1;
 		return 0;
 	}

@@ -4,7 +4,7 @@
  *
  *   jobs list [--set S] [--queue Q] [--class C] [--limit N]
  *   jobs show [--full] JID
- *   jobs retry JID...          | jobs retry --all --set retry|dead|scheduled [filters]
+ *   jobs retry [--expires-in D] JID... | jobs retry --all --set retry|dead|scheduled [filters]
  *   jobs delete JID...         | jobs delete --all --set S [filters] --yes
  *   jobs kill JID...           | jobs kill --all --set scheduled|retry [filters] --yes
  *   jobs reschedule JID MINUTES
@@ -45,11 +45,13 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		{ "limit", required_argument, NULL, 'l' },
 		{ "all", no_argument, NULL, 'a' },
 		{ "full", no_argument, NULL, 'F' },
+		{ "expires-in", required_argument, NULL, 'E' },
 		CTL_COMMON_OPTS,
 		{ 0, 0, 0, 0 },
 	};
 	int ch, set = -1, all = 0, full = 0;
 	long limit = 100;
+	double expires_in = 0;
 	struct filter f = { 0 };
 	/* log and cancel have options of their own (jobs_run.c). */
 	for (int i = 1; i < argc; i++)
@@ -81,6 +83,13 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		}
 		case 'a': all = 1; break;
 		case 'F': full = 1; break;
+		case 'E':
+			if (ctl_parse_duration(optarg, &expires_in) != 0 || !(expires_in > 0)) {
+				ctl_error("jobs: --expires-in wants a duration from now (600, 90s, 10m, "
+				          "2h, 1d), not \"%s\"", optarg);
+				return CTL_USAGE;
+			}
+			break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;
@@ -131,6 +140,10 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		          "(list, show, retry, delete, kill, reschedule, log, cancel)", sub);
 		return CTL_USAGE;
 	}
+	if (expires_in > 0 && a != A_RETRY) {
+		ctl_error("jobs %s: --expires-in is for jobs retry", sub);
+		return CTL_USAGE;
+	}
 	if (set >= 0 && !(jobs_action_sets[a] & BIT(set))) {
 		char sl[128];
 		jobs_set_list(jobs_action_sets[a], sl, sizeof sl);
@@ -174,7 +187,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		}
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
-		return jobs_act_on_all(c, a, set, &f);
+		return jobs_act_on_all(c, a, set, &f, expires_in);
 	}
 	if (nargs == 0) {
 		ctl_error("usage: cogworkerctl jobs %s JID... | --all --set SET", sub);
@@ -183,5 +196,5 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	return jobs_act_on_args(c, a, set >= 0 ? BIT(set) : jobs_action_sets[a], &f, nargs, args,
-	                        minutes);
+	                        minutes, expires_in);
 }

@@ -73,11 +73,13 @@ int jobs_show(struct ctl *c, const char *arg, int full);
 /* ---- jobs_act.c ---- */
 enum action { A_RETRY, A_DELETE, A_KILL, A_RESCHEDULE };
 extern const unsigned jobs_action_sets[];              /* the sets each action works on */
-/* Act on each JID argument wherever it is found within sets. */
+/* Act on each JID argument wherever it is found within sets; minutes: reschedule's;
+ * expires_in: retry's new deadline, seconds from now (0 = none). */
 int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct filter *base,
-                     int nargs, char **args, double minutes);
+                     int nargs, char **args, double minutes, double expires_in);
 /* --all: act on every entry of one set that passes the filter. */
-int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f);
+int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f,
+                    double expires_in);
 
 /* ---- jobs_run.c ---- */
 /* jobs log (want: a run number, 0 = the newest) and jobs cancel. */

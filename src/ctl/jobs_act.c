@@ -6,7 +6,9 @@
  *
  *   retry       CLAIM_AND_REQUEUE (lua/claim_and_requeue.lua) with enqueued_at re-stamped
  *               by byte-preserving surgery; the claim gate makes a second retry do nothing.
- *               An entry with no usable queue, or an (unparseable) wrapper, stays put.
+ *               An entry with no usable queue, or an (unparseable) wrapper, stays put, and
+ *               so does one whose own expires_at has passed (a daemon would bury it again
+ *               at once, doc/protocol.md §7.31) unless --expires-in gives it a new one.
  *   delete      LREM queue 0 raw | ZREM set raw, then DEL cogworker:job_attempts:<jid>
  *               for retry and dead entries; --all without filters DELs the whole key (and,
  *               for retry/dead, every attempts log of the entries it held).
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "jobs.h"
+#include "json.h"
 
 const unsigned jobs_action_sets[] = {
 	[A_RETRY] = ZSETS,
@@ -31,12 +34,14 @@ struct act {
 	struct ctl *c;
 	enum action a;
 	double minutes;
+	double expires_in;          /* retry: a new deadline this far from now; 0 = none */
 	struct sbuf json;           /* results, when --json */
 	int nresults;
 	int done;
 	int quiet_gone;             /* --all: a vanished entry is not worth a line */
 };
 
+/* at: reschedule's new time, or retry's new expires_at. */
 static void result(struct act *x, const struct entry *e, const char *arg, const char *what,
                    const char *reason, const char *queue, double at)
 {
@@ -59,7 +64,7 @@ static void result(struct act *x, const struct entry *e, const char *arg, const 
 		jstr(b, queue);
 	}
 	if (at > 0) {
-		sb_adds(b, ",\"at\":");
+		sb_printf(b, ",\"%s\":", x->a == A_RETRY ? "expires_at" : "at");
 		jnum(b, at);
 	}
 	sb_addc(b, '}');
@@ -68,6 +73,32 @@ static void result(struct act *x, const struct entry *e, const char *arg, const 
 static const char *label(const struct entry *e)
 {
 	return e->j.obj && e->j.jid ? e->j.jid : "(entry without jid)";
+}
+
+/* A daemon judges a job's own expires_at before it runs (doc/protocol.md §7.31): one that
+ * has passed would go straight back to dead, after a "retried" that meant nothing. */
+static int refuse_expired(struct act *x, const struct entry *e, double expires_at)
+{
+	char iso[32], why[160];
+	ctl_iso_time(expires_at, iso);
+	snprintf(why, sizeof why, "expired at %s (its expires_at)", iso);
+	ctl_error("%s in %s %s: retrying it would bury it again at once: give it a new deadline "
+	          "with --expires-in D", label(e), jobs_set_names[e->set], why);
+	result(x, e, NULL, "refused", why, NULL, 0);
+	return CTL_NOTHING;
+}
+
+/* The payload put back: enqueued_at re-stamped and, with expires_in, expires_at set to
+ * that far from now, by byte-preserving surgery. NULL when it does not parse. */
+static char *retry_payload(const struct entry *e, double now, double expires_in)
+{
+	if (expires_in <= 0)
+		return job_restamp_enqueued(e->raw, e->raw_len, now);
+	char when[32], until[32];
+	job_format_time(now, when);
+	job_format_time(now + expires_in, until);
+	const struct json_edit ed[] = { { "enqueued_at", when }, { "expires_at", until } };
+	return json_edit_object(e->raw, e->raw_len, ed, 2);
 }
 
 static int do_retry(struct act *x, const struct entry *e)
@@ -87,7 +118,12 @@ static int do_retry(struct act *x, const struct entry *e)
 		result(x, e, NULL, "refused", why, NULL, 0);
 		return CTL_NOTHING;
 	}
-	char *payload = job_restamp_enqueued(e->raw, e->raw_len, now_float());
+	double now = now_float();
+	const cJSON *own = cJSON_GetObjectItemCaseSensitive(e->j.obj, "expires_at");
+	if (x->expires_in <= 0 && cJSON_IsNumber(own) && own->valuedouble > 0 &&
+	    own->valuedouble <= now)
+		return refuse_expired(x, e, own->valuedouble);
+	char *payload = retry_payload(e, now, x->expires_in);
 	if (!payload) {
 		ctl_error("%s in %s can't be put back on a queue (unreadable payload)", label(e),
 		          jobs_set_names[e->set]);
@@ -117,9 +153,16 @@ static int do_retry(struct act *x, const struct entry *e)
 		return CTL_NOTHING;
 	}
 	x->done++;
-	if (!c->json)
+	double until = x->expires_in > 0 ? now + x->expires_in : 0;
+	if (!c->json && until > 0) {
+		char iso[32];
+		ctl_iso_time(until, iso);
+		printf("retried %s: %s -> queue %s, expires_at %s\n", label(e),
+		       jobs_set_names[e->set], q, iso);
+	} else if (!c->json) {
 		printf("retried %s: %s -> queue %s\n", label(e), jobs_set_names[e->set], q);
-	result(x, e, NULL, "retried", NULL, q, 0);
+	}
+	result(x, e, NULL, "retried", NULL, q, until);
 	return CTL_OK;
 }
 
@@ -282,11 +325,12 @@ static void act_init(struct act *x, struct ctl *c, enum action a)
 }
 
 int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct filter *base,
-                       int nargs, char **args, double minutes)
+                       int nargs, char **args, double minutes, double expires_in)
 {
 	struct act x;
 	act_init(&x, c, a);
 	x.minutes = minutes;
+	x.expires_in = expires_in;
 	int status = CTL_OK;
 	/* Look in every set where the entry could be, so a refusal can say where it is. */
 	unsigned look = sets;
@@ -449,7 +493,8 @@ static int delete_whole(struct ctl *c, int set, const char *queue)
 	return CTL_OK;
 }
 
-int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f)
+int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f,
+                    double expires_in)
 {
 	if (a == A_DELETE && !f->cls && (set == S_QUEUED || !f->queue))
 		return delete_whole(c, set, f->queue);
@@ -461,6 +506,7 @@ int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *
 	struct act x;
 	act_init(&x, c, a);
 	x.quiet_gone = 1;
+	x.expires_in = expires_in;
 	int status = CTL_OK;
 	for (int i = 0; i < fd.n && status != CTL_USAGE; i++)
 		status = ctl_worse(status, apply(&x, &fd.v[i]));

@@ -216,7 +216,13 @@ static void show_retries(const struct entry *e)
 	const char *ec = jobs_string_member(e, "error_class");
 	const char *em = jobs_string_member(e, "error_message");
 	printf("retries    dead after %ld failure(s): ", n);
-	if (max == 0)
+	if (ec && !strcmp(ec, JOB_CANCELLED))
+		printf("cancelled on request (jobs cancel), which skips the retries\n");
+	else if (ec && !strcmp(ec, JOB_EXPIRED))
+		printf("its deadline passed before it started, which skips the retries%s\n",
+		       number_member(e, "expires_at") > 0
+		       ? " (jobs retry --expires-in D gives it a new one)" : "");
+	else if (max == 0)
 		printf("retry is %s, so the first failure goes to dead\n",
 		       cJSON_IsFalse(retry) ? "false" : "0");
 	else if (n > max)

@@ -1156,6 +1156,61 @@ class LiveDaemon(CtlCase):
         wait_for(lambda: self.r.get("cogworker:stats:processed") == b"1")
         self.assertEqual(self.r.zcard(DEAD), 0)
 
+    def test_show_says_a_cancelled_job_was_cancelled(self):
+        """CTL-25: a job cancelled with `jobs cancel` is shown as cancelled, not as "cut
+        short with 25 of 25 retries left (killed, orphaned or interrupted too often)"."""
+        d = self.daemon(handlers=GATE, heartbeat_interval=1)
+        j = job("G")
+        self.push(j)
+        wait_for(lambda: self.r.hlen("cogworker:workers:" + d.identity) == 1)
+        self.ok("jobs", "cancel", jid_of(j))
+        text = self.ok("jobs", "show", jid_of(j)).out
+        self.assertIn("retries    dead after 1 failure(s): cancelled on request (jobs cancel), "
+                      "which skips the retries\n", text)
+        self.assertNotIn("cut short", text)
+        self.assertIn("error      Cogworker::Cancelled: cancelled on request", text)
+
+    def test_ctl26_retry_of_an_expired_job_is_refused_or_given_a_new_deadline(self):
+        """CTL-26 (and CTL-25's JobExpired): `jobs retry` of a job buried as Cogworker::JobExpired by its own past
+        expires_at is refused with the reason (it would be buried again at once), and
+        --expires-in gives it a new deadline, after which it runs."""
+        d = self.daemon(handlers=GATE, heartbeat_interval=1)
+        j = job("K", expires_at=time.time() - 60)
+        self.push(j)
+        jid = jid_of(j)
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=10, message="buried as expired")
+        [dead] = self.zmembers(DEAD)
+        self.assertEqual(json.loads(dead)["error_class"], "Cogworker::JobExpired")
+        text = self.ok("jobs", "show", jid).out
+        self.assertIn("its deadline passed before it started, which skips the retries "
+                      "(jobs retry --expires-in D gives it a new one)\n", text)
+        res = self.fails(1, "jobs", "retry", jid)
+        self.assertIn("%s in dead expired at " % jid, res.err)
+        self.assertIn("retrying it would bury it again at once: give it a new deadline "
+                      "with --expires-in D", res.err)
+        self.assertEqual(self.zmembers(DEAD), [dead])            # left where it was
+        out = self.js("jobs", "retry", jid, rc=1)
+        self.assertEqual(out["results"][0]["result"], "refused")
+        # --all refuses it the same way
+        self.fails(1, "jobs", "retry", "--all", "--set", "dead")
+        self.assertEqual(self.zmembers(DEAD), [dead])
+        # a bad duration is a usage error, before anything moves
+        self.fails(2, "jobs", "retry", "--expires-in", "soon", jid)
+        # Quiet, so the retried job can be read on its queue before it runs.
+        self.subscribed(d)
+        self.ok("processes", "quiet", d.identity)
+        wait_for(lambda: self.quiet_field(d) == b"true", timeout=5)
+        time.sleep(0.6)                 # a fetch begun before quiet has had its chance
+        before = time.time()
+        res = self.ok("jobs", "retry", "--expires-in", "10m", jid)
+        self.assertIn("retried %s: dead -> queue default, expires_at " % jid, res.out)
+        [queued] = self.queue()
+        self.assertGreaterEqual(json.loads(queued)["expires_at"], before + 599)
+        self.assertLess(json.loads(queued)["expires_at"], time.time() + 601)
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        self.ok("processes", "resume", d.identity)
+        wait_for(lambda: d.runs_of(jid) == 1, timeout=10, message="the retried job ran")
+
     def test_dh11_no_on_death_for_ctl_delete_retry_or_kill(self):
         rec = os.path.join(self.workdir, "deaths")
         d = self.daemon(handlers=GATE + [{"class": "F", "command": handler("fail")}],
