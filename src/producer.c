@@ -118,6 +118,10 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
                   size_t errlen)
 {
 	char jid[25];
+	if (!p->cls || !*p->cls) {  /* a daemon would bury it, under another jid (§4.6) */
+		snprintf(err, errlen, "the class is empty");
+		return -1;
+	}
 	if (p->jid)
 		snprintf(jid, sizeof jid, "%s", p->jid);
 	else

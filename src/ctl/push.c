@@ -200,6 +200,10 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	}
 	p.cls = argv[optind++];
+	if (!*p.cls) {
+		ctl_error("push: CLASS is empty: a job needs the name of its class");
+		return CTL_USAGE;
+	}
 	if (p.queue && (!*p.queue || strchr(p.queue, ' '))) {
 		ctl_error("push: bad queue name \"%s\"", p.queue);
 		return CTL_USAGE;
