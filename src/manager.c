@@ -11,9 +11,9 @@
  * The loop waits on the signalfd and an eventfd the subscriber writes to, with a timeout
  * that is the next beat: a beat can never be starved by jobs, which are child processes.
  *
- * Stop: quiet, wait for running jobs up to shutdown_timeout, then abort the children still
- * running (TERM to their group, a grace, KILL), and requeue whatever is left on our
- * in-progress list (stoprequeue.c). The poller and ticker are abandoned, not joined
+ * Stop: quiet, wait for running jobs up to shutdown_timeout (a second stop signal cuts the
+ * wait short), then abort the children still running (TERM to their group, a grace, KILL),
+ * and requeue whatever is left on our in-progress list (stoprequeue.c). The poller and ticker are abandoned, not joined
  * (lesson 77).
  *
  * The conf is reference-counted (state.c): a reload swaps in a new one while running jobs
@@ -50,6 +50,9 @@
 #include "ticker.h"
 #include "util.h"
 #include "waker.h"
+
+/* How often the drain looks for a second stop signal: what "at once" costs a stop. */
+#define DRAIN_SLICE 0.25
 
 /* ---- identity ---- */
 
@@ -248,6 +251,40 @@ static double beat_interval(void)
 	return every;
 }
 
+/*
+ * The drain: wait for the running jobs until *deadline, beating meanwhile so the fleet sees
+ * us quiet, not dead; but never waiting on a Redis that failed the last beat. The batched
+ * counts go with these beats (a flush a second could hang the drain on a Redis that stopped
+ * answering: the beat is the one Redis call allowed here), and with the last flush after.
+ *
+ * A second stop (TERM, INT, a remote stop) cuts it short: whoever sends it wants the
+ * process gone now, as a second Ctrl-C under `make run` does, so *deadline becomes now and
+ * the jobs are stopped and requeued as when a drain runs out; *cut says so. Returns the
+ * number of fetchers still running.
+ */
+static int drain(double *deadline, int *cut)
+{
+	double next_beat = mono_now() + beat_interval();
+	int left;
+	*cut = 0;
+	while ((left = fetchers_join(fmin(*deadline, mono_now() + DRAIN_SLICE))) > 0 &&
+	       mono_now() < *deadline) {
+		if (wait_event(0) == EV_STOP) {
+			log_warn("stopping: stopped again: stopping the handlers of %d running job(s) "
+			         "now; their jobs go back to their queues", atomic_load(&D.busy));
+			*deadline = mono_now();
+			*cut = 1;
+			break;
+		}
+		if (mono_now() >= next_beat) {
+			if (!atomic_load(&D.prev_beat_failed) && heartbeat_beat(&mconn) == 0)
+				batch_flush(&mconn);
+			next_beat = mono_now() + beat_interval();
+		}
+	}
+	return left;
+}
+
 static int shutdown_daemon(void)
 {
 	struct conf *c = conf_acquire();
@@ -259,19 +296,11 @@ static int shutdown_daemon(void)
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping: waiting up to %gs for %d running job(s)", timeout, atomic_load(&D.busy));
 	double deadline = mono_now() + timeout;
-	/* Keep beating while draining, so the fleet sees us quiet, not dead; but never wait
-	 * on a Redis that failed the last beat. */
-	int left;
-	/* The batched counts go with these beats (a flush a second could hang the drain on a
-	 * Redis that stopped answering: the beat is the one Redis call allowed here), and
-	 * with the last flush below. */
-	while ((left = fetchers_join(fmin(deadline, mono_now() + beat_interval()))) > 0 &&
-	       mono_now() < deadline)
-		if (!atomic_load(&D.prev_beat_failed) && heartbeat_beat(&mconn) == 0)
-			batch_flush(&mconn);
+	int cut, left = drain(&deadline, &cut);
 	if (left > 0 && atomic_load(&D.busy) > 0) {
-		log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
-		         atomic_load(&D.busy), timeout);
+		if (!cut)
+			log_warn("stopping: %d job(s) still running after %gs; stopping their handlers",
+			         atomic_load(&D.busy), timeout);
 		fetchers_abort_all();
 		left = fetchers_join(mono_now() + ABORT_GRACE + 0.5);
 	}

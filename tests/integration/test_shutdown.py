@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Stopping the daemon: graceful stop with requeue, remote stop, and a kill -9 (doc/behaviours.md
-FE-8, BF-6, BF-7, RC-4, HB-4, HB-5, HB-10, HB-17, LC-2, LC-6; doc/protocol.md §7.2, §7.3), and
+FE-8, BF-6, BF-7, RC-4, HB-4, HB-5, HB-10, HB-17, LC-2, LC-6, LC-8; doc/protocol.md §7.2, §7.3), and
 issue 2's acceptance checks:
 
 - TERM while a 60 s job runs with shutdown_timeout = 2: the job is back on its queue, the
@@ -109,6 +109,32 @@ class GracefulStop(DaemonTestCase):
                              pid in procs_with_env("COGWORKER_JID", jid_of(j)))
         self.assertEqual(self.r.get(PROCESSED), None)
 
+    def draining(self, cls, shutdown_timeout):
+        """A daemon (concurrency 2) running one job of cls, told to stop: in its drain."""
+        d = self.daemon(handlers=GATE, concurrency=2, shutdown_timeout=shutdown_timeout)
+        j = job(cls)
+        self.push(j)
+        wait_for(lambda: d.runs_of(jid_of(j)) == 1)
+        d.signal(signal.SIGTERM)
+        d.wait_log("stopping:")
+        return d, j
+
+    def test_lc8_a_second_term_stops_the_drain_at_once(self):
+        # LC-8: whoever stops a draining daemon again wants it gone now (a second Ctrl-C
+        # under make run): the job is stopped and requeued without waiting out the 60 s.
+        d, j = self.draining("S", shutdown_timeout=60)
+        self.assertIn("stopping: waiting up to 60s for 1 running job(s)", d.log())
+        t0 = time.monotonic()
+        d.signal(signal.SIGINT)
+        self.assertEqual(d.wait_exit(15), 0, d.log()[-4000:])
+        self.assertLess(time.monotonic() - t0, 15)
+        self.assertIn("stopping: stopped again: stopping the handlers of 1 running job(s) now; "
+                      "their jobs go back to their queues", d.log())
+        self.assertNotIn("still running after", d.log())
+        self.assertEqual(self.r.lrange(qkey("default"), 0, -1), [j.encode()])
+        self.assertEqual(self.r.llen(inprogress(d.identity)), 0)
+        self.assert_job_processes_gone(jid_of(j), timeout=0.5)
+
     def test_term_with_redis_unreachable_still_exits_within_shutdown_timeout_plus_5(self):
         # doc/design.md "Stop": exit within shutdown_timeout + 5 s, also when Redis has gone
         # away (SIGSTOP: connections hang rather than fail). Jobs stay in progress for
@@ -210,12 +236,7 @@ class GracefulStop(DaemonTestCase):
         self.assertNotIn("start: G", d.log())
 
     def test_gate_opened_during_the_drain_completes_without_requeue(self):
-        d = self.daemon(handlers=GATE, concurrency=2, shutdown_timeout=10)
-        j = job("G")
-        self.push(j)
-        wait_for(lambda: d.runs_of(jid_of(j)) == 1)
-        d.signal(signal.SIGTERM)
-        d.wait_log("stopping:")
+        d, j = self.draining("G", shutdown_timeout=10)
         time.sleep(0.5)
         d.open_gate(jid_of(j))
         self.assertEqual(d.wait_exit(8), 0)
