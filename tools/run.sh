@@ -10,6 +10,11 @@
 # says how to reach the running one, or how to add a second daemon on purpose. A
 # redis-server left behind by a run that was killed (kill -9, a closed terminal) is
 # reused and becomes this run's, so none is ever orphaned for good.
+#
+# Ctrl-C stops the daemon: the running jobs get dev.conf's shutdown_timeout to finish, a
+# second Ctrl-C stops them at once, and either way those left go back to their queues. The
+# private server keeps its data in build/run/ (an append-only file), so what was requeued,
+# scheduled or left queued is still there for the next make run (make clean removes it).
 set -e
 build=${1:-build}
 top=$(pwd)
@@ -47,11 +52,13 @@ if [ -z "$REDIS_URL" ]; then
 	if server=$(live_pid "$dir/redis.pid" redis-server) &&
 	    redis-cli -s "$sock" ping 2>/dev/null | grep -q PONG; then
 		echo "run: reusing the private redis-server (pid $server) an earlier make run left running"
+		# one started before make run kept an AOF keeps one from now on
+		redis-cli -s "$sock" config set appendonly yes >/dev/null
 	else
 		[ -n "$server" ] && kill "$server" 2>/dev/null || true
 		rm -f "$sock" "$dir/redis.pid"
 		redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' \
-			--appendonly no --daemonize yes --pidfile "$dir/redis.pid" \
+			--appendonly yes --daemonize yes --pidfile "$dir/redis.pid" \
 			--logfile "$dir/redis.log" --dir "$dir"
 		i=0
 		while [ ! -S "$sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
@@ -68,6 +75,11 @@ if [ -z "$REDIS_URL" ]; then
 fi
 echo "run: push a job with:  REDIS_URL=$REDIS_URL $build/cogworkerctl push Echo hello world"
 echo "run: and watch it with: REDIS_URL=$REDIS_URL $build/cogworkerctl jobs show JID"
+drain=$(sed -n 's/^shutdown_timeout *= *\([0-9.]*\).*/\1/p' conf/dev.conf)
+echo "run: Ctrl-C stops it: running jobs get ${drain:-25}s to finish (shutdown_timeout in" \
+    "conf/dev.conf), a second Ctrl-C stops them at once; unfinished jobs go back to their queue"
+[ "$pidfile" = /dev/null ] ||
+	echo "run: the private Redis keeps its data in build/run/ for the next make run"
 # The daemon in the foreground (Ctrl-C reaches it), its pid recorded by the shell it
 # replaces.
 sh -c 'echo $$ >"$1"; shift; exec "$@"' run "$pidfile" "$build/cogworkerd" -c conf/dev.conf

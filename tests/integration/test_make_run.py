@@ -2,7 +2,8 @@
 """RUN — `make run` (tools/run.sh) as a newcomer uses it: the daemon on conf/dev.conf with
 its example handlers and a private redis-server; a second `make run` in the same checkout
 refuses while the first runs, a server left behind by a killed run is reused, and none is
-left running once a run ends (doc/behaviours.md group RUN).
+left running once a run ends; Ctrl-C drains for dev.conf's 5 s, a second one stops the jobs
+at once, and what was requeued is kept for the next run (doc/behaviours.md group RUN).
 
 Each test copies conf/ and tools/run.sh into a temp dir standing for the checkout
 (run.sh keeps its state in ./build/run/), and runs the real binaries of the build.
@@ -10,6 +11,7 @@ Each test copies conf/ and tools/run.sh into a temp dir standing for the checkou
 Run: python3 tests/integration/run.py test_make_run
 """
 
+import json
 import os
 import shutil
 import signal
@@ -142,6 +144,52 @@ class MakeRun(unittest.TestCase):
         self.assertIn("stopped", self.text(log3))
         wait_for(lambda: not alive(redis_pid), timeout=10, message="redis-server stopped")
         self.assertFalse(os.path.exists(os.path.join(self.rundir, "run.pid")))
+
+    def test_run6_ctrl_c_twice_requeues_and_the_next_run_runs_the_job(self):
+        first, log = self.start()
+        self.wait_started(log)
+        self.assertIn("run: Ctrl-C stops it: running jobs get 5s to finish (shutdown_timeout "
+                      "in conf/dev.conf), a second Ctrl-C stops them at once", self.text(log))
+        redis_pid = self.pid("redis.pid")
+        jid = self.ctl("push", "Sleepy", "8").stdout.strip()
+        # Running for a second, so well past its setsid: a Ctrl-C to make run's process
+        # group no longer reaches the handler itself.
+        wait_for(lambda: "slept 1 of 8s" in self.ctl("jobs", "show", jid).stdout, timeout=10,
+                 message="Sleepy reported its progress")
+        os.killpg(first.pid, signal.SIGINT)                 # Ctrl-C: a 5 s drain...
+        wait_for(lambda: "stopping: waiting up to 5s for 1 running job(s)" in self.text(log),
+                 timeout=10)
+        t0 = time.monotonic()
+        os.killpg(first.pid, signal.SIGINT)                 # ...cut short by a second one
+        first.wait(timeout=20)
+        self.assertLess(time.monotonic() - t0, 20)
+        text = self.text(log)
+        self.assertIn("stopping: stopped again: stopping the handlers of 1 running job(s) now",
+                      text)
+        self.assertNotIn("still running after", text)      # the drain did not run out
+        self.assertNotIn("done: Sleepy jid=%s" % jid, text)
+        self.assertIn("requeued 1 unfinished job(s)", text)
+        wait_for(lambda: not alive(redis_pid), timeout=10, message="redis-server stopped")
+
+        # What the private server wrote to build/run/ has the job back on its queue...
+        saved = tempfile.mkdtemp(prefix="cw-makerun-aof-")
+        self.addCleanup(shutil.rmtree, saved, True)
+        shutil.copytree(os.path.join(self.rundir, "appendonlydir"),
+                        os.path.join(saved, "appendonlydir"))
+        srv = RedisServer(extra_args=["--dir", saved, "--appendonly", "yes"])
+        self.addCleanup(srv.stop)
+        queued = [json.loads(m) for m in srv.client().lrange("cogworker:queue:default", 0, -1)]
+        self.assertEqual([(j["jid"], j["class"], j["args"]) for j in queued],
+                         [(jid, "Sleepy", ["8"])])
+        srv.stop()
+
+        # ...and the next make run runs it, to the end.
+        second, log2 = self.start()
+        self.wait_started(log2)
+        wait_for(lambda: "done: Sleepy jid=%s" % jid in self.text(log2), timeout=30,
+                 message="the requeued job ran in the next make run")
+        os.killpg(second.pid, signal.SIGINT)
+        second.wait(timeout=20)
 
     def test_run2_a_stale_pid_file_starts_a_fresh_server(self):
         os.makedirs(self.rundir)
