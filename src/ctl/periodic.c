@@ -22,6 +22,8 @@
 #include "json.h"
 #include "producer.h"
 
+#define AMBIGUOUS_SHOWN 5       /* pjids named when a prefix matches several */
+
 struct pentry {
 	char *pjid;
 	char *raw;                  /* the entry JSON */
@@ -228,32 +230,42 @@ static int resolve(struct ctl *c, const char *arg, char **pjid, char **entry)
 		return 0;
 	}
 	freeReplyObject(rep);
+	/* Any prefix, however short, that names one entry (the help says so; a schedule has
+	 * a handful of entries, so one or two characters are often enough). */
 	size_t alen = strlen(arg);
-	if (alen >= 4) {
-		rep = rcmd(&c->r, "HGETALL " K_PERIODIC_SCHEDULE);
-		if (!rep)
-			return ctl_redis_error(c, K_PERIODIC_SCHEDULE);
-		int matches = 0;
-		for (size_t i = 0; i + 1 < rep->elements; i += 2) {
-			const redisReply *k = rep->element[i];
-			if (k->len > alen && memcmp(k->str, arg, alen) == 0) {
-				if (matches++ == 0) {
-					*pjid = xstrndup(k->str, k->len);
-					*entry = xstrndup(rep->element[i + 1]->str, rep->element[i + 1]->len);
-				}
-			}
+	rep = rcmd(&c->r, "HGETALL " K_PERIODIC_SCHEDULE);
+	if (!rep)
+		return ctl_redis_error(c, K_PERIODIC_SCHEDULE);
+	int matches = 0;
+	struct sbuf some;
+	sb_init(&some);
+	for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+		const redisReply *k = rep->element[i];
+		if (k->len <= alen || memcmp(k->str, arg, alen) != 0)
+			continue;
+		if (matches++ == 0) {
+			*pjid = xstrndup(k->str, k->len);
+			*entry = xstrndup(rep->element[i + 1]->str, rep->element[i + 1]->len);
 		}
-		freeReplyObject(rep);
-		if (matches == 1)
-			return 0;
-		free(*pjid);
-		free(*entry);
-		*pjid = *entry = NULL;
-		if (matches > 1) {
-			ctl_error("pjid prefix %s is ambiguous (%d entries)", arg, matches);
-			return CTL_USAGE;
-		}
+		if (matches <= AMBIGUOUS_SHOWN)
+			sb_printf(&some, "%s%.*s", matches > 1 ? ", " : "",
+			          (int)(k->len < 12 ? k->len : 12), k->str);
 	}
+	freeReplyObject(rep);
+	if (matches == 1) {
+		sb_free(&some);
+		return 0;
+	}
+	free(*pjid);
+	free(*entry);
+	*pjid = *entry = NULL;
+	if (matches > 1) {
+		ctl_error("pjid prefix %s is ambiguous: %d entries start with it (%s%s); give more of "
+		          "it", arg, matches, some.s, matches > AMBIGUOUS_SHOWN ? ", …" : "");
+		sb_free(&some);
+		return CTL_USAGE;
+	}
+	sb_free(&some);
 	ctl_error("no periodic entry %s in " K_PERIODIC_SCHEDULE, arg);
 	return CTL_NOTHING;
 }

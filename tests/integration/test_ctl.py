@@ -907,8 +907,22 @@ class Periodic(CtlCase):
         self.r.hset(PSCHEDULE, "abcd" + "0" * 36, '{"cron":"* * * * *","class":"A","args":[]}')
         self.r.hset(PSCHEDULE, "abcd" + "1" * 36, '{"cron":"* * * * *","class":"B","args":[]}')
         res = self.fails(2, "periodic", "run", "abcd")
-        self.assertIn("ambiguous", res.err)
+        self.assertIn("pjid prefix abcd is ambiguous: 2 entries start with it (abcd", res.err)
+        self.assertIn("abcd00000000", res.err)
+        self.assertIn("abcd11111111", res.err)
         self.assertFalse(self.r.exists(qkey("default")))
+
+    def test_ctl20_any_unambiguous_prefix_however_short(self):
+        """CTL-20: `periodic disable d83` works when one pjid starts with d83, as the help
+        says: any unambiguous prefix, not only one of 4 characters or more."""
+        self.r.hset(PSCHEDULE, "d83" + "0" * 37, '{"cron":"* * * * *","class":"A","args":[]}')
+        self.r.hset(PSCHEDULE, "e" + "1" * 39, '{"cron":"* * * * *","class":"B","args":[]}')
+        self.assertEqual(self.ok("periodic", "disable", "d83").out,
+                         "disabled %s\n" % ("d83" + "0" * 37))
+        self.assertEqual(self.ok("periodic", "disable", "e").out, "disabled %s\n" % ("e" + "1" * 39))
+        self.assertEqual(self.r.smembers(DISABLED), {b"d83" + b"0" * 37, b"e" + b"1" * 39})
+        res = self.fails(1, "periodic", "enable", "f")
+        self.assertIn("no periodic entry f in periodic:schedule", res.err)
 
 
 # ======================================================================================
