@@ -231,6 +231,18 @@ int json_valid(const char *raw, size_t len)
 	return raw != NULL && scan_whole(raw, len, 1);
 }
 
+long json_invalid_at(const char *raw, size_t len)
+{
+	struct scan s = { raw, raw + len, 0, 1 };
+	skip_ws(&s);
+	if (scan_value(&s) == 0) {
+		skip_ws(&s);
+		if (s.p == s.end)
+			return -1;
+	}
+	return (long)(s.p - raw);
+}
+
 /* ------------------------------------------------------------------------------------------
  * String literals, escaped the way Ruby's generator escapes them (splicing writes them, and
  * the canonical printer too).

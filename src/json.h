@@ -42,6 +42,9 @@ char *json_string_decode(const char *lit, size_t len, size_t *n);
 
 /* True if raw is one well-formed JSON value with nothing but whitespace around it. */
 int json_valid(const char *raw, size_t len);
+/* Where raw stops being JSON, for an error message: -1 when json_valid; else the offset of
+ * the token the grammar could not take (len: the text ended too soon). */
+long json_invalid_at(const char *raw, size_t len);
 
 /*
  * Canonical cogworker JSON (doc/protocol.md §4.5) of the JSON value text in raw: compact, keys in

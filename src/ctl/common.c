@@ -169,6 +169,36 @@ void ctl_relative(double t, double now, char *out, size_t n)
 		snprintf(out, n, "%s ago", d);
 }
 
+int ctl_args_json_ok(const char *what, const char *json)
+{
+	size_t len = strlen(json), *starts = NULL, *lens = NULL;
+	int n = json_array_spans(json, len, &starts, &lens);
+	free(starts);
+	free(lens);
+	if (n >= 0)
+		return 1;
+	long at = json_invalid_at(json, len);
+	char *shown = ctl_oneline(json, len, 60);
+	if (at < 0) {
+		const char *p = json + strspn(json, " \t\r\n");
+		const char *kind = *p == '{' ? "an object" : *p == '"' ? "a string"
+		                 : *p == 't' || *p == 'f' ? "a boolean" : *p == 'n' ? "null"
+		                 : "a number";
+		ctl_error("%s must be a JSON array of args, not %s: %s", what, kind, shown);
+	} else if (json[strspn(json, " \t\r\n")] == '\0') {
+		ctl_error("%s is empty: give a JSON array of args ('[]' for none)", what);
+	} else if ((size_t)at >= len) {
+		ctl_error("%s is not valid JSON: it ends too soon (%s)", what, shown);
+	} else {
+		unsigned char b = (unsigned char)json[at];
+		char byte[8];
+		snprintf(byte, sizeof byte, b > 0x20 && b < 0x7f ? "'%c'" : "\\x%02X", b);
+		ctl_error("%s is not valid JSON: %s at byte %ld (%s)", what, byte, at + 1, shown);
+	}
+	free(shown);
+	return 0;
+}
+
 /* ---- JSON output ---- */
 
 void jstr(struct sbuf *b, const char *s)

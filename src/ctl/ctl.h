@@ -83,6 +83,11 @@ int ctl_parse_duration(const char *s, double *out);
 /* "12s ago" (t before now) or "in 4m 05s" (t after now). */
 void ctl_relative(double t, double now, char *out, size_t n);
 
+/* Args given as JSON (push --json-args, --stdin, exec): 1 when json is an array; else 0
+ * after one line that says what is wrong and where ("<what> is not valid JSON: it ends
+ * too soon ([1,2)", "<what> must be a JSON array of args, not an object: …"). */
+int ctl_args_json_ok(const char *what, const char *json);
+
 /* JSON output helpers (compact, appended to an sbuf). */
 void jstr(struct sbuf *b, const char *s);                 /* a string, or null */
 void jstrn(struct sbuf *b, const char *s, size_t len);    /* a string of len bytes */

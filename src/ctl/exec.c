@@ -167,14 +167,8 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 	}
 	char *args = NULL;
 	if (json_args) {
-		size_t *s = NULL, *l = NULL;
-		int n = json_array_spans(json_args, strlen(json_args), &s, &l);
-		free(s);
-		free(l);
-		if (n < 0) {
-			ctl_error("exec: --json-args must be a JSON array");
+		if (!ctl_args_json_ok("exec: --json-args", json_args))
 			return CTL_USAGE;
-		}
 		args = xstrdup(json_args);
 	} else {
 		args = strings_as_json(argc - optind, argv + optind);

@@ -53,15 +53,6 @@ static char *strings_as_json(int n, char **v)
 	return sb_steal(&b);
 }
 
-static int valid_args(const char *json)
-{
-	size_t *s = NULL, *l = NULL;
-	int n = json_array_spans(json, strlen(json), &s, &l);
-	free(s);
-	free(l);
-	return n >= 0;
-}
-
 static int push_one(struct ctl *c, struct push *p)
 {
 	char jid[25], err[512];
@@ -96,8 +87,9 @@ static int push_stdin(struct ctl *c, struct push *p)
 			line[--n] = '\0';
 		if (n == 0)
 			continue;
-		if (!valid_args(line)) {
-			ctl_error("stdin line %d: not a JSON array of args", lineno);
+		char what[48];
+		snprintf(what, sizeof what, "stdin line %d", lineno);
+		if (!ctl_args_json_ok(what, line)) {
 			status = CTL_USAGE;
 			continue;
 		}
@@ -225,10 +217,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		snprintf(expires, sizeof expires, "\"expires_at\":%s", t);
 		p.extra = expires;
 	}
-	if (json_args && !valid_args(json_args)) {
-		ctl_error("push: --json-args must be a JSON array");
+	if (json_args && !ctl_args_json_ok("push: --json-args", json_args))
 		return CTL_USAGE;
-	}
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	if (from_stdin)

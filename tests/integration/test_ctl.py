@@ -182,6 +182,28 @@ class BadInput(CtlCase):
         self.assertEqual(self.r.zcard(DEAD), 1)
         self.assertEqual(self.r.llen(qkey("default")), 1)
 
+    def test_ctl27_json_args_errors_say_what_is_wrong(self):
+        """CTL-27: a JSON parse error is called one, with where it is; "must be a JSON array" is
+        only for valid JSON of another kind. Nothing is pushed."""
+        cases = [
+            ("[1,2", "is not valid JSON: it ends too soon ([1,2)"),
+            ("[1,x]", "is not valid JSON: 'x' at byte 4 ([1,x])"),
+            ('{"a":1}', 'must be a JSON array of args, not an object: {"a":1}'),
+            ("42", "must be a JSON array of args, not a number: 42"),
+            ("", "is empty: give a JSON array of args ('[]' for none)"),
+        ]
+        for text, said in cases:
+            with self.subTest(text):
+                for cmd in (["push", "--json-args", text, "Work"],
+                            ["exec", "--json-args", text, "Work"]):
+                    res = self.fails(2, *cmd)
+                    self.assertEqual(res.err, "cogworkerctl: %s: --json-args %s\n"
+                                     % (cmd[0], said))
+        res = self.fails(2, "push", "--stdin", "Work", stdin=b'["ok"]\n[1,2\n')
+        self.assertIn("cogworkerctl: stdin line 2 is not valid JSON: it ends too soon ([1,2)",
+                      res.err)
+        self.assertEqual(self.r.llen(qkey("default")), 1)      # line 1 went, line 2 did not
+
     def test_unknown_jid_is_exit_1_and_changes_nothing(self):
         self.push(entry(failed=False))
         self.r.zadd(RETRY, {entry(): 1})

@@ -376,6 +376,19 @@ START_TEST(valid_rejects_the_rest)
 }
 END_TEST
 
+/* Where the text stops being JSON: what cogworkerctl's "not valid JSON" messages point at. */
+START_TEST(invalid_at_points_at_the_trouble)
+{
+	ck_assert_int_eq(json_invalid_at("[1]", 3), -1);
+	ck_assert_int_eq(json_invalid_at(" {\"a\":1} ", 9), -1);
+	ck_assert_int_eq(json_invalid_at("[1,2", 4), 4);           /* ends too soon */
+	ck_assert_int_eq(json_invalid_at("", 0), 0);
+	ck_assert_int_eq(json_invalid_at("[1,x]", 5), 3);
+	ck_assert_int_eq(json_invalid_at("[1] x", 5), 4);          /* trailing garbage */
+	ck_assert_int_eq(json_invalid_at("{\"a\" 1}", 8), 5);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------
  * json_canonical
  * ------------------------------------------------------------------------------------- */
@@ -748,6 +761,7 @@ static Suite *json_suite(void)
 	tc = tcase_create("valid");
 	tcase_add_test(tc, valid_accepts_rfc8259);
 	tcase_add_test(tc, valid_rejects_the_rest);
+	tcase_add_test(tc, invalid_at_points_at_the_trouble);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("canonical");
