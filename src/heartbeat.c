@@ -324,7 +324,7 @@ static void *subscriber_main(void *arg)
 		freeReplyObject(rep);
 		site_result(&site, r, 1, "subscribe");
 		/* What came in the same read as the reply (rsub_messages). */
-		int lost = rsub_messages(r->c, on_signal, NULL) != 0;
+		int lost = rsub_messages(r->link, on_signal, NULL) != 0;
 		while (!lost && !atomic_load(&sub_stop)) {
 			/* A switch was announced: a demoted primary may keep this connection, but the
 			 * messages now go to the new one (Sentinel only). */
@@ -332,17 +332,16 @@ static void *subscriber_main(void *arg)
 				rconn_close(r);
 				break;
 			}
-			struct pollfd pfd = { .fd = r->c->fd, .events = POLLIN };
+			struct pollfd pfd = { .fd = rlink_fd(r->link), .events = POLLIN };
 			int n = poll(&pfd, 1, 250);
 			if (n == 0)
 				continue;
-			if (n < 0 || redisBufferRead(r->c) != REDIS_OK ||
-			    rsub_messages(r->c, on_signal, NULL) != 0)
+			if (n < 0 || rsub_read(r->link, on_signal, NULL) != 0)
 				lost = 1;
 		}
 		if (lost) {
 			snprintf(r->err, sizeof r->err, "subscription lost: %s",
-			         r->c->errstr[0] ? r->c->errstr : "connection closed");
+			         rlink_error(r->link)[0] ? rlink_error(r->link) : "connection closed");
 			r->unavailable = 1;
 			site_result(&site, r, 0, "subscribe");
 			rconn_close(r);

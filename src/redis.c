@@ -2,16 +2,20 @@
 /*
  * redis.c: the Redis layer every thread uses through its own struct rconn.
  *
- * Design notes, most of them about hiredis 0.14 (doc/design.md "Pitfalls"):
+ * The bytes go through a link of our own (rlink.c: the socket, what is queued to send,
+ * hiredis's reply reader), not a hiredis context: hiredis 0.14 reads and writes the
+ * context's fd itself, so nothing could be put under it, while its formatter and reader
+ * are all of the protocol we need (doc/design.md "Pitfalls").
  *
- * - The connect timeout is not applied to commands, so redisSetTimeout is called after
- *   every connect; a reconnect also drops keepalive, so it is re-enabled each time. We
- *   never use redisReconnect: a fresh context is simpler and guarantees the same steps.
- * - After an I/O error or a timeout the context is unusable. We free it at once; the next
+ * Design notes:
+ *
+ * - A link is never reconnected in place: a fresh one is simpler and guarantees the same
+ *   steps (timeouts, keepalive, AUTH, SELECT) every time.
+ * - After an I/O error or a timeout the link is unusable. We free it at once; the next
  *   command connects again, not before the backoff has passed (capped at 2 s, jittered), so
  *   that every thread of a daemon does not hammer a restarting server in lockstep.
  * - Blocking commands (BLMOVE, BRPOP) must finish server-side before the socket times out,
- *   so rcmd_blocking raises the socket timeout above the blocking timeout when needed.
+ *   so rcmd_blocking raises the link's timeout above the blocking timeout when needed.
  * - AUTH (password, or ACL user + password) and SELECT run on every new connection.
  * - With Redis Sentinel (sentinel.c) a new connection asks the sentinels for the primary and
  *   checks its ROLE; a READONLY, MASTERDOWN, NOREPLICAS or UNBLOCKED reply (we are on a
@@ -22,13 +26,11 @@
  * decide "log it summarised" (unavailable) or "log it in full" (a command error).
  */
 #include <ctype.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include "counters.h"
 #include "redis.h"
 #include "scripts.h"
@@ -61,26 +63,16 @@ void rconn_init(struct rconn *r, const struct redis_conf *rc)
 
 void rconn_close(struct rconn *r)
 {
-	if (r->c) {
-		redisFree(r->c);
-		r->c = NULL;
-	}
-}
-
-static struct timeval to_timeval(double s)
-{
-	struct timeval tv;
-	tv.tv_sec = (time_t)s;
-	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-	return tv;
+	rlink_close(r->link);
+	r->link = NULL;
 }
 
 void rconn_set_timeouts(struct rconn *r, double connect, double command)
 {
 	r->rc.connect_timeout = connect;
 	r->rc.command_timeout = command;
-	if (r->c)
-		redisSetTimeout(r->c, to_timeval(command));
+	if (r->link)
+		rlink_set_timeout(r->link, command);
 }
 
 void rconn_free(struct rconn *r)
@@ -109,17 +101,18 @@ static void connect_failed(struct rconn *r)
 	r->next_attempt = now + r->backoff * (0.5 + 0.5 * random_unit());
 }
 
-/* AUTH and SELECT on a fresh context; 0 on success. */
+/* AUTH and SELECT on a fresh link; 0 on success. */
 static int handshake(struct rconn *r)
 {
 	redisReply *rep = NULL;
 	if (r->rc.password && r->rc.user)
-		rep = redisCommand(r->c, "AUTH %s %s", r->rc.user, r->rc.password);
+		rep = rlink_command(r->link, "AUTH %s %s", r->rc.user, r->rc.password);
 	else if (r->rc.password)
-		rep = redisCommand(r->c, "AUTH %s", r->rc.password);
+		rep = rlink_command(r->link, "AUTH %s", r->rc.password);
 	if (r->rc.password) {
 		if (!rep || rep->type == REDIS_REPLY_ERROR) {
-			set_err(r, rep == NULL, "AUTH failed: %s", rep ? rep->str : r->c->errstr);
+			set_err(r, rep == NULL, "AUTH failed: %s",
+			        rep ? rep->str : rlink_error(r->link));
 			if (rep)
 				freeReplyObject(rep);
 			return -1;
@@ -127,10 +120,10 @@ static int handshake(struct rconn *r)
 		freeReplyObject(rep);
 	}
 	if (r->rc.db != 0) {
-		rep = redisCommand(r->c, "SELECT %d", r->rc.db);
+		rep = rlink_command(r->link, "SELECT %d", r->rc.db);
 		if (!rep || rep->type == REDIS_REPLY_ERROR) {
 			set_err(r, rep == NULL, "SELECT %d failed: %s", r->rc.db,
-			        rep ? rep->str : r->c->errstr);
+			        rep ? rep->str : rlink_error(r->link));
 			if (rep)
 				freeReplyObject(rep);
 			return -1;
@@ -151,28 +144,24 @@ static int handshake(struct rconn *r)
 #define IDLE_CHECK 0.1
 static void drop_if_closed(struct rconn *r)
 {
-	struct pollfd pfd = { .fd = r->c->fd, .events = POLLIN | POLLRDHUP };
-	if (poll(&pfd, 1, 0) > 0)
+	if (rlink_closed_while_idle(r->link))
 		rconn_close(r);
 }
 
-/* A new context to host:port (or the unix socket) with the timeouts, keepalive, AUTH and
- * SELECT; what names the target in messages. 0 on success. */
-static int open_context(struct rconn *r, const char *host, int port, const char *what)
+/* A new link to host:port (or the unix socket) with the command timeout, AUTH and SELECT;
+ * what names the target in messages. 0 on success. */
+static int open_link(struct rconn *r, const char *host, int port, const char *what)
 {
-	struct timeval ct = to_timeval(r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0);
-	if (r->rc.path)
-		r->c = redisConnectUnixWithTimeout(r->rc.path, ct);
-	else
-		r->c = redisConnectWithTimeout(host, port, ct);
-	if (!r->c || r->c->err) {
-		set_err(r, 1, "connect to %s failed: %s", what, r->c ? r->c->errstr : "out of memory");
-		rconn_close(r);
+	struct rlink_target t = {
+		.host = host, .port = port, .path = r->rc.path,
+		.connect_timeout = r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0,
+	};
+	char why[256];
+	if (!(r->link = rlink_open(&t, why, sizeof why))) {
+		set_err(r, 1, "connect to %s failed: %s", what, why);
 		return -1;
 	}
-	redisSetTimeout(r->c, to_timeval(r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0));
-	if (!r->rc.path)
-		redisEnableKeepAlive(r->c);
+	rlink_set_timeout(r->link, r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0);
 	if (handshake(r) != 0) {
 		rconn_close(r);
 		return -1;
@@ -185,11 +174,12 @@ static int open_primary(struct rconn *r, const char *host, int port)
 {
 	char what[300], why[256];
 	snprintf(what, sizeof what, "%s:%d (primary of %s)", host, port, r->rc.master_name);
-	if (open_context(r, host, port, what) != 0)
+	if (open_link(r, host, port, what) != 0)
 		return -1;
 	/* An ACL user without ROLE cannot check; a READONLY would tell us soon enough then. */
-	int role = redis_role_is_primary(r->c, why, sizeof why);
-	int unverifiable = role < 0 && !r->c->err && strncmp(why, "ROLE: NOPERM", 12) == 0;
+	int role = redis_role_is_primary(r->link, why, sizeof why);
+	int unverifiable = role < 0 && !rlink_error(r->link)[0] &&
+	                   strncmp(why, "ROLE: NOPERM", 12) == 0;
 	if (role != 1 && !unverifiable) {
 		set_err(r, 1, "%s:%d is not the primary of %s: %s", host, port, r->rc.master_name,
 		        why);
@@ -247,11 +237,11 @@ int rconn_stale(const struct rconn *r)
 
 int rconn_connect(struct rconn *r, int force)
 {
-	if (r->c && rconn_stale(r))
+	if (r->link && rconn_stale(r))
 		rconn_close(r);         /* the sentinels announced another primary */
-	if (r->c && mono_now() - r->last_reply >= IDLE_CHECK)
+	if (r->link && mono_now() - r->last_reply >= IDLE_CHECK)
 		drop_if_closed(r);
-	if (r->c)
+	if (r->link)
 		return 0;
 	/* News of a switch ends the wait: the announced primary is worth trying at once. */
 	if (!force && mono_now() < r->next_attempt && !rconn_stale(r)) {
@@ -261,7 +251,7 @@ int rconn_connect(struct rconn *r, int force)
 	r->generation = sentinel_generation();
 	int failed = r->rc.sentinels.n > 0
 	             ? connect_primary(r)
-	             : open_context(r, r->rc.host ? r->rc.host : "127.0.0.1",
+	             : open_link(r, r->rc.host ? r->rc.host : "127.0.0.1",
 	                            r->rc.port ? r->rc.port : 6379,
 	                            r->rc.display ? r->rc.display : "redis");
 	if (failed) {
@@ -317,7 +307,8 @@ int redis_error_is_demoted(const char *msg)
 static redisReply *finish(struct rconn *r, redisReply *rep)
 {
 	if (!rep) {
-		set_err(r, 1, "%s", r->c && r->c->errstr[0] ? r->c->errstr : "connection lost");
+		set_err(r, 1, "%s", r->link && rlink_error(r->link)[0] ? rlink_error(r->link)
+		                    : "connection lost");
 		rconn_close(r);
 		connect_failed(r);
 		r->next_attempt = 0;    /* the first reconnect after a drop is immediate */
@@ -367,63 +358,21 @@ redisReply *rcmd(struct rconn *r, const char *fmt, ...)
 		return NULL;
 	va_list ap;
 	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(r->c, fmt, ap);
+	int bad = rlink_appendv(r->link, fmt, ap);
 	va_end(ap);
+	void *rep = NULL;
+	if (!bad)
+		rlink_reply(r->link, &rep);
 	return finish(r, rep);
 }
 
-/*
- * The RESP encoding of a command, appended to the context's output buffer. hiredis 0.14's
- * own (redisAppendCommandArgv) builds it with an sds per argument and a printf-like
- * sdscatfmt for each length: a few thousand instructions for a short command, a
- * measurable share of a short job's CPU. Same bytes, one buffer.
- */
-/* "<kind><n>\r\n" at p; returns the end. */
-static char *resp_header(char *p, char kind, size_t n)
-{
-	char digits[24];
-	int k = 0;
-	do
-		digits[k++] = (char)('0' + n % 10);
-	while ((n /= 10) > 0);
-	*p++ = kind;
-	while (k > 0)
-		*p++ = digits[--k];
-	*p++ = '\r';
-	*p++ = '\n';
-	return p;
-}
-
-static int append_argv(redisContext *c, int argc, const char **argv, const size_t *lens)
-{
-	char small[1024];
-	size_t total = 16;
-	for (int i = 0; i < argc; i++)
-		total += (lens ? lens[i] : strlen(argv[i])) + 24;
-	char *buf = total <= sizeof small ? small : xmalloc(total);
-	char *p = buf;
-	p = resp_header(p, '*', (size_t)argc);
-	for (int i = 0; i < argc; i++) {
-		size_t n = lens ? lens[i] : strlen(argv[i]);
-		p = resp_header(p, '$', n);
-		memcpy(p, argv[i], n);
-		p += n;
-		*p++ = '\r';
-		*p++ = '\n';
-	}
-	int rc = redisAppendFormattedCommand(c, buf, (size_t)(p - buf));
-	if (buf != small)
-		free(buf);
-	return rc;
-}
-
-/* redisCommandArgv with append_argv. */
-static redisReply *command_argv_raw(redisContext *c, int argc, const char **argv,
+/* A command of argc strings and its reply, on a connected r. */
+static redisReply *command_argv_raw(struct rconn *r, int argc, const char **argv,
                                     const size_t *lens)
 {
 	void *rep = NULL;
-	if (append_argv(c, argc, argv, lens) != REDIS_OK || redisGetReply(c, &rep) != REDIS_OK)
-		return NULL;
+	rlink_append_argv(r->link, argc, argv, lens);
+	rlink_reply(r->link, &rep);
 	return rep;
 }
 
@@ -432,14 +381,14 @@ static redisReply *command_argv(struct rconn *r, int argc, const char **argv,
 {
 	if (rconn_connect(r, 0) != 0)
 		return NULL;
-	return finish(r, command_argv_raw(r->c, argc, argv, lens));
+	return finish(r, command_argv_raw(r, argc, argv, lens));
 }
 
 redisReply *rcmd_argv(struct rconn *r, int argc, const char **argv, const size_t *lens)
 {
 	if (rconn_connect(r, 0) != 0 || injected(r, argv[0], strlen(argv[0])))
 		return NULL;
-	return finish(r, command_argv_raw(r->c, argc, argv, lens));
+	return finish(r, command_argv_raw(r, argc, argv, lens));
 }
 
 redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **argv,
@@ -450,10 +399,10 @@ redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **
 	double normal = r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
 	int raise = normal < block + 1.0;
 	if (raise)
-		redisSetTimeout(r->c, to_timeval(block + normal));
-	redisReply *rep = finish(r, command_argv_raw(r->c, argc, argv, lens));
-	if (raise && r->c)
-		redisSetTimeout(r->c, to_timeval(normal));
+		rlink_set_timeout(r->link, block + normal);
+	redisReply *rep = finish(r, command_argv_raw(r, argc, argv, lens));
+	if (raise && r->link)
+		rlink_set_timeout(r->link, normal);
 	return rep;
 }
 
@@ -472,7 +421,7 @@ void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...)
 	if (!p->failed_conn) {
 		va_list ap;
 		va_start(ap, fmt);
-		if (redisvAppendCommand(r->c, fmt, ap) != REDIS_OK)
+		if (rlink_appendv(r->link, fmt, ap) != 0)
 			p->failed_conn = 1;
 		va_end(ap);
 	}
@@ -484,8 +433,8 @@ void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **arg
 {
 	if (!p->failed_conn && injected(r, argv[0], strlen(argv[0])))
 		p->failed_conn = 1;
-	if (!p->failed_conn && append_argv(r->c, argc, argv, lens) != REDIS_OK)
-		p->failed_conn = 1;
+	if (!p->failed_conn)
+		rlink_append_argv(r->link, argc, argv, lens);
 	p->n++;
 }
 
@@ -494,7 +443,7 @@ int rpipe_read(struct rconn *r, struct rpipe *p, int n, redisReply **replies)
 	int failures = 0;
 	/* Commands appended before a failure would desynchronise the replies of the next
 	 * command: drop the connection instead. */
-	if (p->failed_conn && r->c)
+	if (p->failed_conn && r->link)
 		rconn_close(r);
 	if (n > p->n - p->next)
 		n = p->n - p->next;
@@ -503,19 +452,18 @@ int rpipe_read(struct rconn *r, struct rpipe *p, int n, redisReply **replies)
 	p->next += n;
 	for (int i = 0; i < n; i++) {
 		replies[i] = NULL;
-		if (p->failed_conn || !r->c) {
+		if (p->failed_conn || !r->link) {
 			failures++;
 			p->unavailable++;
 			continue;
 		}
 		void *rep = NULL;
-		if (redisGetReply(r->c, &rep) != REDIS_OK)
-			rep = NULL;
+		rlink_reply(r->link, &rep);
 		replies[i] = finish(r, rep);
 		if (!replies[i]) {
 			failures++;
 			p->unavailable += r->unavailable;
-			if (!r->c)
+			if (!r->link)
 				p->failed_conn = 1;
 		}
 	}
@@ -569,32 +517,11 @@ void rpipe_add_script(struct rconn *r, struct rpipe *p, const char *name, int nk
 		size_t *lens;
 		char nk[16];
 		int argc = script_argv(s, nkeys, keys, nargs, args, arglens, nk, &argv, &lens);
-		if (append_argv(r->c, argc, argv, lens) != REDIS_OK)
-			p->failed_conn = 1;
+		rlink_append_argv(r->link, argc, argv, lens);
 		free(argv);
 		free(lens);
 	}
 	p->n++;
-}
-
-int rsub_messages(redisContext *c, void (*on)(void *ctx, const char *channel,
-                                              const char *payload), void *ctx)
-{
-	for (;;) {
-		void *reply = NULL;
-		if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
-			return -1;
-		if (!reply)
-			return 0;
-		const redisReply *rep = reply;
-		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
-		    rep->element[0]->type == REDIS_REPLY_STRING &&
-		    strcmp(rep->element[0]->str, "message") == 0 &&
-		    rep->element[1]->type == REDIS_REPLY_STRING &&
-		    rep->element[2]->type == REDIS_REPLY_STRING)
-			on(ctx, rep->element[1]->str, rep->element[2]->str);
-		freeReplyObject(reply);
-	}
 }
 
 redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,

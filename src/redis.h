@@ -14,9 +14,10 @@
 #include <hiredis.h>
 #include "config.h"
 #include "log.h"
+#include "rlink.h"
 
 struct rconn {
-	redisContext *c;
+	struct rlink *link;         /* NULL while not connected */
 	struct redis_conf rc;       /* a private copy: a reload may replace the conf */
 	double backoff;             /* seconds until the next connect attempt may be made */
 	double next_attempt;        /* monotonic */
@@ -84,16 +85,6 @@ int rpipe_read(struct rconn *r, struct rpipe *p, int n, redisReply **replies);
  */
 redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **keys,
                     int nargs, const char **args, const size_t *arglens);
-
-/*
- * On a subscribed connection: each "message" hiredis has buffered, as on(ctx, channel,
- * payload); the SUBSCRIBE confirmations and anything else are skipped. The socket is not
- * read: call it after the read that filled the buffer, and right after the SUBSCRIBE's
- * reply, since a message that came in the same read waits there unseen by poll. 0, or -1
- * on a broken stream.
- */
-int rsub_messages(redisContext *c, void (*on)(void *ctx, const char *channel,
-                                              const char *payload), void *ctx);
 
 /*
  * Fault injection for the unit tests of the [unit] behaviours (doc/behaviours.md): when set,

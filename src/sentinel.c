@@ -23,43 +23,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include "log.h"
 #include "sentinel.h"
 #include "util.h"
 
-static struct timeval seconds_tv(double s)
-{
-	struct timeval tv;
-	if (s <= 0)
-		s = 2.0;
-	tv.tv_sec = (time_t)s;
-	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-	return tv;
-}
-
-redisContext *sentinel_connect(const struct redis_conf *rc, int i, char *err, size_t errlen)
+struct rlink *sentinel_connect(const struct redis_conf *rc, int i, char *err, size_t errlen)
 {
 	const struct redis_addr *a = &rc->sentinel[i];
-	struct timeval tv = seconds_tv(rc->connect_timeout);
-	redisContext *c = redisConnectWithTimeout(a->host, a->port, tv);
+	struct rlink_target t = {
+		.host = a->host, .port = a->port,
+		.connect_timeout = rc->connect_timeout > 0 ? rc->connect_timeout : 2.0,
+	};
+	char why[256];
+	struct rlink *c = rlink_open(&t, why, sizeof why);
 
-	if (!c || c->err) {
-		snprintf(err, errlen, "sentinel %s: %s", rc->sentinels.v[i],
-		         c ? c->errstr : "out of memory");
-		if (c)
-			redisFree(c);
+	if (!c) {
+		snprintf(err, errlen, "sentinel %s: %s", rc->sentinels.v[i], why);
 		return NULL;
 	}
-	redisSetTimeout(c, tv);
 	if (rc->sentinel_password) {
-		redisReply *rep = redisCommand(c, "AUTH %s", rc->sentinel_password);
+		redisReply *rep = rlink_command(c, "AUTH %s", rc->sentinel_password);
 		if (!rep || rep->type == REDIS_REPLY_ERROR) {
 			snprintf(err, errlen, "sentinel %s: AUTH failed: %s", rc->sentinels.v[i],
-			         rep ? rep->str : c->errstr);
+			         rep ? rep->str : rlink_error(c));
 			if (rep)
 				freeReplyObject(rep);
-			redisFree(c);
+			rlink_close(c);
 			return NULL;
 		}
 		freeReplyObject(rep);
@@ -70,13 +59,13 @@ redisContext *sentinel_connect(const struct redis_conf *rc, int i, char *err, si
 int sentinel_ask(const struct redis_conf *rc, int i, char **host, int *port, char *err,
                  size_t errlen)
 {
-	redisContext *c = sentinel_connect(rc, i, err, errlen);
+	struct rlink *c = sentinel_connect(rc, i, err, errlen);
 	if (!c)
 		return -1;
-	redisReply *rep = redisCommand(c, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", rc->master_name);
+	redisReply *rep = rlink_command(c, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", rc->master_name);
 	int ok = -1;
 	if (!rep)
-		snprintf(err, errlen, "sentinel %s: %s", rc->sentinels.v[i], c->errstr);
+		snprintf(err, errlen, "sentinel %s: %s", rc->sentinels.v[i], rlink_error(c));
 	else if (rep->type == REDIS_REPLY_ERROR)
 		snprintf(err, errlen, "sentinel %s: %s", rc->sentinels.v[i], rep->str);
 	else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
@@ -93,16 +82,16 @@ int sentinel_ask(const struct redis_conf *rc, int i, char **host, int *port, cha
 	}
 	if (rep)
 		freeReplyObject(rep);
-	redisFree(c);
+	rlink_close(c);
 	return ok;
 }
 
-int redis_role_is_primary(redisContext *c, char *err, size_t errlen)
+int redis_role_is_primary(struct rlink *c, char *err, size_t errlen)
 {
-	redisReply *rep = redisCommand(c, "ROLE");
+	redisReply *rep = rlink_command(c, "ROLE");
 	int res = -1;
 	if (!rep)
-		snprintf(err, errlen, "ROLE: %s", c->errstr);
+		snprintf(err, errlen, "ROLE: %s", rlink_error(c));
 	else if (rep->type == REDIS_REPLY_ERROR)
 		snprintf(err, errlen, "ROLE: %s", rep->str);
 	else if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||

@@ -8,15 +8,15 @@
 #define COGWORKERD_SENTINEL_H
 
 #include <stddef.h>
-#include <hiredis.h>
 #include "config.h"
+#include "rlink.h"
 
 /*
  * A new connection to sentinel i of rc, with rc's connect timeout for the connect and every
  * reply (a sentinel answers from memory), and AUTH with sentinel_password when set. NULL
  * with the reason in err.
  */
-redisContext *sentinel_connect(const struct redis_conf *rc, int i, char *err, size_t errlen);
+struct rlink *sentinel_connect(const struct redis_conf *rc, int i, char *err, size_t errlen);
 
 /* SENTINEL GET-MASTER-ADDR-BY-NAME through sentinel i: 0 with *host (malloc'd) and *port,
  * -1 with the reason in err (unreachable, or the master is unknown to it). */
@@ -25,7 +25,7 @@ int sentinel_ask(const struct redis_conf *rc, int i, char **host, int *port, cha
 
 /* ROLE on c: 1 when it is a primary, 0 when not (err names its role), -1 on an error
  * (err; a command error such as NOPERM leaves c usable). */
-int redis_role_is_primary(redisContext *c, char *err, size_t errlen);
+int redis_role_is_primary(struct rlink *c, char *err, size_t errlen);
 
 /*
  * The process's news of a switch: a generation counter, bumped when a +switch-master names

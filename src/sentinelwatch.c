@@ -29,7 +29,7 @@
 #define RETRY_EVERY 1.0
 
 struct watched {
-	redisContext *c;
+	struct rlink *c;
 	double retry_at;                /* monotonic */
 	int warned;                     /* a loss was logged and not yet its return */
 };
@@ -42,11 +42,11 @@ static struct redis_conf watch_rc;  /* the watcher's own copy: a reload may free
 static void subscribe(struct watched *w, int i)
 {
 	char err[512];
-	redisContext *c = sentinel_connect(&watch_rc, i, err, sizeof err);
-	redisReply *rep = c ? redisCommand(c, "SUBSCRIBE +switch-master") : NULL;
+	struct rlink *c = sentinel_connect(&watch_rc, i, err, sizeof err);
+	redisReply *rep = c ? rlink_command(c, "SUBSCRIBE +switch-master") : NULL;
 	if (c && (!rep || rep->type != REDIS_REPLY_ARRAY))
 		snprintf(err, sizeof err, "sentinel %s: SUBSCRIBE failed: %s", watch_rc.sentinels.v[i],
-		         rep && rep->type == REDIS_REPLY_ERROR ? rep->str : c->errstr);
+		         rep && rep->type == REDIS_REPLY_ERROR ? rep->str : rlink_error(c));
 	if (rep && rep->type == REDIS_REPLY_ARRAY) {
 		freeReplyObject(rep);
 		w->c = c;
@@ -57,8 +57,7 @@ static void subscribe(struct watched *w, int i)
 	}
 	if (rep)
 		freeReplyObject(rep);
-	if (c)
-		redisFree(c);
+	rlink_close(c);
 	w->retry_at = mono_now() + RETRY_EVERY;
 	if (!w->warned)
 		log_warn("Redis Sentinel: can't watch for switches of %s: %s (retrying every %gs)",
@@ -70,10 +69,10 @@ static void lose(struct watched *w, int i)
 {
 	if (!w->warned)
 		log_warn("Redis Sentinel: lost the watch on %s: %s (retrying every %gs)",
-		         watch_rc.sentinels.v[i], w->c->errstr[0] ? w->c->errstr : "connection closed",
-		         RETRY_EVERY);
+		         watch_rc.sentinels.v[i], rlink_error(w->c)[0] ? rlink_error(w->c)
+		         : "connection closed", RETRY_EVERY);
 	w->warned = 1;
-	redisFree(w->c);
+	rlink_close(w->c);
 	w->c = NULL;
 	w->retry_at = mono_now() + RETRY_EVERY;
 }
@@ -90,11 +89,6 @@ static void on_switch(void *ctx, const char *channel, const char *msg)
 		         "reconnecting", (const char *)ctx, watch_rc.master_name, host, port);
 }
 
-/* Handle every message buffered on w; -1 on a broken connection. */
-static int drain(struct watched *w, int i)
-{
-	return rsub_messages(w->c, on_switch, (void *)watch_rc.sentinels.v[i]);
-}
 
 static void *watch_main(void *arg)
 {
@@ -110,11 +104,12 @@ static void *watch_main(void *arg)
 			if (!w[i].c && mono_now() >= w[i].retry_at) {
 				subscribe(&w[i], i);
 				/* What came in the same read as the reply (rsub_messages). */
-				if (w[i].c && drain(&w[i], i) != 0)
+				if (w[i].c && rsub_messages(w[i].c, on_switch,
+				                            (void *)watch_rc.sentinels.v[i]) != 0)
 					lose(&w[i], i);
 			}
 			if (w[i].c) {
-				pfd[k] = (struct pollfd){ .fd = w[i].c->fd, .events = POLLIN };
+				pfd[k] = (struct pollfd){ .fd = rlink_fd(w[i].c), .events = POLLIN };
 				of[k++] = i;
 			}
 		}
@@ -128,13 +123,12 @@ static void *watch_main(void *arg)
 			int i = of[j];
 			if (!(pfd[j].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			if (redisBufferRead(w[i].c) != REDIS_OK || drain(&w[i], i) != 0)
+			if (rsub_read(w[i].c, on_switch, (void *)watch_rc.sentinels.v[i]) != 0)
 				lose(&w[i], i);
 		}
 	}
 	for (int i = 0; i < n; i++)
-		if (w[i].c)
-			redisFree(w[i].c);
+		rlink_close(w[i].c);
 	free(w);
 	free(pfd);
 	free(of);

@@ -105,7 +105,7 @@ static int probe(struct waker *w)
 	if (rep)
 		freeReplyObject(rep);
 	wanted(w);
-	return w->probed == w->cmd.connects && w->cmd.c ? 0 : -1;
+	return w->probed == w->cmd.connects && w->cmd.link ? 0 : -1;
 }
 
 static void read_paused(struct waker *w)
@@ -129,7 +129,7 @@ static int subscribe(struct waker *w)
 {
 	int none = !w->want_q && !w->want_z && !w->want_s;
 	if (w->has_q == w->want_q && w->has_z == w->want_z && w->has_s == w->want_s &&
-	    (w->sub.c || none))
+	    (w->sub.link || none))
 		return 0;
 	unsubscribed(w);
 	if (none)
@@ -188,18 +188,10 @@ static void on_event(void *ctx, const char *channel, const char *event)
 	}
 }
 
-/* What the socket has, then every message hiredis has buffered; -1 on a broken connection. */
-static int drain(struct waker *w)
-{
-	if (redisBufferRead(w->sub.c) != REDIS_OK)
-		return -1;
-	return rsub_messages(w->sub.c, on_event, w);
-}
-
 static void subscription_lost(struct waker *w)
 {
 	snprintf(w->sub.err, sizeof w->sub.err, "keyspace subscription lost: %s",
-	         w->sub.c->errstr[0] ? w->sub.c->errstr : "connection closed");
+	         rlink_error(w->sub.link)[0] ? rlink_error(w->sub.link) : "connection closed");
 	w->sub.unavailable = 1;
 	site_result(&w->site, &w->sub, 0, "keyspace subscription");
 	unsubscribed(w);
@@ -210,7 +202,7 @@ static void *waker_main(void *arg)
 	struct waker *w = arg;
 	for (;;) {
 		double now = mono_now();
-		if (now >= w->next_config || (w->cmd.c && w->cmd.connects != w->probed)) {
+		if (now >= w->next_config || (w->cmd.link && w->cmd.connects != w->probed)) {
 			w->next_config = now + (probe(w) == 0 ? CONFIG_EVERY : 1.0);
 		}
 		if (w->sentinel && sentinel_generation() != w->generation) {
@@ -222,7 +214,7 @@ static void *waker_main(void *arg)
 			continue;
 		}
 		/* What came in the same read as the SUBSCRIBE's reply (rsub_messages). */
-		if (subscribe(w) && rsub_messages(w->sub.c, on_event, w) != 0)
+		if (subscribe(w) && rsub_messages(w->sub.link, on_event, w) != 0)
 			subscription_lost(w);
 		int owed = park_unblock(&w->cmd);
 		w->retry_at = owed > 0 ? now + UNBLOCK_RETRY : 1e300;
@@ -246,11 +238,11 @@ static void *waker_main(void *arg)
 		double wake = w->next_config < w->retry_at ? w->next_config : w->retry_at;
 		if (park_any_paused() && !w->has_s && w->next_paused < wake)
 			wake = w->next_paused;
-		if ((!w->cmd.c || w->sentinel) && wake > mono_now() + 1.0)
+		if ((!w->cmd.link || w->sentinel) && wake > mono_now() + 1.0)
 			wake = mono_now() + 1.0;    /* Redis away: probe again soon; or a switch */
 		struct pollfd pfd[2] = { { park_kick_fd(), POLLIN, 0 }, { -1, POLLIN, 0 } };
-		if (w->sub.c)
-			pfd[1].fd = w->sub.c->fd;
+		if (w->sub.link)
+			pfd[1].fd = rlink_fd(w->sub.link);
 		double left = wake - mono_now();
 		int ms = left <= 0 ? 0 : left > 60 ? 60000 : (int)(left * 1000) + 1;
 		if (poll(pfd, 2, ms) <= 0)
@@ -260,7 +252,8 @@ static void *waker_main(void *arg)
 			if (read(pfd[0].fd, &v, sizeof v) < 0)
 				v = 0;
 		}
-		if (w->sub.c && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && drain(w) != 0)
+		if (w->sub.link && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    rsub_read(w->sub.link, on_event, w) != 0)
 			subscription_lost(w);
 	}
 	return NULL;

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rlink.h: one link to a Redis server (or a sentinel): the socket, the bytes to send and
+ * the reply reader, owned here rather than by a hiredis context, so that the bytes can go
+ * through TLS (rlink.c's opening comment says why). hiredis is used for the protocol
+ * only: formatting commands and parsing replies. A link is used by one thread.
+ *
+ * Every call that waits is bounded: the connect by the target's connect timeout, each read
+ * and write by the link's timeout (rlink_set_timeout). After any I/O error, a timeout or a
+ * protocol error the link is broken for good (rlink_error says why): close it.
+ */
+#ifndef COGWORKERD_RLINK_H
+#define COGWORKERD_RLINK_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <hiredis.h>
+
+struct rlink;
+
+/* Where to connect: a TCP host and port, or a unix socket path. */
+struct rlink_target {
+	const char *host;
+	int port;
+	const char *path;               /* non-NULL: a unix socket, host and port unused */
+	double connect_timeout;         /* seconds, > 0 */
+};
+
+/* A connected link (keepalive and TCP_NODELAY on TCP), or NULL with the reason in err. */
+struct rlink *rlink_open(const struct rlink_target *t, char *err, size_t errlen);
+void rlink_close(struct rlink *l);
+/* Every later read and write waits at most s seconds. */
+void rlink_set_timeout(struct rlink *l, double s);
+int rlink_fd(const struct rlink *l);
+/* Why the link broke ("" while it works). */
+const char *rlink_error(const struct rlink *l);
+
+/* Queue a command (sent by the next rlink_reply): printf-like as hiredis's redisCommand,
+ * or argc strings of lens bytes (strlen when lens is NULL). 0, or -1 on a bad format. */
+int rlink_appendv(struct rlink *l, const char *fmt, va_list ap);
+void rlink_append_argv(struct rlink *l, int argc, const char **argv, const size_t *lens);
+/* Send what is queued, then read until the next reply. 0 with *reply (free with
+ * freeReplyObject), or -1 with the link broken. */
+int rlink_reply(struct rlink *l, void **reply);
+/* A command and its reply: the reply (an error reply too), or NULL with the link broken. */
+redisReply *rlink_command(struct rlink *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * A connection the server closed while we did not use it (CLIENT KILL, its idle timeout,
+ * a restart) can be told without a round trip: true when the idle link is readable, which
+ * on a request/response connection only a close (or garbage) makes it.
+ */
+int rlink_closed_while_idle(struct rlink *l);
+
+/*
+ * On a subscribed link: rsub_read reads what the socket has now (the caller polled
+ * rlink_fd), then calls on(ctx, channel, payload) for each "message"; the SUBSCRIBE
+ * confirmations and anything else are skipped. rsub_messages only goes through what was
+ * read already, without reading: call it right after the SUBSCRIBE's reply, since a
+ * message that came in the same read waits in the reader unseen by poll. 0, or -1 on a
+ * broken link.
+ */
+typedef void (*rsub_fn)(void *ctx, const char *channel, const char *payload);
+int rsub_read(struct rlink *l, rsub_fn on, void *ctx);
+int rsub_messages(struct rlink *l, rsub_fn on, void *ctx);
+
+#endif
