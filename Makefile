@@ -48,10 +48,13 @@ DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
 LIB_SRC  := $(filter-out $(DAEMON_SRC),$(wildcard src/*.c))
 CTL_SRC  := $(wildcard src/ctl/*.c)
 LUA      := $(wildcard lua/*.lua lua/lib/*.lua)
+WEB      := $(wildcard web/*)
+# cogworkerctl alone hashes passwords (web passwd, the dashboard's logins): libcrypt.
+CTL_LIBS := -lcrypt
 
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_scripts.o
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
-CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
+CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -64,7 +67,7 @@ $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/cogworkerctl: $(CTL_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CTL_LIBS)
 
 # -MMD -MP: each object depends on the headers it really includes (build/**/*.d).
 $(BUILD)/%.o: %.c
@@ -86,6 +89,14 @@ $(BUILD)/lua_scripts.c: $(LUA) tools/embed-lua.sh
 	mv $@.tmp $@
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
+
+# The dashboard's files (web/) become C strings in cogworkerctl (`cogworkerctl web`).
+$(BUILD)/web_assets.c: $(WEB) tools/embed-web.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed-web.sh web > $@.tmp
+	mv $@.tmp $@
+$(BUILD)/web_assets.o: $(BUILD)/web_assets.c src/ctl/web.h
+	$(CC) $(CFLAGS) -Isrc -Isrc/ctl -c -o $@ $<
 
 # Unit tests link the daemon's objects too (not main.o), so [unit] behaviours of the
 # settle and recovery paths can be driven directly with injected Redis faults.
@@ -198,7 +209,7 @@ DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null)
 DEB         := build/deb/cogworkerd_$(DEB_VERSION)_$(DEB_ARCH).deb
 DEB_INPUTS  := Makefile $(wildcard src/*.[ch] src/ctl/*.[ch]) $(LUA) conf/cogworkerd.conf \
                $(wildcard man/* systemd/* completion/* debian/* debian/source/*) tools/deb.sh \
-               tools/embed-lua.sh
+               tools/embed-lua.sh $(WEB) tools/embed-web.sh
 deb: $(DEB)
 $(DEB): $(DEB_INPUTS)
 	sh tools/deb.sh build/deb

@@ -23,7 +23,7 @@ _cogworkerctl()
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
 		-c|--config) conf=${COMP_WORDS[i+1]}; ((i++)) ;;
-		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run|--expires-in|--expires-at)
+		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen|--auth-file)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -34,12 +34,12 @@ _cogworkerctl()
 	done
 
 	case $prev in
-	-c|--config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	-c|--config|--auth-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--set) COMPREPLY=($(compgen -W "queued scheduled retry dead running" -- "$cur")); return ;;
 	--status) COMPREPLY=($(compgen -W "success failed" -- "$cur")); return ;;
 	--retry) COMPREPLY=($(compgen -W "true false 0 1 3 5 10 25" -- "$cur")); return ;;
 	--queue) COMPREPLY=($(compgen -W "$(_cogworkerctl_queues "$conf")" -- "$cur")); return ;;
-	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run|--expires-in|--expires-at) return ;;
+	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen) return ;;
 	esac
 
 	local common="--json --yes --help"
@@ -47,14 +47,14 @@ _cogworkerctl()
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-c --config --json --yes --help --version" -- "$cur"))
 		else
-			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top help" -- "$cur"))
+			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top web help" -- "$cur"))
 		fi
 		return
 	fi
 
 	local words=
 	case $cmd in
-	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits metrics top" ;;
+	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits metrics top web" ;;
 	push) words="--queue --in --at --retry --unique --jid --json-args --stdin --expires-in --expires-at $common" ;;
 	stats|metrics|top|limits) words=$common ;;
 	queues)
@@ -87,6 +87,12 @@ _cogworkerctl()
 		esac ;;
 	history) words="--class --status --since --limit $common" ;;
 	exec) words="--json-args --queue --retry --jid --timeout $common" ;;
+	web)
+		case $sub in
+		'') words="passwd --listen --read-only --auth-file $common" ;;
+		passwd) words="--auth-file --token $common" ;;
+		*) words=$common ;;
+		esac ;;
 	esac
 	COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

@@ -33,6 +33,7 @@
 #include "config.h"
 #include "config_int.h"
 #include "cron.h"
+#include "listen.h"
 #include "log.h"
 #include "util.h"
 
@@ -225,26 +226,10 @@ static const char *check_sentinel(const char *s)
 	       : NULL;
 }
 
-/* "host:port" or "[v6]:port"; "" = off. */
+/* "host:port" or "[v6]:port" (listen.c); "" = off. */
 static const char *check_listen(const char *s)
 {
-	const char *colon;
-
-	if (!*s)
-		return NULL;
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-		if (!rb || rb == s + 1 || rb[1] != ':')
-			return "is not host:port (IPv6 as [addr]:port)";
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || colon == s || memchr(s, ':', (size_t)(colon - s)))
-			return "is not host:port (e.g. 127.0.0.1:9394; IPv6 as [addr]:port)";
-	}
-	if (parse_port(colon + 1, strlen(colon + 1)) < 0)
-		return "has no valid port (1..65535)";
-	return NULL;
+	return *s ? listen_spec_check(s) : NULL;
 }
 
 /* --- queues ------------------------------------------------------------------------------ */

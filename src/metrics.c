@@ -26,10 +26,6 @@
  * and the daemon goes on running jobs (its job matters more than its metrics; the failed
  * scrape shows the problem). metrics_listen changes take effect at the next restart.
  */
-#include <errno.h>
-#define rcmd bsd_rcmd        /* <netdb.h> declares BSD's rcmd(3); ours is redis.h's */
-#include <netdb.h>
-#undef rcmd
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +36,7 @@
 #include "counters.h"
 #include "exporter.h"
 #include "fleetlimits.h"
+#include "listen.h"
 #include "metrics.h"
 #include "state.h"
 #include "util.h"
@@ -295,53 +292,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("Metrics: %s", line);
 }
 
-/* A listening socket for "host:port" or "[v6]:port"; -1 with err. */
-static int listen_on(const char *spec, char *err, size_t errlen)
-{
-	char host[256];
-	const char *port;
-	if (spec[0] == '[') {
-		const char *rb = strchr(spec, ']');
-		snprintf(host, sizeof host, "%.*s", (int)(rb - spec - 1), spec + 1);
-		port = rb + 2;
-	} else {
-		const char *colon = strrchr(spec, ':');
-		snprintf(host, sizeof host, "%.*s", (int)(colon - spec), spec);
-		port = colon + 1;
-	}
-	struct addrinfo hints, *ai = NULL;
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	int gai = getaddrinfo(host, port, &hints, &ai);
-	if (gai != 0) {
-		snprintf(err, errlen, "%s: %s", host, gai_strerror(gai));
-		return -1;
-	}
-	int fd = -1;
-	for (struct addrinfo *a = ai; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-		if (fd < 0)
-			continue;
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0)
-			break;
-		snprintf(err, errlen, "%s", strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 int metrics_start(const struct conf *c)
 {
 	if (!c->metrics_listen || !*c->metrics_listen)
 		return 0;
-	char err[512] = "no usable address";
-	int fd = listen_on(c->metrics_listen, err, sizeof err);
+	char err[512];
+	int fd = listen_tcp(c->metrics_listen, NULL, err, sizeof err);
 	if (fd < 0) {
 		log_error("metrics endpoint: can't listen on %s: %s (running without it)",
 		          c->metrics_listen, err);

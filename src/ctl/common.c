@@ -3,6 +3,11 @@
  * common.c: helpers every cogworkerctl command uses: errors and the connection, common
  * options, time formatting, JSON output and human tables. They live below the commands,
  * not in ctl.c, which dispatches to the commands and so sits above them.
+ *
+ * A command's two outputs, its --json document (jprint) and its error lines (ctl_error),
+ * go to stdout and stderr, or, in a thread that set a capture (ctl_capture_begin), into
+ * that capture's buffers: `cogworkerctl web` runs the very commands behind its JSON API
+ * that way, one request per thread, and answers with what they would have printed.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -13,14 +18,46 @@
 #include "ctl.h"
 #include "json.h"
 
+static __thread struct ctl_capture *capture;
+
+void ctl_capture_begin(struct ctl_capture *cap)
+{
+	sb_init(&cap->out);
+	sb_init(&cap->err);
+	cap->documents = 0;
+	capture = cap;
+}
+
+void ctl_capture_end(struct ctl_capture *cap)
+{
+	if (capture == cap)
+		capture = NULL;
+}
+
+void ctl_capture_free(struct ctl_capture *cap)
+{
+	ctl_capture_end(cap);
+	sb_free(&cap->out);
+	sb_free(&cap->err);
+}
+
 void ctl_error(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("cogworkerctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (capture) {
+		/* One message per line, without the program's name: the caller frames it. */
+		char line[2048];
+		vsnprintf(line, sizeof line, fmt, ap);
+		if (capture->err.len)
+			sb_addc(&capture->err, '\n');
+		sb_adds(&capture->err, line);
+	} else {
+		fputs("cogworkerctl: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int ctl_connect(struct ctl *c)
@@ -244,8 +281,15 @@ void jbool(struct sbuf *b, int v)
 
 void jprint(struct sbuf *b)
 {
-	fwrite(b->s, 1, b->len, stdout);
-	fputc('\n', stdout);
+	if (capture) {
+		/* A command prints one document; a second one would be a bug the API must not
+		 * pass on as half of an array. */
+		if (capture->documents++ == 0)
+			sb_add(&capture->out, b->s, b->len);
+	} else {
+		fwrite(b->s, 1, b->len, stdout);
+		fputc('\n', stdout);
+	}
 	sb_free(b);
 }
 

@@ -108,6 +108,16 @@ static const struct command commands[] = {
 	{ "metrics", cmd_metrics, "metrics",
 	  "cogworker's Prometheus exposition (the eight fleet-wide metrics)",
 	  "For a node_exporter textfile collector. The daemon's own /metrics has more." },
+	{ "web", cmd_web,
+	  "web [--listen ADDR:PORT] [--read-only] [--auth-file FILE]\n"
+	  "web passwd [--auth-file FILE] [--token] USER",
+	  "a dashboard in the browser, with its JSON API",
+	  "Serves the overview, queues, jobs, processes, periodic, limits and history pages\n"
+	  "on ADDR:PORT (default 127.0.0.1:9395) until stopped. An address that is not a\n"
+	  "loopback one needs --auth-file: its users log in (passwd adds or replaces one; it\n"
+	  "reads the password on standard input; --token makes one for scripts, sent as\n"
+	  "Authorization: Bearer USER:TOKEN). --read-only refuses every action. Each action\n"
+	  "is logged on stderr with who did it." },
 	{ "top", cmd_top, "top",
 	  "a live view of processes, running jobs, queues and failures",
 	  "Refreshed every second, with keys to quiet a process, pause a queue, retry a dead\n"

@@ -28,8 +28,21 @@ struct ctl {
 	void (*help)(const char *command);
 };
 
-/* One line on stderr: "cogworkerctl: <message>". */
+/* One line on stderr: "cogworkerctl: <message>" (into the thread's capture, if any). */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Capture, in this thread, what commands print for --json (jprint: the document, into out)
+ * and their error lines (ctl_error: into err, '\n'-separated), instead of writing them to
+ * stdout and stderr: `cogworkerctl web` answers its API with them (src/ctl/web_api.c).
+ */
+struct ctl_capture {
+	struct sbuf out, err;
+	int documents;              /* jprint calls seen; only the first is kept */
+};
+void ctl_capture_begin(struct ctl_capture *cap);
+void ctl_capture_end(struct ctl_capture *cap);
+void ctl_capture_free(struct ctl_capture *cap);     /* ends it too */
 /* Connect (exit status 2 with a message when Redis is unreachable). */
 int ctl_connect(struct ctl *c);
 /* A failed Redis call: one line "cogworkerctl: <what>: <error>"; returns CTL_USAGE. */
@@ -153,6 +166,18 @@ struct process_info {
 int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int *n);
 void ctl_free_processes(struct process_info *p, int n);
 
+/*
+ * The work of a command once its command line is read and Redis connected, printing what
+ * the command prints (--json: one document): called by the command and, with a capture,
+ * by `cogworkerctl web`'s API (web_api.c), which may not run getopt in its threads.
+ */
+int ctl_stats(struct ctl *c);
+/* discover: SCAN for queue keys nobody listed (a walk of the keyspace: not for the web). */
+int ctl_queues_list(struct ctl *c, int discover);
+int ctl_valid_queue_name(const char *q);
+int ctl_queue_pause(struct ctl *c, const char *q, int pause);      /* pause or resume */
+int ctl_queue_clear(struct ctl *c, const char *q);                 /* needs c->yes */
+
 int cmd_push(struct ctl *c, int argc, char **argv);
 int cmd_stats(struct ctl *c, int argc, char **argv);
 int cmd_queues(struct ctl *c, int argc, char **argv);
@@ -164,5 +189,6 @@ int cmd_metrics(struct ctl *c, int argc, char **argv);
 int cmd_history(struct ctl *c, int argc, char **argv);
 int cmd_top(struct ctl *c, int argc, char **argv);
 int cmd_limits(struct ctl *c, int argc, char **argv);
+int cmd_web(struct ctl *c, int argc, char **argv);
 
 #endif

@@ -182,14 +182,14 @@ int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
 	return 0;
 }
 
-static int list_queues(struct ctl *c)
+int ctl_queues_list(struct ctl *c, int discover)
 {
 	double now = ctl_now(c);
 	if (now < 0)
 		return ctl_redis_error(c, "TIME");
 	struct queue_info *q;
 	int n;
-	int s = ctl_read_queues(c, now, 1, 1, &q, &n);
+	int s = ctl_read_queues(c, now, 1, discover, &q, &n);
 	if (s)
 		return s;
 	if (c->json) {
@@ -224,12 +224,12 @@ static int list_queues(struct ctl *c)
 	return CTL_OK;
 }
 
-static int valid_queue_name(const char *q)
+int ctl_valid_queue_name(const char *q)
 {
 	return q && *q && !strpbrk(q, " \t\r\n");
 }
 
-static int pause_resume(struct ctl *c, const char *q, int pause)
+int ctl_queue_pause(struct ctl *c, const char *q, int pause)
 {
 	char unchanged[512], done[512];
 	snprintf(unchanged, sizeof unchanged, "queue %s %s", q,
@@ -239,7 +239,7 @@ static int pause_resume(struct ctl *c, const char *q, int pause)
 	                         unchanged, done);
 }
 
-static int clear_queue(struct ctl *c, const char *q)
+int ctl_queue_clear(struct ctl *c, const char *q)
 {
 	if (!c->yes) {
 		ctl_error("queues clear deletes every job on %s: add --yes", q);
@@ -306,7 +306,7 @@ int cmd_queues(struct ctl *c, int argc, char **argv)
 		}
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
-		return list_queues(c);
+		return ctl_queues_list(c, 1);
 	}
 	const char *sub = args[0];
 	int which = strcmp(sub, "pause") == 0 ? 1 : strcmp(sub, "resume") == 0 ? 2
@@ -320,7 +320,7 @@ int cmd_queues(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	}
 	const char *q = args[1];
-	if (!valid_queue_name(q)) {
+	if (!ctl_valid_queue_name(q)) {
 		ctl_error("queues %s: bad queue name \"%s\"", sub, q);
 		return CTL_USAGE;
 	}
@@ -331,6 +331,6 @@ int cmd_queues(struct ctl *c, int argc, char **argv)
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	if (which == 3)
-		return clear_queue(c, q);
-	return pause_resume(c, q, which == 1);
+		return ctl_queue_clear(c, q);
+	return ctl_queue_pause(c, q, which == 1);
 }

@@ -25,6 +25,11 @@ int cmd_stats(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
+	return ctl_stats(c);
+}
+
+int ctl_stats(struct ctl *c)
+{
 	double now = ctl_now(c);
 	if (now < 0)
 		return ctl_redis_error(c, "TIME");
