@@ -24,9 +24,12 @@
 # option for its lists lock, so it is retried here.
 set -e
 run_pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
-      libmicrohttpd-dev redis-server redis-tools"
+      libmicrohttpd-dev libcrypt-dev redis-server redis-tools"
+# chromium, chromium-driver and python3-selenium: the dashboard's tests (test_web.py) drive
+# a real, headless browser.
 test_pkgs="check redis-sentinel python3 python3-redis python3-prometheus-client procps
-      valgrind gnuplot-nox man-db systemd cppcheck tmux"
+      valgrind gnuplot-nox man-db systemd cppcheck tmux chromium chromium-driver
+      python3-selenium"
 services="redis-server redis-sentinel"
 lock_timeout=${DEPS_LOCK_TIMEOUT:-600}
 
