@@ -4,9 +4,9 @@
 // Rules this file keeps:
 // - Everything that comes from Redis (class and queue names, args, error messages,
 //   output, identities) is written with textContent or as an attribute value set through
-//   the DOM, never as markup: a job's args are whatever its producer wrote. There is no
-//   innerHTML, no eval, and links are built from fixed paths plus encodeURIComponent, so
-//   no "javascript:" URL can be made from data.
+//   the DOM, never as markup: a job's args are whatever its producer wrote. No HTML is
+//   ever parsed from a string, nothing is evaluated, and links are built from fixed paths
+//   plus encodeURIComponent, so no "javascript:" URL can be made from data.
 // - Every change is a POST with the session's CSRF token (X-CSRF-Token); destructive ones
 //   ask first. Under --read-only the server says so and no action button is drawn.
 // - While Redis or the server is away a banner says so and the page keeps its last view;

@@ -28,7 +28,7 @@ void ctl_capture_begin(struct ctl_capture *cap)
 	capture = cap;
 }
 
-void ctl_capture_end(struct ctl_capture *cap)
+void ctl_capture_end(const struct ctl_capture *cap)
 {
 	if (capture == cap)
 		capture = NULL;

@@ -108,6 +108,10 @@ static const struct command commands[] = {
 	{ "metrics", cmd_metrics, "metrics",
 	  "cogworker's Prometheus exposition (the eight fleet-wide metrics)",
 	  "For a node_exporter textfile collector. The daemon's own /metrics has more." },
+	{ "top", cmd_top, "top",
+	  "a live view of processes, running jobs, queues and failures",
+	  "Refreshed every second, with keys to quiet a process, pause a queue, retry a dead\n"
+	  "job or cancel a running one; a one-shot snapshot when stdout is not a terminal." },
 	{ "web", cmd_web,
 	  "web [--listen ADDR:PORT] [--read-only] [--auth-file FILE]\n"
 	  "web passwd [--auth-file FILE] [--token] USER",
@@ -118,10 +122,6 @@ static const struct command commands[] = {
 	  "reads the password on standard input; --token makes one for scripts, sent as\n"
 	  "Authorization: Bearer USER:TOKEN). --read-only refuses every action. Each action\n"
 	  "is logged on stderr with who did it." },
-	{ "top", cmd_top, "top",
-	  "a live view of processes, running jobs, queues and failures",
-	  "Refreshed every second, with keys to quiet a process, pause a queue, retry a dead\n"
-	  "job or cancel a running one; a one-shot snapshot when stdout is not a terminal." },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

@@ -41,7 +41,7 @@ struct ctl_capture {
 	int documents;              /* jprint calls seen; only the first is kept */
 };
 void ctl_capture_begin(struct ctl_capture *cap);
-void ctl_capture_end(struct ctl_capture *cap);
+void ctl_capture_end(const struct ctl_capture *cap);
 void ctl_capture_free(struct ctl_capture *cap);     /* ends it too */
 /* Connect (exit status 2 with a message when Redis is unreachable). */
 int ctl_connect(struct ctl *c);

@@ -8,6 +8,7 @@
  *   web_auth.c    the users file, password hashes (libcrypt), sessions and CSRF tokens
  *   web_serve.c   libmicrohttpd: one thread per connection, headers, assets, who may do
  *                 what (session, CSRF, Origin, --read-only), the action log
+ *   web_pool.c    the Redis connections, one per request running
  *   web_api.c     the JSON API: each route runs a cogworkerctl command's code with a
  *                 capture (ctl.h) and answers with its --json document
  *   build/web_assets.c   web/ (HTML, CSS, JS) embedded at build time (tools/embed-web.sh)
@@ -115,12 +116,16 @@ struct web_opts {
 	int max_redis;              /* Redis connections at most (one per request in flight) */
 };
 
+/* ---- web_pool.c ---- */
 /* A request's own Redis connection and command state: taken from the pool for one
  * request, given back after. */
 struct web_ctx {
 	struct ctl c;
 	struct web_ctx *next;       /* in the free list */
 };
+/* Connections are made from base's conf, at most max of them. */
+void web_pool_init(const struct ctl *base, int max);
+/* A connection, waiting for one while all are in use; NULL after POOL_WAIT. */
 struct web_ctx *web_ctx_take(void);
 void web_ctx_give(struct web_ctx *x);
 

@@ -4,11 +4,8 @@
  *
  * One thread per connection (libmicrohttpd's own), at most MAX_CONNECTIONS of them, so a
  * slow request (a cancel that waits for its job, an output stream that waits for new
- * bytes) holds up nobody else. Redis connections are pooled, not per thread: a request
- * takes a connection (with its own struct ctl, the state the commands' code expects) for
- * the time it runs and gives it back, so the number of connections to Redis is that of
- * requests running at once, at most MAX_REDIS (doc/design.md: each thread its own
- * connection while it uses one).
+ * bytes) holds up nobody else. Redis connections come from a pool (web_pool.c) for the
+ * time a request runs.
  *
  * What answers what:
  *   /assets/NAME     the embedded files (web/), the same for everybody
@@ -48,7 +45,6 @@
 #define MAX_CONNECTIONS 64
 #define MAX_STREAMS 32          /* output streams open at once (each holds a thread) */
 #define BODY_MAX (4 << 20)      /* a POST body: a page of selected entries, with room */
-#define POOL_WAIT 10.0          /* seconds a request waits for a Redis connection */
 #define LOGIN_FAIL_DELAY 1.0    /* seconds, in the failing connection's own thread */
 #define SESSION_COOKIE "cwsid"
 
@@ -69,58 +65,8 @@ static const char *const pages[] = {
 };
 
 static struct web_opts *opts;
-static struct ctl *base_ctl;
-
-/* ---- the pool of Redis connections ---- */
-
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
-static struct web_ctx *pool_free;
-static int pool_made;
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
 static int streams;
-
-struct web_ctx *web_ctx_take(void)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)POOL_WAIT;
-	pthread_mutex_lock(&pool_mu);
-	while (!pool_free && pool_made >= opts->max_redis)
-		if (pthread_cond_timedwait(&pool_cv, &pool_mu, &until) != 0)
-			break;
-	struct web_ctx *x = pool_free;
-	if (x)
-		pool_free = x->next;
-	else if (pool_made < opts->max_redis)
-		pool_made++;
-	else {
-		pthread_mutex_unlock(&pool_mu);
-		return NULL;
-	}
-	pthread_mutex_unlock(&pool_mu);
-	if (!x) {
-		x = xcalloc(1, sizeof *x);
-		x->c = *base_ctl;           /* the conf is shared, read only */
-		x->c.notice = NULL;
-		x->c.json = 1;
-		rconn_init(&x->c.r, &base_ctl->conf.redis);
-	}
-	x->c.yes = 1;               /* the page asked for the confirmation already */
-	x->c.r.err[0] = '\0';
-	x->c.r.unavailable = 0;
-	return x;
-}
-
-void web_ctx_give(struct web_ctx *x)
-{
-	if (!x)
-		return;
-	pthread_mutex_lock(&pool_mu);
-	x->next = pool_free;
-	pool_free = x;
-	pthread_cond_signal(&pool_cv);
-	pthread_mutex_unlock(&pool_mu);
-}
 
 /* ---- answers ---- */
 
@@ -345,18 +291,18 @@ static void stream_free(void *cls)
 	free(st->f.jid);
 	sb_free(&st->pending);
 	free(st);
-	pthread_mutex_lock(&pool_mu);
+	pthread_mutex_lock(&streams_mu);
 	streams--;
-	pthread_mutex_unlock(&pool_mu);
+	pthread_mutex_unlock(&streams_mu);
 }
 
 static enum MHD_Result send_stream(struct MHD_Connection *conn, struct web_reply *rp)
 {
-	pthread_mutex_lock(&pool_mu);
+	pthread_mutex_lock(&streams_mu);
 	int ok = streams < MAX_STREAMS;
 	if (ok)
 		streams++;
-	pthread_mutex_unlock(&pool_mu);
+	pthread_mutex_unlock(&streams_mu);
 	if (!ok)
 		return send_json_error(conn, 503, "too many output streams open: try again later");
 	struct stream *st = xcalloc(1, sizeof *st);
@@ -571,7 +517,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 int web_serve(struct ctl *base, struct web_opts *o, int fd)
 {
 	opts = o;
-	base_ctl = base;
+	web_pool_init(base, o->max_redis);
 	/* The signals that stop the server are taken by sigwait below, in this thread only:
 	 * blocked before libmicrohttpd starts its threads, which inherit the mask. */
 	sigset_t stop;

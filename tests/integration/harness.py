@@ -231,6 +231,10 @@ class RedisServer:
             pass
         return self.start()
 
+    def down(self):
+        """Stop the process, keeping its port and dir: restart() brings it back (empty)."""
+        self._reap()
+
     def stop(self):
         """Stop the server and remove its temp dir. Idempotent."""
         self._reap()
