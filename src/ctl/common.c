@@ -17,6 +17,7 @@
 #include <time.h>
 #include "ctl.h"
 #include "json.h"
+#include "timearg.h"
 
 static __thread struct ctl_capture *capture;
 
@@ -183,19 +184,6 @@ void ctl_duration(double secs, char *out, size_t n)
 	human_duration(secs, 0, out, n);
 }
 
-int ctl_parse_duration(const char *s, double *out)
-{
-	static const char units[] = "smhdw";
-	static const double secs[] = { 1, 60, 3600, 86400, 604800 };
-	char *end;
-	double d = strtod(s, &end);
-	if (end == s || !isfinite(d) || d < 0 || !(s[0] >= '0' && s[0] <= '9') ||
-	    (*end && (end[1] || !strchr(units, *end))))
-		return -1;
-	*out = *end ? d * secs[strchr(units, *end) - units] : d;
-	return 0;
-}
-
 void ctl_relative(double t, double now, char *out, size_t n)
 {
 	char d[32];
@@ -234,6 +222,29 @@ int ctl_args_json_ok(const char *what, const char *json)
 	}
 	free(shown);
 	return 0;
+}
+
+int ctl_duration_arg(const char *what, const char *s, const char *if_zero, double *secs)
+{
+	char why[512];
+	if (timearg_duration(s, secs, why, sizeof why) != 0) {
+		ctl_error("%s: %s", what, why);
+		return -1;
+	}
+	if (if_zero && *secs == 0) {
+		ctl_error("%s: \"%s\" %s; give a duration above 0", what, s, if_zero);
+		return -1;
+	}
+	return 0;
+}
+
+int ctl_time_arg(const char *what, const char *s, double now, int dir, double *t)
+{
+	char why[512];
+	int r = timearg_moment(s, now, dir, t, why, sizeof why);
+	if (r < 0)
+		ctl_error("%s: %s", what, why);
+	return r;
 }
 
 /* ---- JSON output ---- */

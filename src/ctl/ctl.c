@@ -37,16 +37,24 @@ struct command {
 	const char *help;           /* the rest of `help COMMAND` */
 };
 
+/* Said in the help of every command that takes one; cogworkerctl(1) "DURATIONS AND TIMES"
+ * says it at length. The grammar is src/timearg.c's. */
+#define DURATIONS_AND_TIMES \
+	"D, a duration: seconds (90), or numbers with units s, m, h, d, w (90s, 5m, 2h, 1h30m).\n" \
+	"T, a time: epoch seconds; ISO 8601 (2027-01-01, 2027-01-01T09:30, ...+02:00), UTC\n" \
+	"unless a zone follows; or a duration with a unit, from now (5m)."
+
 static const struct command commands[] = {
 	{ "push", cmd_push,
-	  "push [--queue Q] [--in S | --at T] [--retry N|true|false] [--unique] [--jid JID]\n"
-	  "     [--expires-in S | --expires-at T] [--json-args JSON | --stdin] CLASS [ARG...]",
+	  "push [--queue Q] [--in D | --at T] [--retry N|true|false] [--unique] [--jid JID]\n"
+	  "     [--expires-in D | --expires-at T] [--json-args JSON | --stdin] CLASS [ARG...]",
 	  "enqueue a job; prints its jid",
 	  "ARGs are strings; --json-args gives typed args ('[1, {\"k\": 2}]'), --stdin one args\n"
-	  "array per line. --in SECONDS or --at EPOCH|ISO8601 schedules it. --retry false: the\n"
-	  "first failure goes to dead (cogworker's rule, not Sidekiq's discard). --unique skips\n"
-	  "the push while an identical job is queued or running (exit 1). --expires-in S (after\n"
-	  "it is due) or --expires-at T: a deadline; a daemon never starts it later." },
+	  "array per line. --in D or --at T schedules it. --retry false: the first failure goes\n"
+	  "to dead (cogworker's rule, not Sidekiq's discard). --unique skips the push while an\n"
+	  "identical job is queued or running (exit 1). --expires-in D (after it is due) or\n"
+	  "--expires-at T: a deadline; a daemon never starts it later.\n"
+	  DURATIONS_AND_TIMES },
 	{ "stats", cmd_stats, "stats",
 	  "processed, failed, queued, scheduled, retry, dead, busy; hourly throughput",
 	  "The counters cogworker's dashboard shows, and the last 24 hours of throughput." },
@@ -64,7 +72,7 @@ static const struct command commands[] = {
 	  "jobs retry --all --set retry|dead|scheduled [--queue Q] [--class C]\n"
 	  "           [--expires-in D]\n"
 	  "jobs delete|kill --all --set S [--queue Q] [--class C] --yes\n"
-	  "jobs reschedule JID MINUTES\n"
+	  "jobs reschedule JID MINUTES|D\n"
 	  "jobs log JID [--run N] [--follow]\n"
 	  "jobs cancel JID [--discard]",
 	  "list, show, retry, delete, kill, reschedule, cancel jobs; show a run's output",
@@ -72,14 +80,15 @@ static const struct command commands[] = {
 	  "args and payloads over 2 KiB are cut (their size shown) unless --full.\n"
 	  "retry puts retry, dead or scheduled entries back on their queue; one whose own\n"
 	  "deadline (expires_at) has passed only with --expires-in D, its new deadline D from\n"
-	  "now (600, 90s, 10m, 2h, 1d), as a daemon would bury it again at once. kill moves\n"
-	  "scheduled or retry entries to dead; reschedule moves a scheduled or retry entry to\n"
-	  "MINUTES from now (a whole number, 1 to 10080). A JID may also be an entry's exact\n"
+	  "now, as a daemon would bury it again at once. kill moves scheduled or retry entries\n"
+	  "to dead; reschedule moves a scheduled or retry entry to MINUTES (a whole number, 1 to\n"
+	  "10080) or D (with a unit, up to 1w) from now. A JID may also be an entry's exact\n"
 	  "text (for unparseable entries).\n"
 	  "log: the output of the job's last run (or run N) as kept by output_keep; --follow\n"
 	  "streams a running job's output and ends with its outcome.\n"
 	  "cancel: stop a running job's handler (TERM, kill_grace, KILL); it goes to dead as\n"
-	  "Cogworker::Cancelled, or is dropped with --discard." },
+	  "Cogworker::Cancelled, or is dropped with --discard.\n"
+	  DURATIONS_AND_TIMES },
 	{ "processes", cmd_processes,
 	  "processes [list]\nprocesses quiet|resume|stop IDENTITY...|--all   (stop --all needs --yes)",
 	  "live processes; quiet, resume or stop them",
@@ -92,14 +101,15 @@ static const struct command commands[] = {
 	{ "history", cmd_history,
 	  "history [--class C] [--status success|failed] [--since T] [--limit N]",
 	  "finished runs, newest first, and per-day counts",
-	  "T: an epoch, an ISO 8601 UTC time or a duration back from now (90m, 12h, 7d).\n"
-	  "Needs daemons with history_retention_days > 0." },
+	  "Needs daemons with history_retention_days > 0. A duration T counts back from now.\n"
+	  DURATIONS_AND_TIMES },
 	{ "exec", cmd_exec,
-	  "exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID] [--timeout S]\n"
+	  "exec [--json-args JSON] [--queue Q] [--retry N|false] [--jid JID] [--timeout D]\n"
 	  "     CLASS [ARG...]",
 	  "run CLASS's handler once, locally, as the daemon would (no Redis)",
 	  "Shows the exit, stdout, stderr, timing and where the daemon would send the job\n"
-	  "(success, retrying, dead, discarded)." },
+	  "(success, retrying, dead, discarded). --timeout D replaces the handler's timeout\n"
+	  "(0: none); D is a duration as push takes one (90, 90s, 5m)." },
 	{ "limits", cmd_limits, "limits",
 	  "fleet_concurrency slots and their holders, waiters, rate_limit windows",
 	  "Per handler class, as Redis holds them; a class shows up once a job of it started,\n"

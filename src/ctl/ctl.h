@@ -88,13 +88,17 @@ double ctl_now(struct ctl *c);
 void ctl_iso_time(double t, char out[32]);
 /* A duration for people: "12s", "4m 05s", "3h 02m", "2d 04h". */
 void ctl_duration(double secs, char *out, size_t n);
-/* A duration as people type one: seconds ("90", "1.5"), or a number with a unit s, m, h,
- * d or w ("90s", "5m", "2h", "1d", "1w"): *out seconds, 0; -1 for anything else. (The one
- * parser `history --since` and `jobs retry --expires-in` share; the push options are to
- * join it, issue 21 item 19.) */
-int ctl_parse_duration(const char *s, double *out);
 /* "12s ago" (t before now) or "in 4m 05s" (t after now). */
 void ctl_relative(double t, double now, char *out, size_t n);
+/*
+ * A duration or a time given on the command line, read by the one grammar of every command
+ * (src/timearg.h). 0 and the value (ctl_time_arg: 1 when it was a duration counted from
+ * now, forward with dir > 0 or back with dir < 0), or -1 after one line naming what
+ * ("push --in") and what is wrong. With if_zero, a duration of 0 is refused, saying what
+ * it would do ("would expire the job the moment it is due").
+ */
+int ctl_duration_arg(const char *what, const char *s, const char *if_zero, double *secs);
+int ctl_time_arg(const char *what, const char *s, double now, int dir, double *t);
 
 /* Args given as JSON (push --json-args, --stdin, exec): 1 when json is an array; else 0
  * after one line that says what is wrong and where ("<what> is not valid JSON: it ends

@@ -134,15 +134,10 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 			}
 			p.retry_json = retry;
 			break;
-		case 't': {
-			char *end;
-			timeout = strtod(optarg, &end);
-			if (*end || end == optarg || timeout < 0 || isnan(timeout)) {
-				ctl_error("exec: --timeout wants seconds, not \"%s\"", optarg);
+		case 't':
+			if (ctl_duration_arg("exec --timeout", optarg, NULL, &timeout) != 0)
 				return CTL_USAGE;
-			}
 			break;
-		}
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;

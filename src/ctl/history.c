@@ -7,9 +7,9 @@
  *
  * Reads cogworker:history:all, or :success / :failed for --status, newest first
  * (ZREVRANGEBYSCORE from +inf down to --since, a page at a time), filters by class and
- * stops at --limit runs (default 50, 0 = all). T is an epoch, an ISO 8601 UTC time
- * ("2026-01-01", "2026-01-01T06:00:00Z") or a duration back from now ("90m", "12h",
- * "7d"). The per-day counters (cogworker:history:daily:<day>) of the days the listing
+ * stops at --limit runs (default 50, 0 = all). T is a time as every command reads one
+ * (src/timearg.h): an epoch, an ISO 8601 time ("2026-01-01", "2026-01-01T06:00:00Z") or a
+ * duration back from now ("90m", "12h", "7d"), counted from Redis's clock. The per-day counters (cogworker:history:daily:<day>) of the days the listing
  * covers are shown after the runs (--json: "daily"). History is written only by daemons
  * with history_retention_days > 0.
  */
@@ -24,36 +24,6 @@
 #define PAGE 500
 #define DEFAULT_LIMIT 50
 #define MAX_DAYS 31             /* daily counters shown at most */
-
-/* --since: an epoch or an ISO 8601 UTC date/time (*ago = 0), or a duration back from
- * now (*ago = 1, *out = seconds). */
-static int parse_since(const char *s, double *out, int *ago)
-{
-	char *end;
-	double d = strtod(s, &end);
-	*ago = 0;
-	if (end != s && *end == '\0' && isfinite(d) && d >= 0) {
-		*out = d;
-		return 0;
-	}
-	if (end != s && end[0] && !end[1]) {
-		if (ctl_parse_duration(s, out) != 0)
-			return -1;
-		*ago = 1;
-		return 0;
-	}
-	static const char *const formats[] = { "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d" };
-	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
-		struct tm tm;
-		memset(&tm, 0, sizeof tm);
-		const char *rest = strptime(s, formats[i], &tm);
-		if (rest && (!*rest || !strcmp(rest, "Z") || !strcmp(rest, "+00:00"))) {
-			*out = (double)timegm(&tm);
-			return 0;
-		}
-	}
-	return -1;
-}
 
 struct run {
 	char *raw;                  /* the entry as stored */
@@ -307,21 +277,17 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 		ctl_error("history: unexpected \"%s\"", argv[optind]);
 		return CTL_USAGE;
 	}
-	double since = NAN;
-	int ago = 0;
-	if (since_arg && parse_since(since_arg, &since, &ago) != 0) {
-		ctl_error("history: --since wants an epoch, an ISO 8601 UTC time (2026-01-01, "
-		          "2026-01-01T06:00:00Z) or a duration ago (90m, 12h, 7d), not \"%s\"",
-		          since_arg);
+	double since = NAN, asked = now_float();
+	int ago = since_arg ? ctl_time_arg("history --since", since_arg, asked, -1, &since) : 0;
+	if (ago < 0)
 		return CTL_USAGE;
-	}
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	double now = ctl_now(c);
 	if (now < 0)
 		return ctl_redis_error(c, "TIME");
 	if (ago)
-		since = now - since;            /* a duration counts back from Redis time */
+		since += now - asked;           /* a duration counts back from Redis time */
 	char key[64];
 	snprintf(key, sizeof key, K_HISTORY "%s", status ? status : "all");
 	struct run *v = NULL;

@@ -7,7 +7,7 @@
  *   jobs retry [--expires-in D] JID... | jobs retry --all --set retry|dead|scheduled [filters]
  *   jobs delete JID...         | jobs delete --all --set S [filters] --yes
  *   jobs kill JID...           | jobs kill --all --set scheduled|retry [filters] --yes
- *   jobs reschedule JID MINUTES
+ *   jobs reschedule JID MINUTES|DURATION
  *   jobs log JID [--run N] [--follow]      | jobs cancel JID [--discard]   (jobs_run.c)
  *
  * This file reads the command line and checks it (which set an action may touch, --all
@@ -34,6 +34,38 @@ static int parse_set(const char *s)
 	if (!strcmp(s, "running") || !strcmp(s, "busy"))
 		return S_RUNNING;
 	return -1;
+}
+
+/*
+ * reschedule's time from now, in minutes, up to a week: a bare number is whole minutes, as
+ * it always was; with a unit it is a duration as every command reads one (90s, 2h, 1d).
+ * Out of range is an error, never clamped: a typo must not become a schedule nobody asked
+ * for (0 once meant "in a minute", 20000 a week).
+ */
+static int reschedule_minutes(const char *s, double *minutes)
+{
+	double secs;
+	if (strpbrk(s, "smhdw")) {
+		if (ctl_duration_arg("jobs reschedule", s, "would make it due at once", &secs) != 0)
+			return -1;
+		if (secs > MAX_RESCHEDULE_MINUTES * 60.0) {
+			ctl_error("jobs reschedule: \"%s\" is more than a week", s);
+			return -1;
+		}
+		*minutes = secs / 60;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long m = strtol(s, &end, 10);
+	if (*end || end == s || errno || m < 1 || m > MAX_RESCHEDULE_MINUTES) {
+		ctl_error("jobs reschedule: MINUTES must be a whole number from 1 to %d (a week), or "
+		          "a duration with a unit (90s, 2h, 1d), not \"%s\"", MAX_RESCHEDULE_MINUTES,
+		          s);
+		return -1;
+	}
+	*minutes = (double)m;
+	return 0;
 }
 
 int cmd_jobs(struct ctl *c, int argc, char **argv)
@@ -84,11 +116,10 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		case 'a': all = 1; break;
 		case 'F': full = 1; break;
 		case 'E':
-			if (ctl_parse_duration(optarg, &expires_in) != 0 || !(expires_in > 0)) {
-				ctl_error("jobs: --expires-in wants a duration from now (600, 90s, 10m, "
-				          "2h, 1d), not \"%s\"", optarg);
+			if (ctl_duration_arg("jobs --expires-in", optarg,
+			                     "would expire the job the moment it is back on its queue",
+			                     &expires_in) != 0)
 				return CTL_USAGE;
-			}
 			break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
@@ -153,20 +184,11 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 	double minutes = 0;
 	if (a == A_RESCHEDULE) {
 		if (all || nargs != 2) {
-			ctl_error("usage: cogworkerctl jobs reschedule JID MINUTES");
+			ctl_error("usage: cogworkerctl jobs reschedule JID MINUTES|DURATION");
 			return CTL_USAGE;
 		}
-		/* A whole number of minutes in range, or an error: a typo must not be clamped
-		 * into a schedule nobody asked for (0 once meant "in a minute", 20000 a week). */
-		char *end;
-		errno = 0;
-		long m = strtol(args[1], &end, 10);
-		if (*end || end == args[1] || errno || m < 1 || m > MAX_RESCHEDULE_MINUTES) {
-			ctl_error("jobs reschedule: MINUTES must be a whole number from 1 to %d (a week), "
-			          "not \"%s\"", MAX_RESCHEDULE_MINUTES, args[1]);
+		if (reschedule_minutes(args[1], &minutes) != 0)
 			return CTL_USAGE;
-		}
-		minutes = (double)m;
 		nargs = 1;
 	}
 	if (all) {

@@ -5,37 +5,84 @@
  * Args are strings by default (`push Echo a b` → ["a","b"]); --json-args gives typed
  * ones verbatim (their text is kept byte for byte, big integers included). --stdin pushes
  * one job per input line: each line is a JSON array of args (sequential single
- * pushes, as the protocol has bulk pushes). --expires-in S / --expires-at T give the job a
- * deadline (the member expires_at, doc/protocol.md §7.31): S counts from when the job is due
- * (now, or its --in / --at time).
+ * pushes, as the protocol has bulk pushes). --in D / --at T schedule it; --expires-in D /
+ * --expires-at T give it a deadline (the member expires_at, doc/protocol.md §7.31): D counts
+ * from when the job is due (now, or its --in / --at time). D and T are read as every
+ * command reads them (src/timearg.h).
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "ctl.h"
 #include "job.h"
 #include "json.h"
 #include "producer.h"
 #include "util.h"
 
-static int parse_time(const char *s, double *out)
+/* The time options as given; resolved together, since each bounds the others. */
+struct when {
+	const char *in, *at, *expires_in, *expires_at;
+};
+
+/*
+ * When the job is due (p->at: 0 = now, else an epoch) and its deadline (the member
+ * expires_at, into expires), read by the grammar of every time argument (src/timearg.h).
+ * Refused with a line that says why: what cannot make sense, like an --at before 2001 (the
+ * producer would take it for a delay, and it is long past), a deadline of 0 or one that
+ * comes before the job is due (the job would be buried unrun, as expired).
+ */
+static int resolve_times(const struct when *w, struct push *p, char expires[64])
 {
-	char *end;
-	double d = strtod(s, &end);
-	if (*end == '\0' && end != s) {
-		*out = d;
-		return 0;
-	}
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!rest)
-		rest = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
-	if (!rest || (*rest && strcmp(rest, "Z") != 0 && strcmp(rest, "+00:00") != 0))
+	double now = now_float(), in, at = 0, exp_in, exp_at = 0;
+	char iso[32];
+	if (w->in && w->at) {
+		ctl_error("push: --in and --at don't mix");
 		return -1;
-	*out = (double)timegm(&tm);
+	}
+	if (w->expires_in && w->expires_at) {
+		ctl_error("push: --expires-in and --expires-at don't mix");
+		return -1;
+	}
+	if (w->in) {
+		if (ctl_duration_arg("push --in", w->in, NULL, &in) != 0)
+			return -1;
+		at = now + in;
+	}
+	if (w->at) {
+		if (ctl_time_arg("push --at", w->at, now, 1, &at) < 0)
+			return -1;
+		if (at < 1e9) {
+			ctl_iso_time(at, iso);
+			ctl_error("push --at: \"%s\" is %s; for a delay give --in %s", w->at, iso, w->at);
+			return -1;
+		}
+	}
+	p->at = at;
+	double due = at > 0 ? at : now;
+	if (w->expires_in) {
+		if (ctl_duration_arg("push --expires-in", w->expires_in,
+		                     "would expire the job the moment it is due", &exp_in) != 0)
+			return -1;
+		exp_at = due + exp_in;
+	}
+	if (w->expires_at) {
+		if (ctl_time_arg("push --expires-at", w->expires_at, now, 1, &exp_at) < 0)
+			return -1;
+		if (exp_at <= due) {
+			ctl_iso_time(exp_at, iso);
+			ctl_error("push --expires-at: \"%s\" (%s) is not after the job is due (%s): "
+			          "it would be buried unrun, as expired", w->expires_at, iso,
+			          at > 0 ? "its --in or --at" : "now");
+			return -1;
+		}
+	}
+	if (exp_at > 0) {
+		char t[32];
+		job_format_time(exp_at, t);
+		snprintf(expires, 64, "\"expires_at\":%s", t);
+		p->extra = expires;
+	}
 	return 0;
 }
 
@@ -125,29 +172,15 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	struct push p = { .unique_lock_ttl = c->conf.unique_lock_ttl,
 	                  .status_expiration = c->conf.status_expiration };
 	const char *json_args = NULL;
+	struct when w = { 0 };
 	int from_stdin = 0, ch;
 	char retry[32], expires[64];
-	double expires_in = -1, expires_at = 0;
 	ctl_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "+q:", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'q': p.queue = optarg; break;
-		case 'i': {
-			char *end;
-			double s = strtod(optarg, &end);
-			if (*end || s < 0) {
-				ctl_error("--in wants seconds, not \"%s\"", optarg);
-				return CTL_USAGE;
-			}
-			p.at = now_float() + s;
-			break;
-		}
-		case 'a':
-			if (parse_time(optarg, &p.at) != 0) {
-				ctl_error("--at wants an epoch or an ISO 8601 UTC time, not \"%s\"", optarg);
-				return CTL_USAGE;
-			}
-			break;
+		case 'i': w.in = optarg; break;
+		case 'a': w.at = optarg; break;
 		case 'r':
 			if (strcmp(optarg, "false") == 0 || strcmp(optarg, "true") == 0) {
 				snprintf(retry, sizeof retry, "%s", optarg);
@@ -166,22 +199,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		case 'J': json_args = optarg; break;
 		case 'j': p.jid = optarg; break;
 		case 's': from_stdin = 1; break;
-		case 'E': {
-			char *end;
-			expires_in = strtod(optarg, &end);
-			if (*end || end == optarg || !(expires_in >= 0)) {
-				ctl_error("--expires-in wants seconds, not \"%s\"", optarg);
-				return CTL_USAGE;
-			}
-			break;
-		}
-		case 'X':
-			if (parse_time(optarg, &expires_at) != 0 || !(expires_at > 0)) {
-				ctl_error("--expires-at wants an epoch or an ISO 8601 UTC time, not \"%s\"",
-				          optarg);
-				return CTL_USAGE;
-			}
-			break;
+		case 'E': w.expires_in = optarg; break;
+		case 'X': w.expires_at = optarg; break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;
@@ -204,19 +223,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		ctl_error("push: --json-args and plain ARGs (or --stdin) don't mix");
 		return CTL_USAGE;
 	}
-	if (expires_in >= 0 && expires_at > 0) {
-		ctl_error("push: --expires-in and --expires-at don't mix");
+	if (resolve_times(&w, &p, expires) != 0)
 		return CTL_USAGE;
-	}
-	if (expires_in >= 0)
-		expires_at = (p.at <= 0 ? now_float() : p.at < 1e9 ? now_float() + p.at : p.at) +
-		             expires_in;
-	if (expires_at > 0) {
-		char t[32];
-		job_format_time(expires_at, t);
-		snprintf(expires, sizeof expires, "\"expires_at\":%s", t);
-		p.extra = expires;
-	}
 	if (json_args && !ctl_args_json_ok("push: --json-args", json_args))
 		return CTL_USAGE;
 	if (ctl_connect(c) != 0)

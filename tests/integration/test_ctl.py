@@ -599,7 +599,7 @@ class JobsAct(CtlCase):
         self.assertIn("rescheduled %s (scheduled) to " % jid_of(s), res.out)
         # Out of range or not a whole number: refused, nothing moves (no clamping)
         before = self.r.zscore(SCHEDULE, s)
-        for bad in ("0", "-5", "1.5", "10081", "20000", "5m", "", "99999999999999999999"):
+        for bad in ("0", "-5", "1.5", "10081", "20000", "", "99999999999999999999"):
             res = self.fails(2, "jobs", "reschedule", jid_of(s), "--", bad)
             self.assertIn("MINUTES must be a whole number from 1 to 10080", res.err, bad)
         self.fails(2, "jobs", "reschedule", jid_of(s), "-5")     # read as an option

@@ -100,17 +100,25 @@ class DeadlinesTest(JobTestCase):
         d, _ = self.ok_daemon()
         env = dict(os.environ, REDIS_URL=self.server.url)
 
-        def push(*args):
-            return subprocess.run([binary("cogworkerctl"), "push"] + list(args) + ["Ok"],
-                                  env=env, stdout=subprocess.PIPE, check=True
-                                  ).stdout.decode().strip()
+        def push(*args, rc=0):
+            p = subprocess.run([binary("cogworkerctl"), "push"] + list(args) + ["Ok"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.assertEqual(p.returncode, rc, (args, p.stderr))
+            return p.stdout.decode().strip() if rc == 0 else p.stderr.decode()
         before = time.time()
         soon = push("--expires-in", "60")
-        late = push("--expires-at", "2020-01-01T00:00:00Z")
         self.wait_done(d, "Ok", soon)
-        self.assert_expired_in_dead(late, "expired at 2020-01-01T00:00:00Z")
+        # a deadline already past would bury the job unrun: refused, nothing pushed
+        self.assertIn("is not after the job is due",
+                      push("--expires-at", "2020-01-01T00:00:00Z", rc=2))
+        self.assertIn("moment it is due", push("--expires-in", "0", rc=2))
+        self.assertEqual(self.r.zcard(DEAD), 0)
         # --expires-in counts from when the job is due: --in 100 --expires-in 5
         later = push("--in", "100", "--expires-in", "5")
         (member, score), = [m for m in self.members(SCHEDULE) if loads(m[0])["jid"] == later]
         self.assertAlmostEqual(loads(member)["expires_at"], score + 5, delta=0.01)
         self.assertGreater(score, before + 99)
+        # --expires-at: a time, or a duration from now
+        at = push("--in", "100", "--expires-at", "2h")
+        (member, score), = [m for m in self.members(SCHEDULE) if loads(m[0])["jid"] == at]
+        self.assertAlmostEqual(loads(member)["expires_at"], before + 7200, delta=30)
