@@ -386,6 +386,7 @@ static void *fetcher_main(void *arg)
 		}
 		struct fetched fj;
 		if (limits_take_held(&fj)) {    /* waiting jobs first: never starved */
+			park_took_job();        /* it may have just left its queue's park */
 			ack_held_settle(&f->r, &f->fs.held);
 			process(f, &fj, 1);
 			fetched_free(&fj);

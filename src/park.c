@@ -29,6 +29,12 @@
  *   one parked fetcher to take it instead. When a parked fetcher leaves with a job and no
  *   local waiter can take its queue over, the fetchers in long blocks are unblocked, so they
  *   rotate until it is back.
+ * - A fetcher that runs a job without parking for it (a try took it, or it had waited for
+ *   its handler) may be the one that was to take a queue over: the local waiter signalled
+ *   above tries before it parks, and a second job pushed with the first is what it finds.
+ *   So a job taken that way while a queue is unwatched hands the queue on in the same way,
+ *   to the next waiter or to the long blocks. Without that the queue stayed unwatched until
+ *   a long block ran out (issue 21: a job pushed 5 s after two long ones started 24 s late).
  * - The paused queues are read in the same round trip as every fetch (fetch.c); the last
  *   read is kept here so fetchers park only on active queues. A change makes every idle
  *   fetcher re-plan; while one of our queues is paused, the waker reads the set for the
@@ -205,14 +211,15 @@ static int watchable(const char **out)
 	return n;
 }
 
+/* Some active queue has no parked fetcher (asked on every job a try takes: no allocation). */
 static int some_unwatched(void)
 {
-	const char **w = xcalloc((size_t)nnames + 1, sizeof *w);
-	int n = watchable(w), found = 0;
-	for (int i = 0; i < n && !found; i++)
-		found = parked_on(w[i]) == 0;
-	free(w);
-	return found;
+	if (basic_mode)
+		return parked_on("") == 0;
+	for (int i = 0; i < nnames; i++)
+		if (!paused_of[i] && parked_on(names[i]) == 0)
+			return 1;
+	return 0;
 }
 
 static void mark_replan(struct parker *p)
@@ -234,6 +241,21 @@ static int mark_long_blocks(void)
 			n++;
 		}
 	return n > 0;
+}
+
+/*
+ * A queue may have lost its last watcher, to a fetcher that left its park with a job or
+ * went off to run one instead of parking: hand the queue to a local waiter, or, with none
+ * and no notifications of pushes, make the long blocks rotate until it is watched again.
+ * 1 when the waker must be kicked (under mu).
+ */
+static int watcher_lost(void)
+{
+	if (nwaiting > 0) {
+		pthread_cond_signal(&waiters_cv);
+		return 0;
+	}
+	return !atomic_load(&notify_on) && mark_long_blocks();
 }
 
 /* ---- an idle fetcher ---- */
@@ -302,15 +324,8 @@ int park_leave(int index, int got)
 	int was = me->replan;
 	me->active = 0;
 	me->replan = 0;
-	if (got && me->queue && parked_on(me->queue) == 0) {
-		if (nwaiting > 0) {
-			pthread_cond_signal(&waiters_cv);
-		} else if (!atomic_load(&notify_on)) {
-			/* Its queue is unwatched now and nobody waits to take it over: the ones in
-			 * long blocks must rotate until it is back. */
-			kick = mark_long_blocks();
-		}
-	}
+	if (got && me->queue && parked_on(me->queue) == 0)
+		kick = watcher_lost();
 	free(me->queue);
 	me->queue = NULL;
 	pthread_mutex_unlock(&mu);
@@ -322,9 +337,10 @@ int park_leave(int index, int got)
 void park_took_job(void)
 {
 	pthread_mutex_lock(&mu);
-	if (nwaiting > 0 && some_unwatched())
-		pthread_cond_signal(&waiters_cv);
+	int kick = some_unwatched() && watcher_lost();
 	pthread_mutex_unlock(&mu);
+	if (kick)
+		kick_waker();
 }
 
 void park_wait_idle(double s)

@@ -61,7 +61,9 @@ enum park_result park_plan(int index, int basic, long long client_id, double idl
 /* The blocking fetch of PARK_ON returned (got: with a job). Returns 1 when the waker was
  * asked to cut it short (something changed: re-plan, trying first). */
 int park_leave(int index, int got);
-/* A try took a job: a local waiter takes over watching if a queue lost its watcher. */
+/* This fetcher runs a job it did not park for (a try took it, or it waited for its
+ * handler): if a queue has no watcher, a local waiter takes it over, or, with none, the long
+ * blocks rotate until one does. */
 void park_took_job(void);
 /* Quiet, or every queue paused: wait (no Redis) until something changes, up to s. */
 void park_wait_idle(double s);

@@ -339,5 +339,51 @@ class FewerFetchersWithNotifications(OnTimeCase):
         self.assertLess(max(lat), 0.2)
 
 
+class StartDelay(OnTimeCase):
+    """OT-12 (issue 21, item 3): the reported setup, two daemons at concurrency 4 over
+    `default`, `critical` and `limited` with a per-second periodic entry on `default` and no
+    keyspace notifications. Right after the start, 40 s jobs are pushed in one LPUSH (as a
+    bulk push does), two per daemon; 5 s later a short job must start within the 0.5 s
+    promise (2 s here).
+
+    Why two per daemon: each daemon's watcher of `default` takes one at the push and hands
+    its queue to the local waiter, which tries before it parks; the try took the second job
+    instead, so `default` was left with no watcher while the fetchers on `critical` and
+    `limited` sat in their 30 s blocks, and the periodic jobs and the short one waited for
+    those blocks to run out (some 24 s after the start). With one job per daemon nothing is
+    left for the try to take."""
+
+    def test_ot12_job_pushed_5s_after_long_ones_starts_at_once(self):
+        hs = [{"class": "Slow", "command": handler("slow", 40)},
+              {"class": "T", "command": handler("ok")},
+              {"class": "Tick", "command": handler("ok")}]
+        ds = [self.daemon(concurrency=4, queues=["default", "critical", "limited"],
+                          handlers=hs, periodic=[{"cron": "* * * * * *", "class": "Tick"}],
+                          shutdown_timeout=1)
+              for _ in range(2)]
+        for d in ds:
+            d.wait_log("first orphan check completed")
+        time.sleep(3.0)             # the fetchers are parked: the rotations of the start are over
+        self.r.lpush(qkey("default"), *[job("Slow", [i]) for i in range(4)])
+        wait_for(lambda: sum(len(d.log_lines("start: Slow")) for d in ds) == 4, timeout=5,
+                 message="the four long jobs running")
+        time.sleep(5)
+        p = job("T")
+        t0 = time.time()
+        self.push(p)
+        jid = jid_of(p)
+
+        def started():
+            for d in ds:
+                lines = d.log_lines("start: T jid=%s" % jid)
+                if lines:
+                    return log_time(lines[0])
+            return None
+        at = wait_for(started, timeout=40, interval=0.05, message="the short job's start")
+        report("a job pushed 5 s after four 40 s ones on two fresh daemons: started after "
+               "%.0f ms" % ((at - t0) * 1e3))
+        self.assertLess(at - t0, 2.0)
+
+
 if __name__ == "__main__":
     unittest.main()
