@@ -181,13 +181,13 @@ void ctl_iso_time(double t, char out[32])
 
 void ctl_duration(double secs, char *out, size_t n)
 {
-	human_duration(secs, 0, out, n);
+	human_duration(secs, 2, out, n);
 }
 
 void ctl_relative(double t, double now, char *out, size_t n)
 {
 	char d[32];
-	ctl_duration(t - now, d, sizeof d);
+	human_duration(t - now, 0, d, sizeof d);
 	if (t > now + 0.5)
 		snprintf(out, n, "in %s", d);
 	else

@@ -86,9 +86,11 @@ int ctl_toggle_member(struct ctl *c, const char *set, const char *member, int ad
 double ctl_now(struct ctl *c);
 /* "2026-01-01T12:00:00Z" (UTC, whole seconds). */
 void ctl_iso_time(double t, char out[32]);
-/* A duration for people: "12s", "4m 05s", "3h 02m", "2d 04h". */
+/* How long something took or has waited, for people, as the daemon's log says it:
+ * "0.21s", "12.40s", then "4m 05s", "3h 02m", "2d 04h". Every cogworkerctl view uses it
+ * (queues' latency, top, jobs log, history), so one duration reads the same everywhere. */
 void ctl_duration(double secs, char *out, size_t n);
-/* "12s ago" (t before now) or "in 4m 05s" (t after now). */
+/* "12s ago" (t before now) or "in 4m 05s" (t after now): whole seconds. */
 void ctl_relative(double t, double now, char *out, size_t n);
 /*
  * A duration or a time given on the command line, read by the one grammar of every command

@@ -213,7 +213,10 @@ int ctl_queues_list(struct ctl *c, int discover)
 		for (int i = 0; i < n; i++) {
 			char size[32], lat[32];
 			snprintf(size, sizeof size, "%lld", q[i].size);
-			snprintf(lat, sizeof lat, "%.3fs", q[i].latency);
+			if (q[i].size > 0)
+				ctl_duration(q[i].latency, lat, sizeof lat);
+			else
+				snprintf(lat, sizeof lat, "-");
 			const char *row[] = { q[i].name, size, lat, q[i].paused ? "paused" : "no" };
 			table_add(&t, row);
 		}

@@ -317,8 +317,9 @@ static void show_queues(struct ctl *c, struct screen *s, struct top *t, char **w
 		const char *name = jget_str(q, "name");
 		int paused = jget_bool(q, "paused");
 		numbered_add(&t->queues, name, paused);
-		char lat[32];
-		ctl_duration(jget_num(q, "latency", 0), lat, sizeof lat);
+		char lat[32] = "-";
+		if (jget_num(q, "size", 0) > 0)
+			ctl_duration(jget_num(q, "latency", 0), lat, sizeof lat);
 		line(s, "%2d  %-24s %8.0f %10s  %s", t->queues.n, name ? name : "?",
 		     jget_num(q, "size", 0), lat, paused ? "paused" : "");
 	}

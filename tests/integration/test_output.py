@@ -108,7 +108,9 @@ class TestJobsLog(OutputCase):
         err = p.stderr.decode()
         self.assertIn("jid %s run 1" % jid, err)
         self.assertIn("Gated", err)
-        self.assertIn("run 1 ended: success", err)
+        # how long it ran, as the log says it: 0.21s, not 0s
+        self.assertIn("run 1 ended: success after %.2fs\n"
+                      % (rec["finished_at"] - rec["started_at"]), err)
         p = self.ctl("jobs", "log", jid, "--json")
         doc = json.loads(p.stdout)
         self.assertEqual((doc["run"], doc["runs"], doc["outcome"], doc["output"]),
