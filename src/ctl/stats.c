@@ -3,7 +3,8 @@
  * stats.c: `cogworkerctl stats`: processed, failed, enqueued (sum of LLEN over
  * cogworker:queues), scheduled, retry, dead, busy (sum of the `busy` field of live
  * processes, as cogworker's dashboard and exporter count it), processes (live ones) and
- * the last 24 hours of hourly throughput (cogworker:throughput:<hour>, oldest first).
+ * the last 24 hours of hourly throughput (cogworker:throughput:<hour>, oldest first; the
+ * table shows the totals and only the hours that had any, --json all 24).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -111,11 +112,24 @@ int ctl_stats(struct ctl *c)
 	printf("processed   %lld\nfailed      %lld\nenqueued    %lld\nscheduled   %lld\n"
 	       "retry       %lld\ndead        %lld\nbusy        %lld\nprocesses   %d\n",
 	       v[0], v[1], enqueued, v[2], v[3], v[4], busy, np);
-	printf("\nthroughput, last 24 hours (UTC):\n");
+	/* The hours that had any: 24 rows of mostly zeros hid the few that mattered. */
+	long long sum[2] = { 0, 0 };
+	for (int i = 0; i < HOURS; i++) {
+		sum[0] += tp[i][0];
+		sum[1] += tp[i][1];
+	}
+	if (sum[0] == 0 && sum[1] == 0) {
+		printf("\nthroughput, last 24 hours (UTC): nothing processed or failed\n");
+		return CTL_OK;
+	}
+	printf("\nthroughput, last 24 hours (UTC): %lld processed, %lld failed; the hours with "
+	       "any:\n", sum[0], sum[1]);
 	static const char *heads[] = { "HOUR", "PROCESSED", "FAILED" };
 	struct table t;
 	table_init(&t, 3, heads, NULL);
 	for (int i = 0; i < HOURS; i++) {
+		if (tp[i][0] == 0 && tp[i][1] == 0)
+			continue;
 		char when[32], a[32], f[32];
 		ctl_iso_time((double)(hour - (HOURS - 1) + i) * 3600.0, when);
 		when[16] = 'Z';         /* 2026-01-01T12:00Z */

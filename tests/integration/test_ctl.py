@@ -988,10 +988,20 @@ class Stats(CtlCase):
                         ("retry", 2), ("dead", 3), ("busy", 3), ("processes", 2)):
             self.assertRegex(text, r"(?m)^%s +%d$" % (name, v))
         self.assertRegex(text, r"(?m)T\d\d:00Z +5 +2$")
+        # the totals, then only the two hours that had any, not 24 rows of mostly zeros
+        self.assertIn("throughput, last 24 hours (UTC): 14 processed, 2 failed; the hours "
+                      "with any:\n", text)
+        hours = re.findall(r"(?m)^\d{4}-\d\d-\d\dT\d\d:00Z .*$", text)
+        self.assertEqual(len(hours), 2, text)
+        self.assertRegex(hours[0], r" +9 +0$")
 
     def test_stats_of_an_empty_redis(self):
         s = self.js("stats")
         self.assertEqual(s["processed"] + s["enqueued"] + s["dead"] + s["processes"], 0)
+        self.assertEqual(len(s["throughput"]), 24)
+        text = self.ok("stats").out
+        self.assertTrue(text.endswith("\nthroughput, last 24 hours (UTC): nothing processed or "
+                                      "failed\n"), text)
 
 
 # ======================================================================================
