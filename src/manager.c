@@ -294,7 +294,11 @@ static int shutdown_daemon(void)
 	atomic_store(&D.stopping, 1);
 	park_wake_all();                /* parked fetchers are unblocked, not waited for */
 	sd_notify(0, "STOPPING=1");
-	log_info("stopping: waiting up to %gs for %d running job(s)", timeout, atomic_load(&D.busy));
+	int running = atomic_load(&D.busy);
+	if (running > 0)
+		log_info("stopping: waiting up to %gs for %d running job(s)", timeout, running);
+	else
+		log_info("stopping: no job running");
 	double deadline = mono_now() + timeout;
 	int cut, left = drain(&deadline, &cut);
 	if (left > 0 && atomic_load(&D.busy) > 0) {

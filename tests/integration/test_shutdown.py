@@ -278,6 +278,9 @@ class StopAndPresence(DaemonTestCase):
         self.assertEqual(d.wait_exit(5), 0)
         self.assertLess(time.monotonic() - t0, 5)
         wait_for(lambda: self.numsub(d.identity) == 0, timeout=1)
+        # said as it is, not "waiting up to 25s for 0 running job(s)"
+        self.assertEqual(len(d.log_lines("stopping: no job running")), 1, d.log())
+        self.assertEqual(d.log_lines("waiting up to"), [])
 
     def test_hb17_clean_stop_removes_every_trace(self):
         d = self.daemon(handlers=GATE, heartbeat_interval=1)
