@@ -88,6 +88,30 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 	free(key);
 }
 
+/* pct (checked: a finite number, kept as written, "42" or "12.5") and message (may be
+ * NULL or empty: the one written before stays) into status:<jid>. */
+static int progress_write(struct rconn *r, const struct conf *c, const char *jid,
+                          const char *pct_text, const char *message)
+{
+	char *end;
+	double pct = strtod(pct_text, &end);
+	if (end == pct_text || *end || !isfinite(pct))
+		return 0;
+	char now[32], ttl[32];
+	snprintf(now, sizeof now, "%ld", (long)now_float());
+	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
+	char *key = xasprintf(K_STATUS "%s", jid);
+	const char *argv[] = { "HSET", key, "pct", pct_text, "update_time", now, "message",
+	                       message };
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	rpipe_add_argv(r, &p, message && *message ? 8 : 6, argv, NULL);
+	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
+	int failures = run_pipeline(r, &p, &status_site, "progress write");
+	free(key);
+	return failures && p.unavailable ? -1 : 0;
+}
+
 int status_progress(struct rconn *r, const struct conf *c, const char *jid,
                     const char *line, size_t len)
 {
@@ -101,27 +125,20 @@ int status_progress(struct rconn *r, const struct conf *c, const char *jid,
 	char *message = strchr(text, ' ');
 	if (message)
 		*message++ = '\0';
-	/* pct is kept as the handler wrote it ("42", "12.5"), once it reads as a number */
-	char *end;
-	double pct = strtod(text, &end);
-	if (end == text || *end || !isfinite(pct)) {
-		free(text);
-		return 0;
-	}
-	char now[32], ttl[32];
-	snprintf(now, sizeof now, "%ld", (long)now_float());
-	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
-	char *key = xasprintf(K_STATUS "%s", jid);
-	/* Without a message, the one written before stays. */
-	const char *argv[] = { "HSET", key, "pct", text, "update_time", now, "message", message };
-	struct rpipe p;
-	rpipe_begin(r, &p);
-	rpipe_add_argv(r, &p, message && *message ? 8 : 6, argv, NULL);
-	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
-	int failures = run_pipeline(r, &p, &status_site, "progress write");
-	free(key);
+	int rc = progress_write(r, c, jid, text, message);
 	free(text);
-	return failures && p.unavailable ? -1 : 0;
+	return rc;
+}
+
+int status_progress_msg(struct rconn *r, const struct conf *c, const char *jid,
+                        const char *pct, const char *message)
+{
+	if (c->status_expiration <= 0 || !jid)
+		return 0;
+	char *m = message ? utf8_scrub(message, strlen(message), 1000) : NULL;
+	int rc = progress_write(r, c, jid, pct, m);
+	free(m);
+	return rc;
 }
 
 /* The last lines of stderr as a JSON array (≤ 200), or the exit status alone. */

@@ -19,6 +19,9 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
  * Redis is unavailable (the caller stops reporting progress for that run). */
 int status_progress(struct rconn *r, const struct conf *c, const char *jid,
                     const char *line, size_t len);
+/* A warm handler's "progress" message: pct as written (a number), message or NULL. */
+int status_progress_msg(struct rconn *r, const struct conf *c, const char *jid,
+                        const char *pct, const char *message);
 /* One history entry per finished run; stderr_tail feeds the backtrace of a failure. */
 void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
                     double started, double finished, const char *error_class,

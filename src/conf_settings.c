@@ -556,6 +556,14 @@ static const struct spec handler_specs[] = {
 	{ .name = "expires_in", .kind = K_SECONDS, .off = H(expires_in), .max = MAX_SECONDS },
 	{ .name = "expired", .kind = K_CUSTOM, .read = read_expired },
 	{ .name = "on_orphan", .kind = K_CUSTOM, .read = read_on_orphan },
+	{ .name = "warm", .kind = K_BOOL, .off = H(warm) },
+	{ .name = "warm_start_timeout", .kind = K_SECONDS, .off = H(warm_start_timeout),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "warm_max_jobs", .kind = K_LLONG, .off = H(warm_max_jobs), .max = LLONG_MAX },
+	{ .name = "warm_max_rss", .kind = K_LLONG, .off = H(warm_max_rss), .max = LLONG_MAX },
+	{ .name = "warm_max_age", .kind = K_SECONDS, .off = H(warm_max_age), .max = MAX_SECONDS },
+	{ .name = "warm_idle_timeout", .kind = K_SECONDS, .off = H(warm_idle_timeout),
+	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 };
 #undef H
 
@@ -582,6 +590,9 @@ static void handler_defaults(struct handler *h, int line)
 	h->rlimit_cpu = h->rlimit_as = h->rlimit_nofile = h->rlimit_nproc = -1;
 	h->on_death_timeout = -1;       /* unset: the global on_death_timeout, see finish() */
 	h->output_keep = -1;            /* unset: the global output_keep, see finish() */
+	h->warm_start_timeout = 30;
+	h->warm_max_jobs = 10000;
+	h->warm_idle_timeout = 300;
 	h->line = line;
 }
 
@@ -611,6 +622,12 @@ static int read_handler(struct loader *L, const config_setting_t *g, struct conf
 				return failf(L, config_setting_get_member(g, "discard_exit_codes"),
 				             "handler '%s': exit code %d is in both dead_exit_codes and "
 				             "discard_exit_codes", h->class_name, h->dead_codes[i]);
+	/* One process serves many jobs, so its argv can't carry one job's args. */
+	if (h->warm && h->args_as_argv)
+		return failf(L, config_setting_get_member(g, "args_as_argv"),
+		             "handler '%s': args_as_argv can't apply to a warm handler (its process "
+		             "serves many jobs; each gets its args in the job message)",
+		             h->class_name);
 	return 0;
 }
 

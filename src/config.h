@@ -44,6 +44,14 @@ struct handler {
 	double expires_in;
 	int expired_discard;
 	int on_orphan_dead;             /* on_orphan = "dead": at most once (§7.32) */
+	/* Warm handlers (doc/design.md "Warm handlers", doc/protocol.md §1.2): the command runs
+	 * as long-lived processes fed one job at a time over fd 3. */
+	int warm;
+	double warm_start_timeout;      /* seconds from spawn to "ready"; default 30 */
+	long long warm_max_jobs;        /* jobs per process (less a jitter), 0 = no limit */
+	long long warm_max_rss;         /* bytes of RSS checked after each job, 0 = no limit */
+	double warm_max_age;            /* seconds, 0 = no limit */
+	double warm_idle_timeout;       /* an idle process exits after this; default 300 */
 	int line;                       /* where it was declared, for messages */
 };
 

@@ -7,6 +7,7 @@
 #include "counters.h"
 
 atomic_ullong metrics_counters[METRIC__COUNT];
+atomic_int warm_processes_live;
 
 /* From a fast no-op to a long batch job. */
 const double metrics_run_bounds[METRICS_RUN_BUCKETS] = {

@@ -33,6 +33,17 @@ enum metric {
 	/* the ticker */
 	METRIC_CRON_FIRED,              /* periodic slots claimed and pushed by this process */
 	METRIC_CRON_SKIPPED,            /* slots not pushed: lost the claim, disabled, unique */
+	/* warm processes (warm.c): started, ended badly, and retired by reason:
+	 * cogworkerd_warm_recycles_total{reason="..."} */
+	METRIC_WARM_STARTED,            /* spawned (whether or not they became ready) */
+	METRIC_WARM_CRASHED,            /* died, timed out before ready or broke the protocol */
+	METRIC_WARM_RECYCLED_JOBS,      /* served warm_max_jobs (less its jitter) */
+	METRIC_WARM_RECYCLED_RSS,       /* over warm_max_rss after a job */
+	METRIC_WARM_RECYCLED_AGE,       /* older than warm_max_age */
+	METRIC_WARM_RECYCLED_IDLE,      /* idle for warm_idle_timeout */
+	METRIC_WARM_RECYCLED_ASKED,     /* its "done" said "recycle":true */
+	METRIC_WARM_RECYCLED_RELOAD,    /* its handler's command or settings changed */
+	METRIC_WARM_RECYCLED_CANCEL,    /* its job was cancelled, timed out or aborted */
 	METRIC__COUNT
 };
 
@@ -52,6 +63,9 @@ static inline unsigned long long metrics_get(enum metric m)
 {
 	return atomic_load_explicit(&metrics_counters[m], memory_order_relaxed);
 }
+
+/* Warm processes alive now (started, not yet reaped): the cogworkerd_warm_processes gauge. */
+extern atomic_int warm_processes_live;
 
 /* The run-time histogram of handler runs: upper bounds in seconds (+Inf implied). */
 #define METRICS_RUN_BUCKETS 12

@@ -468,6 +468,8 @@ static int next_job(struct rconn *r, struct fetch_state *st, struct fetched *out
 		return FETCH_IDLE;
 	}
 	int got = FETCH_IDLE;
+	if (st->max_block > 0 && plan.block > st->max_block)
+		plan.block = st->max_block < 0.1 ? 0.1 : st->max_block;
 	if (atomic_load(&D.quiet) || atomic_load(&D.stopping))
 		free_list(active, n);           /* changed while deciding: do not block */
 	else if (basic)

@@ -27,6 +27,8 @@ struct fetch_state {
 	long long client_id;    /* CLIENT ID of the connection, -1 unknown */
 	int id_connects;        /* r->connects when client_id was read */
 	struct held_ack held;   /* the last job's ack, sent with the next try (settle.h) */
+	double max_block;       /* the longest a park may wait (warm processes to tend), 0 = no
+	                         * bound of the fetcher's own */
 };
 void fetch_state_init(struct fetch_state *st, int index);
 

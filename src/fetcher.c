@@ -40,6 +40,7 @@
 #include "settle.h"
 #include "state.h"
 #include "util.h"
+#include "warm.h"
 
 struct fetcher {
 	pthread_t thread;
@@ -49,6 +50,8 @@ struct fetcher {
 	atomic_int cancel;          /* CANCEL_*: a remote cancel of the running job */
 	atomic_int exited;
 	int batched;                /* this job's workers entry goes through batch.c */
+	struct warm_pool *warm;     /* this thread's warm processes (warm.h) */
+	double next_tend;           /* monotonic: when the pool wants tending */
 	struct rconn r;
 	struct fetch_state fs;
 };
@@ -197,6 +200,13 @@ static void on_progress(void *ctx, const char *line, size_t len)
 		p->off = 1;
 }
 
+static void on_warm_progress(void *ctx, const char *pct, const char *message)
+{
+	struct progress_ctx *p = ctx;
+	if (!p->off && status_progress_msg(&p->f->r, p->c, p->jid, pct, message) < 0)
+		p->off = 1;
+}
+
 /* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail, for
  * the history's backtrace; *out its kept output, for outkeep_end. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
@@ -224,7 +234,13 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 	if (j->jid)
 		cancel_register(j->jid, &f->cancel);
 	performing_add(j->raw, j->jid, j->pjid, j->periodic_until_executed);
-	handler_run(&run.req, &res, NULL, NULL);
+	if (h->warm) {
+		run.req.on_progress = on_warm_progress;
+		warm_pool_run(f->warm, h, &run.req, j->raw, j->raw_len, &res);
+		f->next_tend = 0;
+	} else {
+		handler_run(&run.req, &res, NULL, NULL);
+	}
 	performing_remove(j->raw);
 	cancel_withdraw(&f->cancel);
 	if (res.status != RUN_CANCELLED && atomic_load(&f->cancel) != CANCEL_NONE)
@@ -373,10 +389,31 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	job_free(&j);
 }
 
+/*
+ * The warm pool between jobs (warm_pool_tend): at most every WARM_TEND_EVERY while jobs
+ * flow (a process that died idle is found when it is next used anyway), and a park never
+ * blocks past the moment the pool wants tending (an idle timeout, a retired process's
+ * grace), so a fetcher parked for 30 s does not leave a process lingering.
+ */
+#define WARM_TEND_EVERY 0.5
+
+static void tend_warm(struct fetcher *f)
+{
+	double now = mono_now();
+	if (now < f->next_tend)
+		return;
+	struct conf *c = conf_acquire();
+	double due = warm_pool_tend(f->warm, c);
+	conf_release(c);
+	f->fs.max_block = due;
+	f->next_tend = now + (due > 0 && due < WARM_TEND_EVERY ? due : WARM_TEND_EVERY);
+}
+
 static void *fetcher_main(void *arg)
 {
 	struct fetcher *f = arg;
 	while (!atomic_load(&D.stopping)) {
+		tend_warm(f);
 		if (atomic_load(&D.quiet)) {
 			ack_held_settle(&f->r, &f->fs.held);    /* no fetch to ride on */
 			limits_give_back_held(&f->r);
@@ -412,6 +449,9 @@ static void *fetcher_main(void *arg)
 	}
 	ack_held_settle(&f->r, &f->fs.held);
 	limits_give_back_held(&f->r);
+	/* Every warm process of this thread ends with it (their PDEATHSIG is tied to it). */
+	warm_pool_free(f->warm, WARM_STOP_GRACE);
+	f->warm = NULL;
 	atomic_store(&f->exited, 1);
 	return NULL;
 }
@@ -431,6 +471,7 @@ int fetchers_start(int n)
 		struct fetcher *f = &all[i];
 		f->index = i;
 		fetch_state_init(&f->fs, i);
+		f->warm = warm_pool_new();
 		random_hex(f->tid, 6);
 		memcpy(fields[i], f->tid, sizeof f->tid);
 		rconn_init(&f->r, &c->redis);

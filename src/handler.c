@@ -64,41 +64,50 @@ static void spawn_failed(struct run_result *res, int err, enum spawn_step step,
 	res->finished = now_float();
 }
 
-int handler_run(const struct run_request *req, struct run_result *res,
-                void (*spawned)(void *ctx, int pid), void *spawned_ctx)
+int handler_spawn(const struct run_request *req, struct run_result *res, pid_t *pid,
+                  struct child_io *io)
 {
-	struct child_io io;
 	char *path = NULL, **argv;
-	sigset_t pipeset, saved;
-	pid_t pid;
-	int err, epipe;
+	int err, step;
 
-	memset(res, 0, sizeof *res);
-	res->started = now_float();
+	*pid = 0;
 	if (!req->command || req->command->n < 1 || !req->command->v || !req->command->v[0]) {
 		spawn_failed(res, EINVAL, SPAWN_STEP_RESOLVE, NULL);
-		return 0;
+		return -1;
 	}
 	err = resolve_exec_path(req->command->v[0], req->env, req->cwd, &path);
 	if (err) {
 		spawn_failed(res, err, SPAWN_STEP_RESOLVE, req->command->v[0]);
 		if (!strchr(req->command->v[0], '/'))
 			res->search_path = exec_search_path(req->env);
-		return 0;
+		return -1;
 	}
-
 	argv = build_argv(req);
-	int step;
-	err = spawn_handler(req, path, argv, (char *const *)req->env, &pid, &io, &step);
+	err = spawn_handler(req, path, argv, (char *const *)req->env, pid, io, &step);
 	free(argv);
-	res->pid = (int)pid;
+	res->pid = (int)*pid;
 	if (err) {
 		spawn_failed(res, err, (enum spawn_step)step, path);
 		free(path);
-		return 0;
+		return -1;
 	}
 	free(path);
-	reaper_track((int)pid);          /* the child leads its own process group */
+	reaper_track((int)*pid);         /* the child leads its own process group */
+	return 0;
+}
+
+int handler_run(const struct run_request *req, struct run_result *res,
+                void (*spawned)(void *ctx, int pid), void *spawned_ctx)
+{
+	struct child_io io;
+	sigset_t pipeset, saved;
+	pid_t pid;
+	int epipe;
+
+	memset(res, 0, sizeof *res);
+	res->started = now_float();
+	if (handler_spawn(req, res, &pid, &io) != 0)
+		return 0;
 	if (spawned)
 		spawned(spawned_ctx, (int)pid);
 
@@ -130,4 +139,6 @@ void run_result_free(struct run_result *res)
 	res->tail_len = 0;
 	free(res->exec_path);
 	res->exec_path = NULL;
+	free(res->detail);
+	res->detail = NULL;
 }

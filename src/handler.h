@@ -31,6 +31,8 @@ enum run_status {
 	RUN_SPAWN_FAILED,   /* code = errno of the failed fork/exec/setup step */
 	RUN_ABORTED,        /* stopped on request (daemon stop deadline); outcome ignored */
 	RUN_CANCELLED,      /* stopped because *cancel became non-zero (TERM, kill_grace, KILL) */
+	RUN_WARM_BROKEN,    /* a warm process ended or broke the protocol while running the
+	                     * job, in a way no exit status tells (detail says how) */
 };
 
 struct run_request {
@@ -63,6 +65,11 @@ struct run_request {
 	 * and the run is RUN_CANCELLED whatever the child's exit. It outranks a timeout or an
 	 * abort already under way (the grace then stays the shorter one). */
 	atomic_int *cancel;
+	/* A warm process (warm.c): the socket end handed to the child as fd 3, its stdin then
+	 * /dev/null. 0 = none (a cold child: stdin is the job). */
+	int ctl_fd;
+	/* A warm job's "progress" messages (pct as written, message or NULL); may be NULL. */
+	void (*on_progress)(void *ctx, const char *pct, const char *message);
 };
 
 /* Where a RUN_SPAWN_FAILED failed, for its message. */
@@ -87,6 +94,7 @@ struct run_result {
 	char *exec_path;                    /* malloc'd, or NULL */
 	const char *search_path;            /* the PATH searched for a bare name (borrowed
 	                                     * from req->env), or NULL */
+	char *detail;                       /* RUN_WARM_BROKEN: what happened (malloc'd) */
 };
 
 /*
@@ -100,7 +108,8 @@ int handler_run(const struct run_request *req, struct run_result *res,
 void run_result_free(struct run_result *res);
 
 /* Build the child's environment: allow-listed daemon variables, env_passthrough, the
- * handler's env, then the COGWORKER_* ones. A NULL-terminated, malloc'd array. */
+ * handler's env, then the COGWORKER_* ones. A NULL-terminated, malloc'd array. jid NULL:
+ * a warm process's, with COGWORKER_PROTOCOL instead of the job's variables. */
 char **handler_build_env(const struct handler *h, const char *jid, const char *cls,
                          const char *queue, const char *retry_count, const char *args_json);
 void handler_free_env(char **env);

@@ -15,6 +15,7 @@
 
 #include "handler.h"
 #include "handler_int.h"
+#include "warm_proto.h"
 #include "log.h"
 #include "util.h"
 
@@ -131,6 +132,13 @@ char **handler_build_env(const struct handler *h, const char *jid, const char *c
 		for (int i = 0; i < h->env.n; i++)
 			if (strchr(h->env.v[i], '=') && h->env.v[i][0] != '=')
 				envlist_entry(&e, h->env.v[i]);
+	}
+	if (!jid) {
+		/* A warm process serves many jobs: each one's ids come in its job message. */
+		envlist_set(&e, "COGWORKER_PROTOCOL", WARM_PROTOCOL_VERSION);
+		char **env = envlist_pack(&e);
+		free(e.v);
+		return env;
 	}
 	envlist_set(&e, "COGWORKER_JID", jid);
 	envlist_set(&e, "COGWORKER_CLASS", cls);

@@ -46,6 +46,13 @@ const char *exec_search_path(const char *const *env);
 int spawn_handler(const struct run_request *req, const char *path, char **argv,
                   char *const *envp, pid_t *pid, struct child_io *io, int *step);
 
+/* --- handler.c -------------------------------------------------------------------------- */
+
+/* Resolve, spawn and hand the child's group to the reaper: 0 (*pid, io set), or -1 with
+ * res filled as RUN_SPAWN_FAILED. For handler_run and warm.c. */
+int handler_spawn(const struct run_request *req, struct run_result *res, pid_t *pid,
+                  struct child_io *io);
+
 /* --- handler_user.c ----------------------------------------------------------------------- */
 
 /* h's user and group as ids and supplementary groups (malloc'd), without asking whether
@@ -54,6 +61,34 @@ int handler_lookup_ids(const struct handler *h, unsigned *uid, unsigned *gid,
                        unsigned **groups, int *ngroups, char *err, size_t errlen);
 
 /* --- pump.c ------------------------------------------------------------------------------ */
+
+/*
+ * The output side of a child (its stdout and stderr read ends, which it takes over): read,
+ * cut into lines for the log and on_stdout_line within the log budget of a run, the last
+ * output_tail bytes of stderr kept. A cold child has one run; a warm process one per job,
+ * each begun with the job's request (its hooks, tag and tail) and ended before its outcome
+ * is read, so each job's output is its own.
+ */
+struct pollfd;
+struct outpipes;
+struct outpipes *outpipes_new(int out, int err);
+void outpipes_begin(struct outpipes *o, const struct run_request *req);
+/* Adds the open read ends to fds (their indexes in i_out and i_err, else -1); 0 when both closed. */
+int outpipes_poll(const struct outpipes *o, struct pollfd *fds, int *nfds, int *i_out,
+                  int *i_err);
+void outpipes_ready(struct outpipes *o, const struct pollfd *fds, int i_out, int i_err);
+/* Read what is there now (non-blocking read ends), a bounded number of chunks. */
+void outpipes_drain(struct outpipes *o);
+/* The run's unterminated last lines are emitted as lines. */
+void outpipes_end_run(struct outpipes *o);
+char *outpipes_tail(const struct outpipes *o, size_t *len);   /* malloc'd, NUL-terminated */
+int outpipes_open(const struct outpipes *o);
+void outpipes_free(struct outpipes *o);
+
+/* Signal a process group (ESRCH is no error), and whether a member still runs (not a
+ * zombie). */
+void group_signal(pid_t pgid, int sig);
+int group_alive(pid_t pgid);
 
 /*
  * Serve the started child pid through io (the pump takes its descriptors over) until it is

@@ -53,6 +53,25 @@ static void own_counter(struct sbuf *b, const char *name, enum metric m)
 	sb_printf(b, "# TYPE %s counter\n%s %llu\n", name, name, metrics_get(m));
 }
 
+/* Warm processes (doc/design.md "Warm handlers"): alive now, started, crashed, recycled. */
+static void warm_metrics(struct sbuf *b)
+{
+	static const struct { const char *reason; enum metric m; } reasons[] = {
+		{ "jobs", METRIC_WARM_RECYCLED_JOBS }, { "rss", METRIC_WARM_RECYCLED_RSS },
+		{ "age", METRIC_WARM_RECYCLED_AGE }, { "idle", METRIC_WARM_RECYCLED_IDLE },
+		{ "asked", METRIC_WARM_RECYCLED_ASKED }, { "reload", METRIC_WARM_RECYCLED_RELOAD },
+		{ "cancel", METRIC_WARM_RECYCLED_CANCEL },
+	};
+	sb_printf(b, "# TYPE cogworkerd_warm_processes gauge\ncogworkerd_warm_processes %d\n",
+	          atomic_load(&warm_processes_live));
+	own_counter(b, "cogworkerd_warm_starts_total", METRIC_WARM_STARTED);
+	own_counter(b, "cogworkerd_warm_crashes_total", METRIC_WARM_CRASHED);
+	sb_adds(b, "# TYPE cogworkerd_warm_recycles_total counter\n");
+	for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++)
+		sb_printf(b, "cogworkerd_warm_recycles_total{reason=\"%s\"} %llu\n",
+		          reasons[i].reason, metrics_get(reasons[i].m));
+}
+
 static void own_metrics(struct sbuf *b, int redis_up)
 {
 	static const struct { const char *outcome; enum metric m; } outcomes[] = {
@@ -82,6 +101,7 @@ static void own_metrics(struct sbuf *b, int redis_up)
 	own_counter(b, "cogworkerd_keys_quarantined_total", METRIC_KEYS_QUARANTINED);
 	own_counter(b, "cogworkerd_cron_slots_fired_total", METRIC_CRON_FIRED);
 	own_counter(b, "cogworkerd_cron_slots_skipped_total", METRIC_CRON_SKIPPED);
+	warm_metrics(b);
 	limits_metrics(b);
 
 	struct conf *c = conf_acquire();
@@ -123,6 +143,11 @@ static const char *const metric_help[][2] = {
 	{ "cogworkerd_keys_quarantined_total", "Keys of the wrong type this process moved aside." },
 	{ "cogworkerd_cron_slots_fired_total", "Periodic slots this process claimed and pushed." },
 	{ "cogworkerd_cron_slots_skipped_total", "Periodic slots this process skipped." },
+	{ "cogworkerd_warm_processes", "Warm handler processes alive now." },
+	{ "cogworkerd_warm_starts_total", "Warm handler processes started." },
+	{ "cogworkerd_warm_crashes_total",
+	  "Warm handler processes that died, broke the protocol or never became ready." },
+	{ "cogworkerd_warm_recycles_total", "Warm handler processes retired, by reason." },
 	{ "cogworkerd_limit_running", "Jobs of each limited handler class running here." },
 	{ "cogworkerd_limit_waiting",
 	  "Jobs waiting here for a max_concurrency slot, per handler class." },

@@ -16,7 +16,8 @@
  * The error messages are part of the protocol (what ends up in retry and dead entries
  * and the attempts log): "exit status N", "killed by signal N (SIGNAME)", "timed out
  * after Ss", "exec failed: why", "no handler configured for class C", "cancelled on
- * request" (cogworkerctl jobs cancel), each followed by
+ * request" (cogworkerctl jobs cancel), "warm process …" (a warm process that ended or broke the
+ * protocol mid-job, doc/protocol.md §1.2), each followed by
  * the stderr tail as job_error_message joins them.
  */
 #include <errno.h>
@@ -220,6 +221,10 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 	case RUN_CANCELLED:
 		o->cancelled = 1;
 		failed(o, JOB_CANCELLED, "cancelled on request", tail, tail_len);
+		return;
+	case RUN_WARM_BROKEN:
+		failed(o, "Cogworker::HandlerFailed", res->detail ? res->detail : "warm process lost",
+		       tail, tail_len);
 		return;
 	}
 }

@@ -118,12 +118,9 @@ static char *ring_take(const struct ring *r, size_t *len)
 
 /* malloc'd, not calloc'd, and the big buffers last and never cleared: a handler that
  * prints nothing leaves their pages untouched (RSS per fetcher, and a memset per job). */
-struct pump {
+struct outpipes {
 	const struct run_request *req;
-	struct child_io io;
-	int pidfd;
-	size_t in_off;
-	int epipe;                      /* a stdin write raised SIGPIPE */
+	int out, err;                   /* read ends; -1 = closed */
 	int out_lines, err_lines;       /* cut the streams into lines at all */
 	size_t logged[2];               /* log bytes the stream's lines took */
 	int cut[2];                     /* the budget is spent: no more lines logged */
@@ -132,7 +129,16 @@ struct pump {
 	char chunk[HANDLER_CHUNK];
 };
 
-static void emit_line(struct pump *p, int is_err, const char *s, size_t n)
+struct pump {
+	const struct run_request *req;
+	struct child_io io;
+	int pidfd;
+	size_t in_off;
+	int epipe;                      /* a stdin write raised SIGPIPE */
+	struct outpipes *o;
+};
+
+static void emit_line(struct outpipes *p, int is_err, const char *s, size_t n)
 {
 	const struct run_request *req = p->req;
 
@@ -165,7 +171,7 @@ static void emit_line(struct pump *p, int is_err, const char *s, size_t n)
 }
 
 /* Cut data into lines; a line reaching HANDLER_LINE_MAX bytes is emitted as it is. */
-static void lines_feed(struct pump *p, int is_err, const char *s, size_t n)
+static void lines_feed(struct outpipes *p, int is_err, const char *s, size_t n)
 {
 	struct linebuf *lb = is_err ? &p->err_line : &p->out_line;
 
@@ -203,31 +209,30 @@ static void lines_feed(struct pump *p, int is_err, const char *s, size_t n)
 	}
 }
 
-/* At EOF: an unterminated last line is still a line. */
-static void lines_flush(struct pump *p, int is_err)
+/* At EOF, or at the end of a warm job: an unterminated last line is still a line. */
+static void lines_flush(struct outpipes *p, int is_err)
 {
 	struct linebuf *lb = is_err ? &p->err_line : &p->out_line;
 
-	if (lb->len)
+	if (lb->len && (is_err ? p->err_lines : p->out_lines))
 		emit_line(p, is_err, lb->buf, lb->len);
 	lb->len = 0;
 }
 
-static void output_close(struct pump *p, int is_err)
+static void output_close(struct outpipes *p, int is_err)
 {
-	int *fd = is_err ? &p->io.err : &p->io.out;
+	int *fd = is_err ? &p->err : &p->out;
 
 	if (*fd < 0)
 		return;
 	close_fd(fd);
-	if (is_err ? p->err_lines : p->out_lines)
-		lines_flush(p, is_err);
+	lines_flush(p, is_err);
 }
 
-/* One read from stdout or stderr. */
-static void output_read(struct pump *p, int is_err)
+/* One read from stdout or stderr: 1 when it read something. */
+static int output_read(struct outpipes *p, int is_err)
 {
-	int fd = is_err ? p->io.err : p->io.out;
+	int fd = is_err ? p->err : p->out;
 	ssize_t n = read(fd, p->chunk, sizeof p->chunk);
 
 	if (n > 0) {
@@ -237,9 +242,99 @@ static void output_read(struct pump *p, int is_err)
 			ring_add(&p->tail, p->chunk, (size_t)n);
 		if (is_err ? p->err_lines : p->out_lines)
 			lines_feed(p, is_err, p->chunk, (size_t)n);
-	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-		output_close(p, is_err);
+		return 1;
 	}
+	if (n == 0 || (errno != EAGAIN && errno != EINTR))
+		output_close(p, is_err);
+	return 0;
+}
+
+struct outpipes *outpipes_new(int out, int err)
+{
+	struct outpipes *p = xmalloc(sizeof *p);
+
+	memset(p, 0, offsetof(struct outpipes, out_line));
+	p->out_line.len = p->err_line.len = 0;
+	p->out = out;
+	p->err = err;
+	return p;
+}
+
+void outpipes_begin(struct outpipes *p, const struct run_request *req)
+{
+	p->req = req;
+	p->out_lines = req->log_output || req->on_stdout_line;
+	p->err_lines = req->log_output;
+	p->logged[0] = p->logged[1] = 0;
+	p->cut[0] = p->cut[1] = 0;
+	if (p->tail.cap != req->output_tail) {
+		free(p->tail.buf);
+		p->tail.cap = req->output_tail;
+		p->tail.buf = req->output_tail ? xmalloc(req->output_tail) : NULL;
+	}
+	p->tail.head = p->tail.len = 0;
+}
+
+int outpipes_poll(const struct outpipes *p, struct pollfd *fds, int *nfds, int *i_out,
+                  int *i_err)
+{
+	*i_out = *i_err = -1;
+	if (p->out >= 0) {
+		*i_out = *nfds;
+		fds[(*nfds)++] = (struct pollfd){ .fd = p->out, .events = POLLIN };
+	}
+	if (p->err >= 0) {
+		*i_err = *nfds;
+		fds[(*nfds)++] = (struct pollfd){ .fd = p->err, .events = POLLIN };
+	}
+	return p->out >= 0 || p->err >= 0;
+}
+
+void outpipes_ready(struct outpipes *p, const struct pollfd *fds, int i_out, int i_err)
+{
+	/* Hung up with nothing to read: EOF without a read() to find out. */
+	for (int k = 0; k < 2; k++) {
+		int i = k ? i_err : i_out;
+		if (i < 0 || !fds[i].revents)
+			continue;
+		if ((fds[i].revents & (POLLIN | POLLHUP)) == POLLHUP)
+			output_close(p, k);
+		else
+			output_read(p, k);
+	}
+}
+
+void outpipes_drain(struct outpipes *p)
+{
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 64 && (k ? p->err : p->out) >= 0 && output_read(p, k); i++)
+			;
+}
+
+void outpipes_end_run(struct outpipes *p)
+{
+	lines_flush(p, 0);
+	lines_flush(p, 1);
+}
+
+char *outpipes_tail(const struct outpipes *p, size_t *len)
+{
+	return ring_take(&p->tail, len);
+}
+
+int outpipes_open(const struct outpipes *p)
+{
+	return p->out >= 0 || p->err >= 0;
+}
+
+void outpipes_free(struct outpipes *p)
+{
+	if (!p)
+		return;
+	output_close(p, 0);
+	output_close(p, 1);
+	free(p->tail.buf);
+	free(p);
 }
 
 /* One non-blocking write to stdin; closes it when all is written or the child closed it. */
@@ -282,7 +377,7 @@ struct watch {
 	double next_group_check;        /* group_alive() rate limit (it may scan /proc) */
 };
 
-static void group_signal(pid_t pgid, int sig)
+void group_signal(pid_t pgid, int sig)
 {
 	if (kill(-pgid, sig) < 0 && errno != ESRCH)
 		log_warn("handler: kill(-%d, %d): %s", (int)pgid, sig, strerror(errno));
@@ -294,7 +389,7 @@ static void group_signal(pid_t pgid, int sig)
  * in a container): then /proc is scanned for a member that is not a zombie. Only used
  * during the grace after the leader exited, at most every HANDLER_TICK.
  */
-static int group_alive(pid_t pgid)
+int group_alive(pid_t pgid)
 {
 	struct dirent *de;
 	int alive = 0;
@@ -400,7 +495,7 @@ static int watch_done(const struct pump *p, const struct watch *w, double now)
 {
 	if (w->drain_until == 0)
 		return 0;
-	return (p->io.out < 0 && p->io.err < 0) || now >= w->drain_until;
+	return !outpipes_open(p->o) || now >= w->drain_until;
 }
 
 static int poll_timeout_ms(const struct pump *p, const struct watch *w, double now)
@@ -438,14 +533,7 @@ static void pump_loop(struct pump *p, struct watch *w)
 			i_in = nfds;
 			fds[nfds++] = (struct pollfd){ .fd = p->io.in, .events = POLLOUT };
 		}
-		if (p->io.out >= 0) {
-			i_out = nfds;
-			fds[nfds++] = (struct pollfd){ .fd = p->io.out, .events = POLLIN };
-		}
-		if (p->io.err >= 0) {
-			i_err = nfds;
-			fds[nfds++] = (struct pollfd){ .fd = p->io.err, .events = POLLIN };
-		}
+		outpipes_poll(p->o, fds, &nfds, &i_out, &i_err);
 		if (p->pidfd >= 0 && !w->exited) {
 			i_pid = nfds;
 			fds[nfds++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
@@ -459,24 +547,14 @@ static void pump_loop(struct pump *p, struct watch *w)
 		}
 		if (n > 0 && i_in >= 0 && fds[i_in].revents)
 			input_write(p);
-		/* Hung up with nothing to read: EOF without a read() to find out. */
-		for (int k = 0; k < 2 && n > 0; k++) {
-			int i = k ? i_err : i_out;
-			if (i < 0 || !fds[i].revents)
-				continue;
-			if ((fds[i].revents & (POLLIN | POLLHUP)) == POLLHUP)
-				output_close(p, k);
-			else
-				output_read(p, k);
-		}
+		if (n > 0)
+			outpipes_ready(p->o, fds, i_out, i_err);
 		if (!w->exited && (p->pidfd < 0 || (n > 0 && i_pid >= 0 && fds[i_pid].revents)))
 			try_reap(w);
 	}
 	close_fd(&p->io.in);
 	close_fd(&p->io.out_w);
 	close_fd(&p->io.err_w);
-	output_close(p, 0);
-	output_close(p, 1);
 }
 
 static void fill_outcome(struct run_result *res, const struct watch *w)
@@ -508,22 +586,18 @@ static void fill_outcome(struct run_result *res, const struct watch *w)
 int pump_run(const struct run_request *req, const struct child_io *io, pid_t pid,
              struct run_result *res)
 {
-	struct pump *p = xmalloc(sizeof *p);
+	struct pump *p = xcalloc(1, sizeof *p);
 	struct watch w;
 	int epipe;
 
-	memset(p, 0, offsetof(struct pump, out_line));
-	p->out_line.len = p->err_line.len = 0;
 	p->req = req;
 	p->io = *io;
 	p->in_off = io->in_off;
 	p->pidfd = io->pidfd;
 	if (p->pidfd < 0)       /* CLOEXEC; -1: poll waitpid */
 		p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	p->out_lines = req->log_output || req->on_stdout_line;
-	p->err_lines = req->log_output;
-	p->tail.cap = req->output_tail;
-	p->tail.buf = req->output_tail ? xmalloc(req->output_tail) : NULL;
+	p->o = outpipes_new(io->out, io->err);
+	outpipes_begin(p->o, req);
 	if (!req->stdin_data || !req->stdin_len)
 		close_fd(&p->io.in);
 
@@ -534,10 +608,11 @@ int pump_run(const struct run_request *req, const struct child_io *io, pid_t pid
 	pump_loop(p, &w);              /* returns once the child is reaped and its group killed */
 
 	fill_outcome(res, &w);
-	res->tail = ring_take(&p->tail, &res->tail_len);
+	outpipes_end_run(p->o);
+	res->tail = outpipes_tail(p->o, &res->tail_len);
+	outpipes_free(p->o);
 	close_fd(&p->pidfd);
 	epipe = p->epipe;
-	free(p->tail.buf);
 	free(p);
 	return epipe;
 }

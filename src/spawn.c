@@ -163,6 +163,7 @@ struct child_spec {
 	char *const *envp;
 	int fd_in, fd_out, fd_err;      /* child ends of the pipes, all >= 3 */
 	int fd_report;                  /* fork: CLOEXEC pipe for the failing errno (>= 3) */
+	int fd_ctl;                     /* a warm process's socket, to become fd 3; or -1 */
 	volatile int step, err;         /* clone: the failing step and errno, by the child */
 	pid_t parent;
 	const char *cwd;
@@ -240,12 +241,22 @@ static void child_exec(const struct child_spec *c)
 
 	if (dup2(c->fd_in, 0) < 0 || dup2(c->fd_out, 1) < 0 || dup2(c->fd_err, 2) < 0)
 		child_fail(rep, SPAWN_STEP_SETUP, errno);
-	if (rep >= 0 && rep != 3) {
-		if (dup3(rep, 3, O_CLOEXEC) < 0)
+	/* A warm process's socket is fd 3 (doc/protocol.md §1.2): the report pipe, if any,
+	 * makes way for it, and dup2 leaves the copy without CLOEXEC. */
+	int keep = 3;
+	if (c->fd_ctl >= 0) {
+		if (rep == 3 && (rep = fcntl(rep, F_DUPFD_CLOEXEC, 4)) < 0)
+			child_fail(-1, SPAWN_STEP_SETUP, errno);
+		if (c->fd_ctl == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(c->fd_ctl, 3) < 0)
 			child_fail(rep, SPAWN_STEP_SETUP, errno);
-		rep = 3;
+		keep = 4;
 	}
-	child_close_from(rep >= 0 ? 4 : 3);
+	if (rep >= 0 && rep != keep) {
+		if (dup3(rep, keep, O_CLOEXEC) < 0)
+			child_fail(rep, SPAWN_STEP_SETUP, errno);
+		rep = keep;
+	}
+	child_close_from(rep >= 0 ? keep + 1 : keep);
 
 	if (c->cwd && chdir(c->cwd) < 0)
 		child_fail(rep, SPAWN_STEP_CWD, errno);
@@ -413,12 +424,23 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	*step = SPAWN_STEP_SETUP;       /* the pipes and the fork */
 	io->in = io->out = io->err = io->out_w = io->err_w = io->pidfd = -1;
 	io->in_off = 0;
-	if (make_pipe(pin) < 0 || make_pipe(pout) < 0 || make_pipe(perr) < 0 ||
+	if (req->ctl_fd > 2) {
+		/* A warm process: no stdin to serve, its jobs come over fd 3. */
+		pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (pin[0] < 0 || (pin[0] = fd_above_stdio(pin[0])) < 0) {
+			err = errno;
+			goto out;
+		}
+	} else if (make_pipe(pin) < 0) {
+		err = errno;
+		goto out;
+	}
+	if (make_pipe(pout) < 0 || make_pipe(perr) < 0 ||
 	    (HANDLER_USE_FORK && make_pipe(prep) < 0)) {
 		err = errno;
 		goto out;
 	}
-	if (req->stdin_data && req->stdin_len)
+	if (req->stdin_data && req->stdin_len && pin[1] >= 0)
 		io->in_off = prefill_stdin(pin[1], req->stdin_data, req->stdin_len);
 	if (io->in_off == (req->stdin_data ? req->stdin_len : 0))
 		close_fd(&pin[1]);      /* all of it is in the pipe: the child reads it, then EOF */
@@ -431,6 +453,7 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.fd_out = pout[1];
 	c.fd_err = perr[1];
 	c.fd_report = prep[1];
+	c.fd_ctl = req->ctl_fd > 2 ? req->ctl_fd : -1;
 	c.parent = self_pid;
 	c.cwd = req->cwd;
 	c.set_ids = req->set_ids;
