@@ -64,6 +64,7 @@
 #include "counters.h"
 #include "handler.h"
 #include "handler_int.h"
+#include "json.h"
 #include "log.h"
 #include "reaper.h"
 #include "util.h"
@@ -80,6 +81,9 @@
 /* EOF on fd 3 is how a dying process looks a moment before its exit does: it is a
  * protocol error only when the process is still there this much later. */
 #define WARM_EOF_GRACE     0.5
+/* The longest a fetcher with warm processes parks before it looks at them again (a reload
+ * that changed their handler, one that died idle): one more blocking fetch per 5 s. */
+#define WARM_TEND_IDLE     5.0
 
 struct warm_proc {
 	pid_t pid;
@@ -397,6 +401,7 @@ enum kill_why { KW_NONE, KW_TIMEOUT, KW_ABORT, KW_CANCEL };
 struct serve {
 	enum phase phase;
 	const struct run_request *req;  /* the job's (hooks, timeout), or the idle one */
+	const char *jid;                /* the job's jid, or NULL */
 	const char *msg;                /* the job message, and how much of it went out */
 	size_t msglen, off;
 	double ready_by;                /* PH_READY: monotonic deadline */
@@ -500,6 +505,10 @@ static void handle_message(struct warm_proc *w, struct serve *s, const char *lin
 	case WARM_MSG_DONE:
 		if (s->phase != PH_JOB || s->off < s->msglen) {
 			protocol_error(s, "%s", "\"done\" with no job");
+			break;
+		}
+		if (m.jid && (!s->jid || strcmp(m.jid, s->jid) != 0)) {
+			protocol_error(s, "\"done\" for another job (jid %s)", m.jid);
 			break;
 		}
 		s->done = 1;
@@ -689,6 +698,24 @@ static void start_failed(struct warm_pool *p, struct warm_proc *w, const char *w
 	}
 }
 
+/* What an idle process printed or sent: output logged; any message, or EOF, ends it. */
+static const char *idle_check(struct warm_proc *w)
+{
+	outpipes_drain(w->o);
+	proc_try_reap(w);
+	if (w->exited)
+		return "exited while idle";
+	if (w->rlen > 0)
+		return "sent a message while idle";
+	char c;
+	ssize_t n = recv(w->sock, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+	if (n == 0)
+		return "closed fd 3 while idle";
+	if (n > 0)
+		return "sent a message while idle";
+	return NULL;
+}
+
 enum got { GOT_READY, GOT_SPAWN_FAILED, GOT_STOPPED };
 
 /*
@@ -709,17 +736,25 @@ static enum got pool_ready(struct warm_pool *p, int slot, const struct handler *
 	}
 	free(print);
 	for (;;) {
-		if (w)
-			proc_try_reap(w);
-		if (w && w->exited) {
-			char st[64];
-			status_text(w->wstatus, st, sizeof st);
+		/* A ready process that died or spoke while idle can't take a job: what it sent
+		 * would read as the job's answer. */
+		const char *bad = w && w->ready ? idle_check(w) : NULL;
+		if (bad) {
+			char st[64] = "";
+			if (w->exited)
+				status_text(w->wstatus, st, sizeof st);
 			metrics_inc(METRIC_WARM_CRASHED);
-			log_warn("warm: %s pid=%d exited while idle (%s); starting another", w->cls,
-			         (int)w->pid, st);
+			log_warn("warm: %s pid=%d %s%s%s; starting another", w->cls, (int)w->pid, bad,
+			         *st ? " with " : "", st);
+			p->procs[slot] = NULL;
+			if (!w->exited)
+				proc_kill(w);
 			drain_after_exit(w);
-			proc_free(w);
-			p->procs[slot] = w = NULL;
+			if (w->exited)
+				proc_free(w);
+			else
+				pool_retire(p, w);
+			w = NULL;
 		}
 		if (w && w->ready)
 			return GOT_READY;
@@ -830,6 +865,11 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	double deadline = req->timeout > 0 ? now_float() + req->timeout : 0;
 	struct serve s = { .phase = PH_JOB, .req = req };
 	char *msg = warm_job_message(raw, rawlen, deadline, &s.msglen);
+	char *jid = NULL;
+	size_t at, n;
+	if (json_member_span(raw, rawlen, "jid", &at, &n) == 0)
+		jid = json_string_decode(raw + at, n, &n);
+	s.jid = jid;
 
 	s.msg = msg;
 	s.deadline = req->timeout > 0 ? mono_now() + req->timeout : 0;
@@ -840,6 +880,8 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	sock_write(w, &s);
 	proc_serve(w, &s);
 	free(msg);
+	free(jid);
+	s.jid = NULL;
 	if (s.undelivered && s.off < s.msglen && !s.done) {
 		outpipes_begin(w->o, &w->idle_req);
 		p->procs[slot] = NULL;
@@ -959,24 +1001,6 @@ int warm_pool_run(struct warm_pool *p, const struct handler *h, const struct run
  * Between jobs
  * ------------------------------------------------------------------------------------- */
 
-/* What an idle process printed or sent: output logged; any message, or EOF, ends it. */
-static const char *idle_check(struct warm_proc *w)
-{
-	outpipes_drain(w->o);
-	proc_try_reap(w);
-	if (w->exited)
-		return "exited while idle";
-	if (w->rlen > 0)
-		return "sent a message while idle";
-	char c;
-	ssize_t n = recv(w->sock, &c, 1, MSG_DONTWAIT | MSG_PEEK);
-	if (n == 0)
-		return "closed fd 3 while idle";
-	if (n > 0)
-		return "sent a message while idle";
-	return NULL;
-}
-
 static double tend_retiring(struct warm_pool *p, double now)
 {
 	double next = 0;
@@ -1055,6 +1079,10 @@ double warm_pool_tend(struct warm_pool *p, const struct conf *c)
 	double r = tend_retiring(p, now);
 	if (r > 0 && (next == 0 || r < next))
 		next = r;
+	/* A reload, or a process that died idle, is seen within WARM_TEND_IDLE. */
+	for (int i = 0; i < p->n; i++)
+		if (p->procs[i] && (next == 0 || next > WARM_TEND_IDLE))
+			next = WARM_TEND_IDLE;
 	return next;
 }
 

@@ -24,9 +24,9 @@
 #include "util.h"
 #include "warm_proto.h"
 
-enum { M_TYPE, M_EXIT, M_ERROR, M_RECYCLE, M_PCT, M_MESSAGE, M__N };
+enum { M_TYPE, M_EXIT, M_ERROR, M_RECYCLE, M_PCT, M_MESSAGE, M_JID, M__N };
 static const char *const member_names[M__N] = {
-	"type", "exit", "error", "recycle", "pct", "message",
+	"type", "exit", "error", "recycle", "pct", "message", "jid",
 };
 
 static int refuse(char *why, size_t n, const char *reason)
@@ -87,6 +87,12 @@ static int read_done(const char *line, const size_t *st, const size_t *ln, struc
 		if (!m->error)
 			return refuse(why, whylen, "\"error\" must be a string");
 	}
+	if (ln[M_JID]) {
+		size_t n;
+		m->jid = json_string_decode(line + st[M_JID], ln[M_JID], &n);
+		if (!m->jid || strlen(m->jid) != n)
+			return refuse(why, whylen, "\"jid\" must be a string");
+	}
 	return 0;
 }
 
@@ -141,6 +147,7 @@ int warm_msg_parse(const char *line, size_t len, struct warm_msg *m, char *why, 
 void warm_msg_free(struct warm_msg *m)
 {
 	free(m->error);
+	free(m->jid);
 	free(m->pct);
 	free(m->message);
 	memset(m, 0, sizeof *m);

@@ -22,6 +22,7 @@ struct warm_msg {
 	int exit;               /* done: 0..255 */
 	int recycle;            /* done: "recycle":true */
 	char *error;            /* done: the "error" string decoded (may hold NUL), or NULL */
+	char *jid;              /* done: the optional "jid" of the job it answers, or NULL */
 	size_t error_len;
 	char *pct;              /* progress: the number as written ("40", "12.5") */
 	char *message;          /* progress: the "message" string decoded, or NULL */

@@ -1,0 +1,447 @@
+# SPDX-License-Identifier: MIT
+"""WM — warm handlers (doc/behaviours.md §21, doc/protocol.md §1.2, doc/design.md "Warm
+handlers").
+
+The handlers speak the protocol by hand (tests/handlers/warm_py in Python, warm_sh in sh),
+not through the handler libraries, so these tests hold the daemon to the contract itself.
+warm_py appends "<jid> <pid>" to $RUNS for each job: which process ran what is read there.
+
+Run: python3 tests/integration/run.py test_warm
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import binary, free_port, handler, job, wait_for  # noqa: E402
+from pollkit import E2E  # noqa: E402
+from runkit import DEAD, RETRY, JobTestCase, loads  # noqa: E402
+
+
+def warm(cls="W", **extra):
+    h = {"class": cls, "command": handler("warm_py"), "warm": True}
+    h.update(extra)
+    return h
+
+
+class WarmTestCase(JobTestCase):
+
+    def runs(self):
+        """[(jid, pid)] in the order the warm processes took the jobs."""
+        text = self.read(os.path.join(self.workdir, "runs"), b"").decode()
+        return [(l.split()[0], int(l.split()[1])) for l in text.splitlines() if l.strip()]
+
+    def pid_of(self, jid):
+        for j, pid in self.runs():
+            if j == jid:
+                return pid
+        return None
+
+    def push_job(self, *args, cls="W", **extra):
+        p = job(cls, list(args), **extra)
+        self.push(p)
+        return loads(p)["jid"], p
+
+    def warm_pids(self):
+        """PIDs of live warm_py processes (not zombies), from /proc."""
+        out = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"warm_py" in cmd and not self.pid_gone(int(d)):
+                out.append(int(d))
+        return out
+
+    def ctl(self, *args):
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        return subprocess.run([binary("cogworkerctl"), "-c", "/dev/null"] + list(args),
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=30)
+
+
+class Running(WarmTestCase):
+
+    def test_wm1_one_process_runs_job_after_job(self):
+        d = self.daemon(handlers=[warm()])
+        jids = [self.push_job("ok")[0] for _ in range(5)]
+        for jid in jids:
+            self.wait_done(d, "W", jid)
+        pids = {self.pid_of(j) for j in jids}
+        self.assertEqual(len(pids), 1, self.runs())
+        self.assertNotEqual(pids, {None})
+        self.wait_settled(d)
+
+    def test_wm1_job_json_reaches_the_process_byte_for_byte(self):
+        """Numbers past 2^53 and string spellings survive: the job is spliced, not re-encoded;
+        a pretty-printed payload's newlines become spaces, so one message stays one line."""
+        d = self.daemon(handlers=[warm("S", command=handler("warm_sh"))])
+        jid = "a" * 24
+        raw = ('{"class":"S","args":[9007199254740993,1.50,"\\u00e9"],\n"queue":"default",'
+               '"jid":"%s","enqueued_at":%f}' % (jid, time.time()))
+        self.push(raw)
+        self.wait_done(d, "S", jid)
+        line = d.wait_log("jid=%s stdout: sh got: " % jid)
+        got = line.split("sh got: ", 1)[1]
+        self.assertIn('"job":' + raw.replace("\n", " ") + ',"deadline":null}', got)
+
+    def test_wm1_deadline_is_the_timeout(self):
+        d = self.daemon(handlers=[warm(timeout=30)])
+        before = time.time()
+        jid, _ = self.push_job("deadline")
+        line = d.wait_log("jid=%s stdout: deadline" % jid)
+        deadline = float(line.split("deadline ")[1])
+        self.assertGreater(deadline, before + 29)
+        self.assertLess(deadline, time.time() + 31)
+
+    def test_wm2_each_jobs_output_is_its_own(self):
+        d = self.daemon(handlers=[warm(output_keep=4096)], concurrency=1)
+        a, _ = self.push_job("print", "alpha")
+        b, _ = self.push_job("print", "bravo")
+        self.wait_done(d, "W", a)
+        self.wait_done(d, "W", b)
+        self.assertEqual(self.pid_of(a), self.pid_of(b))
+        for jid, mine, other in ((a, "alpha", "bravo"), (b, "bravo", "alpha")):
+            lines = d.log_lines("jid=%s std" % jid)
+            self.assertIn("jid=%s stdout: %s" % (jid, mine), "\n".join(lines))
+            self.assertIn("jid=%s stderr: err %s" % (jid, mine), "\n".join(lines))
+            self.assertNotIn(other, "\n".join(lines))
+        # the kept output (cogworkerctl jobs log) too
+        wait_for(lambda: b"bravo" in self.ctl("jobs", "log", b).stdout, timeout=5,
+                 message="kept output of b")
+        out = self.ctl("jobs", "log", a).stdout
+        self.assertIn(b"alpha", out)
+        self.assertNotIn(b"bravo", out)
+
+    def test_wm3_error_of_done_is_the_error_message(self):
+        d = self.daemon(handlers=[warm()])
+        jid, pushed = self.push_job("fail", "the database is gone", retry=3)
+        member, _ = self.wait_member(RETRY)
+        entry = self.assert_failure_entry(pushed, member)
+        self.assertEqual(entry["error_class"], "Cogworker::HandlerFailed")
+        self.assertEqual(entry["error_message"], "exit status 1: the database is gone")
+        # the process stays: the next job runs on it
+        jid2, _ = self.push_job("ok")
+        self.wait_done(d, "W", jid2)
+        self.assertEqual(self.pid_of(jid), self.pid_of(jid2))
+
+    def test_wm3_exit_codes_are_judged_like_a_cold_handlers(self):
+        self.daemon(handlers=[warm(dead_exit_codes=[7])])
+        jid, _ = self.push_job("exit", 7, retry=5)
+        member, _ = self.wait_member(DEAD)
+        self.assertEqual(loads(member)["error_message"], "exit status 7")
+
+    def test_wm20_progress_message_updates_the_status(self):
+        d = self.daemon(handlers=[warm()], status_expiration=600)
+        jid, _ = self.push_job("progress", 3)
+        key = ("status:" + jid).encode()
+        wait_for(lambda: self.r.hget(key, b"message") == b"forty", timeout=5,
+                 message="progress in the status hash")
+        self.assertEqual(self.r.hget(key, b"pct"), b"40")
+        self.wait_done(d, "W", jid)
+
+    def test_wm22_a_warm_handler_in_sh(self):
+        d = self.daemon(handlers=[warm("S", command=handler("warm_sh"))])
+        jids = [self.push_job("x", cls="S")[0] for _ in range(3)]
+        for jid in jids:
+            self.wait_done(d, "S", jid)
+        pids = {l.split()[-1] for l in self.read(os.path.join(self.workdir, "runs")).decode()
+                .splitlines()}
+        self.assertEqual(len(pids), 1)
+
+    def test_wm8_a_50_mb_job(self):
+        d = self.daemon(handlers=[warm()])
+        big = "x" * (50 << 20)
+        jid, _ = self.push_job("size", big)
+        line = d.wait_log("jid=%s stdout: message bytes" % jid, timeout=60)
+        self.assertIn("args %d" % len(big), line)
+        self.wait_done(d, "W", jid, timeout=30)
+
+
+class Failing(WarmTestCase):
+
+    def test_wm4_crash_mid_job_is_retried_on_a_new_process(self):
+        d = self.daemon(handlers=[warm()])
+        jid, pushed = self.push_job("crash", retry=3)
+        member, _ = self.wait_member(RETRY)
+        entry = loads(member)
+        self.assertEqual(entry["error_class"], "Cogworker::HandlerFailed")
+        self.assertTrue(entry["error_message"].startswith("exit status 3"), entry)
+        self.assertIn("about to crash", entry["error_message"])
+        d.wait_log("ended with exit status 3 while running a job")
+        jid2, _ = self.push_job("ok")
+        self.wait_done(d, "W", jid2)
+        self.assertNotEqual(self.pid_of(jid), self.pid_of(jid2))
+        self.assertTrue(self.pid_gone(self.pid_of(jid)))
+
+    def test_wm4_killed_by_a_signal(self):
+        self.daemon(handlers=[warm()])
+        self.push_job("kill", retry=3)
+        member, _ = self.wait_member(RETRY)
+        self.assertEqual(loads(member)["error_class"], "Cogworker::HandlerSignaled")
+
+    def test_wm5_hang_past_timeout_kills_the_group(self):
+        d = self.daemon(handlers=[warm(timeout=1, kill_grace=1)])
+        started = time.time()
+        jid, _ = self.push_job("hang", retry=3)
+        member, _ = self.wait_member(RETRY, timeout=15)
+        took = time.time() - started
+        self.assertEqual(loads(member)["error_class"], "Cogworker::HandlerTimeout")
+        self.assertLess(took, 8)
+        self.assertGreater(took, 1.9)       # timeout, then the grace: it ignored the cancel
+        pid = self.pid_of(jid)
+        wait_for(lambda: self.pid_gone(pid), timeout=5, message="hung process killed")
+        jid2, _ = self.push_job("ok")
+        self.wait_done(d, "W", jid2)
+        self.assertNotEqual(self.pid_of(jid2), pid)
+
+    def test_wm5_a_process_that_answers_the_cancel_is_replaced_too(self):
+        d = self.daemon(handlers=[warm(timeout=1, kill_grace=5)])
+        jid, _ = self.push_job("sleep", 30, retry=3)
+        member, _ = self.wait_member(RETRY, timeout=10)
+        entry = loads(member)
+        self.assertEqual(entry["error_class"], "Cogworker::HandlerTimeout")
+        self.assertIn("stopped on cancel", entry["error_message"])
+        d.wait_log("its job timed out")
+        jid2, _ = self.push_job("ok")
+        self.wait_done(d, "W", jid2)
+        self.assertNotEqual(self.pid_of(jid2), self.pid_of(jid))
+
+    def test_wm6_protocol_garbage_fails_the_job_and_replaces_the_process(self):
+        for what, why in (("garbage", "bad message: not a JSON object"),
+                          ("huge", "a message over 1 MiB"),
+                          ("closefd", "closed fd 3")):
+            with self.subTest(what=what):
+                self.r.flushall()
+                d = self.daemon(handlers=[warm()])
+                jid, _ = self.push_job(what, retry=3)
+                member, _ = self.wait_member(RETRY)
+                entry = loads(member)
+                self.assertEqual(entry["error_message"],
+                                 "warm process broke the protocol: " + why)
+                d.wait_log("broke the protocol: " + why)
+                jid2, _ = self.push_job("ok")
+                self.wait_done(d, "W", jid2)
+                self.assertNotEqual(self.pid_of(jid2), self.pid_of(jid))
+                d.stop()
+
+    def test_wm6_a_second_done_replaces_the_process_and_the_job_stands(self):
+        """The stray "done" carries the first job's jid: whether it comes while the process
+        is idle or once the next job was sent, it is caught, and the first job stands."""
+        d = self.daemon(handlers=[warm()])
+        jid, _ = self.push_job("twice")
+        self.wait_done(d, "W", jid)
+        pid = self.pid_of(jid)
+        for _ in range(2):
+            nxt, _ = self.push_job("ok", retry=3)
+            wait_for(lambda: d.log_lines("jid=" + nxt), timeout=10, message="next job ran")
+            self.wait_settled(d)
+            if self.pid_of(nxt) != pid and self.pid_of(nxt):
+                break
+        line = "\n".join(d.log_lines("warm: W pid=%d" % pid))
+        self.assertTrue(any(x in line for x in ("a message after \"done\"", "while idle",
+                                                  "\"done\" for another job")), d.log())
+        self.assertNotIn(jid.encode(), b"".join(m for m, _ in self.members(RETRY)))
+        self.assertEqual(self.r.zcard(DEAD), 0)
+
+    def test_wm7_a_grandchild_holding_stdout_does_not_hold_the_job(self):
+        d = self.daemon(handlers=[warm()])
+        started = time.time()
+        jid, _ = self.push_job("grandchild")
+        self.wait_done(d, "W", jid)
+        self.assertLess(time.time() - started, 5)
+        d.stop()
+        out = subprocess.run(["pgrep", "-f", "^sleep 30$"], stdout=subprocess.PIPE)
+        self.assertEqual(out.stdout, b"", "the grandchild outlived its warm process")
+
+    def test_wm21_a_process_that_died_idle_is_replaced_without_an_attempt(self):
+        d = self.daemon(handlers=[warm()])
+        jid, _ = self.push_job("ok")
+        self.wait_done(d, "W", jid)
+        pid = self.pid_of(jid)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: self.pid_gone(pid), timeout=5, message="killed")
+        jid2, _ = self.push_job("ok", retry=0)
+        self.wait_done(d, "W", jid2)
+        self.assertNotEqual(self.pid_of(jid2), pid)
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        self.assertEqual(self.r.zcard(RETRY), 0)
+
+
+class Starting(WarmTestCase):
+
+    def test_wm15_a_command_failing_before_ready_backs_off_and_its_jobs_wait(self):
+        flag = self.path("broken")
+        open(flag, "w").close()
+        d = self.daemon(handlers=[warm(env=["WARM_START_FAIL=" + flag])], concurrency=2)
+        jid, _ = self.push_job("ok", retry=0)
+        d.wait_log("warm: W: process pid=", timeout=10)
+        time.sleep(2)       # several tries (backoff 0.5 s, 1 s, …): logged once, job waits
+        self.assertEqual(len(d.log_lines("warm: W: process pid=")), 1, d.log())
+        self.assertEqual(self.r.zcard(DEAD) + self.r.zcard(RETRY), 0)
+        self.assertIn(jid.encode(), b"".join(self.r.lrange(
+            "cogworker:inprogress:" + d.identity, 0, -1)))
+        os.unlink(flag)
+        self.wait_done(d, "W", jid, timeout=40)
+        d.wait_log("warm: W: a process is ready again after")
+
+    def test_wm16_no_ready_within_warm_start_timeout(self):
+        d = self.daemon(handlers=[warm(env=["WARM_START_SLEEP=30"], warm_start_timeout=1.0)])
+        self.push_job("ok", retry=0)
+        line = d.wait_log("warm: W: process pid=", timeout=10)
+        self.assertIn("no \"ready\" within warm_start_timeout", line)
+
+    def test_wm16_a_program_that_cannot_be_run_fails_like_a_cold_one(self):
+        self.daemon(handlers=[{"class": "W", "command": ["/nonexistent/prog"], "warm": True}])
+        self.push_job("ok", retry=0)
+        member, _ = self.wait_member(DEAD)
+        self.assertEqual(loads(member)["error_class"], "Cogworker::HandlerSpawnFailed")
+
+    def test_wm19_check_refuses_warm_with_args_as_argv(self):
+        conf = self.path("bad.conf")
+        with open(conf, "w") as f:
+            f.write('handlers = ( { class = "W"; command = ["/bin/true"]; warm = true;\n'
+                    '  args_as_argv = true; } );\n')
+        p = subprocess.run([binary("cogworkerd"), "--check", "-c", conf],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(b"bad.conf:2: handler 'W': args_as_argv can't apply to a warm handler",
+                      p.stderr)
+
+
+class Recycling(WarmTestCase):
+
+    def test_wm9_warm_max_jobs(self):
+        d = self.daemon(handlers=[warm(warm_max_jobs=3)])
+        jids = [self.push_job("ok")[0] for _ in range(9)]
+        for jid in jids:
+            self.wait_done(d, "W", jid)
+        pids = [self.pid_of(j) for j in jids]
+        self.assertEqual(len(set(pids)), 3, pids)
+        self.assertEqual([pids.count(p) for p in dict.fromkeys(pids)], [3, 3, 3])
+        self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
+        d.wait_log("it ran warm_max_jobs jobs after 3 job(s); replaced")
+
+    def test_wm10_warm_max_rss(self):
+        d = self.daemon(handlers=[warm(warm_max_rss=1024)])
+        jids = [self.push_job("ok")[0] for _ in range(3)]
+        for jid in jids:
+            self.wait_done(d, "W", jid)
+        self.assertEqual(len({self.pid_of(j) for j in jids}), 3)
+        self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
+        d.wait_log("its RSS is over warm_max_rss")
+
+    def test_wm10_recycle_asked_by_the_process(self):
+        d = self.daemon(handlers=[warm()])
+        a, _ = self.push_job("recycle")
+        self.wait_done(d, "W", a)
+        b, _ = self.push_job("ok")
+        self.wait_done(d, "W", b)
+        self.assertNotEqual(self.pid_of(a), self.pid_of(b))
+        wait_for(lambda: self.pid_gone(self.pid_of(a)), timeout=5, message="retired")
+
+    def test_wm17_idle_processes_leave(self):
+        d = self.daemon(handlers=[warm(warm_idle_timeout=1.0)])
+        jid, _ = self.push_job("ok")
+        self.wait_done(d, "W", jid)
+        pid = self.pid_of(jid)
+        d.wait_log("idle for warm_idle_timeout; retired", timeout=10)
+        wait_for(lambda: self.pid_gone(pid), timeout=5, message="idle process gone")
+        self.assertEqual(self.warm_pids(), [])
+
+    def test_wm13_reload_replaces_processes_of_a_changed_handler(self):
+        d = self.daemon(handlers=[warm(env=["V=1"])])
+        a, _ = self.push_job("ok")
+        self.wait_done(d, "W", a)
+        d.settings["handlers"] = [warm(env=["V=2"])]
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        d.wait_log("reloaded")
+        wait_for(lambda: self.pid_gone(self.pid_of(a)), timeout=10, message="old one retired")
+        b, _ = self.push_job("ok")
+        self.wait_done(d, "W", b)
+        self.assertNotEqual(self.pid_of(a), self.pid_of(b))
+        with open("/proc/%d/environ" % self.pid_of(b), "rb") as f:
+            self.assertIn(b"V=2\0", f.read())
+
+
+class Lifecycle(WarmTestCase):
+
+    def test_wm11_cancel_a_running_warm_job(self):
+        d = self.daemon(handlers=[warm(kill_grace=5)])
+        jid, _ = self.push_job("sleep", 30, retry=3)
+        wait_for(lambda: self.pid_of(jid), timeout=10, message="running")
+        res = self.ctl("jobs", "cancel", jid)
+        self.assertEqual(res.returncode, 0, res)
+        member, _ = self.wait_member(DEAD)
+        self.assertEqual(loads(member)["error_class"], "Cogworker::Cancelled")
+        d.wait_log("its job was cancelled")
+
+    def test_wm12_stop_drains_warm_jobs_then_ends_every_process(self):
+        d = self.daemon(handlers=[warm()], concurrency=2, shutdown_timeout=10)
+        jid, _ = self.push_job("sleep", 1.5)
+        ok, _ = self.push_job("ok")
+        wait_for(lambda: self.pid_of(jid) and self.pid_of(ok), timeout=10, message="running")
+        self.assertEqual(d.stop(), 0)
+        self.assertIn("done: W jid=%s" % jid, d.log())
+        self.assertEqual(self.warm_pids(), [])
+
+    def test_wm12_stop_past_the_drain_requeues_the_warm_job(self):
+        d = self.daemon(handlers=[warm()], shutdown_timeout=1)
+        jid, pushed = self.push_job("hang")
+        wait_for(lambda: self.pid_of(jid), timeout=10, message="running")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(self.r.lrange("cogworker:queue:default", 0, -1), [pushed.encode()])
+        self.assertEqual(self.warm_pids(), [])
+
+    def test_wm12_quiet_keeps_processes_and_runs_nothing_new(self):
+        d = self.daemon(handlers=[warm()])
+        a, _ = self.push_job("ok")
+        self.wait_done(d, "W", a)
+        d.signal(signal.SIGTSTP)
+        d.wait_log("quiet")
+        b, _ = self.push_job("ok")
+        time.sleep(1.5)
+        self.assertIsNone(self.pid_of(b))
+        self.assertFalse(self.pid_gone(self.pid_of(a)))
+
+    def test_wm14_kill_9_of_the_daemon_leaves_no_warm_process(self):
+        d = self.daemon(handlers=[warm()], concurrency=2, **E2E)
+        jid, _ = self.push_job("hang")
+        idle, _ = self.push_job("ok")
+        wait_for(lambda: self.pid_of(jid) and self.pid_of(idle), timeout=10,
+                 message="both running")
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        wait_for(lambda: self.warm_pids() == [], timeout=5, message="no warm process left")
+        # the hung job is recovered by the next daemon
+        d2 = self.daemon(handlers=[warm(timeout=1, kill_grace=1)], **E2E)
+        wait_for(lambda: self.pid_of(jid) and len([j for j, _ in self.runs() if j == jid]) == 2,
+                 timeout=30, message="recovered and run again")
+        d2.stop()
+
+    def test_wm18_metrics(self):
+        port = free_port()
+        d = self.daemon(handlers=[warm(warm_max_jobs=2)], metrics_listen="127.0.0.1:%d" % port)
+        jids = [self.push_job("ok")[0] for _ in range(3)]
+        for jid in jids:
+            self.wait_done(d, "W", jid)
+        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port).read().decode()
+        self.assertIn("cogworkerd_warm_processes 1", body)
+        self.assertIn("cogworkerd_warm_starts_total 2", body)
+        self.assertIn('cogworkerd_warm_recycles_total{reason="jobs"} 1', body)
+        self.assertIn("cogworkerd_warm_crashes_total 0", body)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
