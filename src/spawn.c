@@ -178,7 +178,8 @@ struct child_spec {
 	/* The kernel's struct sigaction, for the raw rt_sigaction in the child: only the
 	 * handler is set, the rest must be there and zero. */
 	/* cppcheck-suppress unusedStructMember ; read by the kernel */
-	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa_default;
+	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa_default,
+	    ksa_ignore;
 	sigset_t empty_mask;
 };
 
@@ -233,6 +234,16 @@ static void child_exec(const struct child_spec *c)
 	 * signals it reserves (32, 33), and an ignored disposition there would be inherited
 	 * across exec from whoever started the daemon.
 	 */
+	/*
+	 * A signal sent to the daemon's process group (a terminal's Ctrl-C under make run)
+	 * between the clone and the setsid above is pending here, blocked; unblocked at its
+	 * default it would kill the handler it was never meant for. Ignoring a pending signal
+	 * discards it, so the group-directed ones are ignored once before their default.
+	 */
+	static const int group_signals[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP,
+	                                     SIGTTIN, SIGTTOU, SIGWINCH };
+	for (size_t i = 0; i < sizeof group_signals / sizeof *group_signals; i++)
+		syscall(SYS_rt_sigaction, group_signals[i], &c->ksa_ignore, NULL, _NSIG / 8);
 	for (int sig = 1; sig < _NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			syscall(SYS_rt_sigaction, sig, &c->ksa_default, NULL, _NSIG / 8);
@@ -466,6 +477,7 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	spec_add_rlimit(&c, RLIMIT_NOFILE, req->rlimit_nofile);
 	spec_add_rlimit(&c, RLIMIT_NPROC, req->rlimit_nproc);
 	c.ksa_default.handler = (void *)SIG_DFL;
+	c.ksa_ignore.handler = (void *)SIG_IGN;
 	sigemptyset(&c.empty_mask);
 
 	/*
