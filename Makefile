@@ -167,7 +167,7 @@ $(BUILD)/bench/spawn_path: tests/bench/spawn_ceiling.c $(LIB_OBJ)
 # build/fuzz/corpus/NAME/, crashes to build/fuzz/crash-NAME-*. Not part of make check: a run
 # long enough to find anything does not fit its budget.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= job json conf cron
+FUZZ_TARGETS ?= job json conf cron warm
 FUZZ_CC      ?= clang
 FUZZ_DIR     := build/fuzz
 FUZZ_CFLAGS  := $(filter-out -O2 -fsanitize=%,$(CFLAGS)) -O1 -fno-omit-frame-pointer \
