@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""WM — warm handlers (doc/behaviours.md §21, doc/protocol.md §1.2, doc/design.md "Warm
+"""WM — warm handlers (doc/behaviours.md §42, doc/protocol.md §1.2, doc/design.md "Warm
 handlers").
 
 The handlers speak the protocol by hand (tests/handlers/warm_py in Python, warm_sh in sh),
