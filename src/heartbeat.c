@@ -62,9 +62,10 @@ static char *info_json(const struct conf *c)
 	}
 	long rss = rss_kb();
 	if (rss >= 0)
-		sb_printf(&b, "],\"started_at\":%s,\"rss_kb\":%ld}", started, rss);
+		sb_printf(&b, "],\"started_at\":%s,\"rss_kb\":%ld", started, rss);
 	else
-		sb_printf(&b, "],\"started_at\":%s,\"rss_kb\":null}", started);
+		sb_printf(&b, "],\"started_at\":%s,\"rss_kb\":null", started);
+	sb_printf(&b, ",\"warm\":%d}", atomic_load(&warm_processes_live));
 	free(host);
 	return sb_steal(&b);
 }

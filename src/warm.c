@@ -270,6 +270,14 @@ static void status_text(int wstatus, char *out, size_t n)
 		snprintf(out, n, "status %d", wstatus);
 }
 
+static void setup_failed(struct run_result *fail, int err)
+{
+	fail->status = RUN_SPAWN_FAILED;
+	fail->code = err;
+	fail->spawn_step = SPAWN_STEP_SETUP;
+	fail->tail = xstrdup("");
+}
+
 /*
  * Spawn a process of h with the ids, cwd and rlimits of req (the job's request: the same
  * handler resolved them). NULL with fail filled (RUN_SPAWN_FAILED) when it could not be
@@ -286,14 +294,22 @@ static struct warm_proc *proc_start(const struct handler *h, const struct run_re
 
 	memset(fail, 0, sizeof *fail);
 	fail->started = now_float();
+	/* The child's end must be above 2: its dup2 onto 3 follows those onto 0-2. */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		int e = errno;
+		setup_failed(fail, errno);
 		handler_free_env(env);
-		fail->status = RUN_SPAWN_FAILED;
-		fail->code = e;
-		fail->spawn_step = SPAWN_STEP_SETUP;
-		fail->tail = xstrdup("");
 		return NULL;
+	}
+	if (sv[1] <= 2) {
+		int low = sv[1];
+		sv[1] = fcntl(low, F_DUPFD_CLOEXEC, 3);
+		close(low);
+		if (sv[1] < 0) {
+			setup_failed(fail, errno);
+			close(sv[0]);
+			handler_free_env(env);
+			return NULL;
+		}
 	}
 	sreq.command = &h->command;
 	sreq.extra_args = NULL;
@@ -301,17 +317,7 @@ static struct warm_proc *proc_start(const struct handler *h, const struct run_re
 	sreq.env = (const char *const *)env;
 	sreq.stdin_data = NULL;
 	sreq.stdin_len = 0;
-	sreq.ctl_fd = sv[1] > 2 ? sv[1] : -1;
-	if (sreq.ctl_fd < 0) {  /* the daemon's 0-2 are always open: cannot happen */
-		close(sv[0]);
-		close(sv[1]);
-		handler_free_env(env);
-		fail->status = RUN_SPAWN_FAILED;
-		fail->code = EBADF;
-		fail->spawn_step = SPAWN_STEP_SETUP;
-		fail->tail = xstrdup("");
-		return NULL;
-	}
+	sreq.ctl_fd = sv[1];
 	int rc = handler_spawn(&sreq, fail, &pid, &io);
 	close(sv[1]);
 	handler_free_env(env);

@@ -166,6 +166,7 @@ struct process_info {
 	long long ttl;              /* presence TTL, -1 when none */
 	double started_at;          /* 0 when unknown */
 	long long rss_kb;           /* -1 when unknown */
+	long long warm;             /* warm handler processes, -1 when unknown */
 };
 /* The live processes (presence hash exists), sorted by identity. Members of
  * cogworker:processes without a presence hash are SREMed when prune. */

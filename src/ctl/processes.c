@@ -45,6 +45,8 @@ static void parse_info(struct process_info *p)
 		p->started_at = v->valuedouble;
 	if (o && cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "rss_kb")))
 		p->rss_kb = (long long)v->valuedouble;
+	if (o && cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "warm")))
+		p->warm = (long long)v->valuedouble;
 	if (o && cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(o, "queues"))) {
 		int n = cJSON_GetArraySize(v);
 		p->queues = xcalloc((size_t)n + 1, sizeof *p->queues);
@@ -109,7 +111,7 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 		}
 		struct process_info *pi = &list[count++];
 		pi->identity = name;
-		pi->pid = pi->concurrency = pi->rss_kb = -1;
+		pi->pid = pi->concurrency = pi->rss_kb = pi->warm = -1;
 		const redisReply *h = r[1];
 		if (h->type == REDIS_REPLY_ARRAY && h->elements == 3) {
 			if (h->element[0]->type == REDIS_REPLY_STRING)
@@ -191,6 +193,8 @@ static int list_processes(struct ctl *c)
 			p[i].started_at > 0 ? jnum(&b, p[i].started_at) : sb_adds(&b, "null");
 			sb_adds(&b, ",\"rss_kb\":");
 			p[i].rss_kb >= 0 ? sb_printf(&b, "%lld", p[i].rss_kb) : sb_adds(&b, "null");
+			sb_adds(&b, ",\"warm\":");
+			p[i].warm >= 0 ? sb_printf(&b, "%lld", p[i].warm) : sb_adds(&b, "null");
 			sb_addc(&b, '}');
 		}
 		sb_addc(&b, ']');
@@ -199,12 +203,15 @@ static int list_processes(struct ctl *c)
 		printf("no live processes\n");
 	} else {
 		static const char *heads[] = { "IDENTITY", "HOST", "PID", "BUSY", "QUEUES", "STATE",
-		                               "LAST BEAT", "STARTED", "RSS" };
-		static const int limits[] = { 0, 0, 0, 0, 40, 0, 0, 0, 0 };
+		                               "LAST BEAT", "STARTED", "RSS", "WARM" };
+		static const int limits[] = { 0, 0, 0, 0, 40, 0, 0, 0, 0, 0 };
 		struct table t;
-		table_init(&t, 9, heads, limits);
+		table_init(&t, 10, heads, limits);
 		for (int i = 0; i < n; i++) {
-			char pid[32] = "?", busy[64], beat[48] = "?", started[48] = "?", rss[32] = "?";
+			char pid[32] = "?", busy[64], beat[48] = "?", started[48] = "?", rss[32] = "?",
+			     warm[32] = "-";
+			if (p[i].warm >= 0)
+				snprintf(warm, sizeof warm, "%lld", p[i].warm);
 			if (p[i].pid >= 0)
 				snprintf(pid, sizeof pid, "%lld", p[i].pid);
 			if (p[i].concurrency >= 0)
@@ -223,7 +230,7 @@ static int list_processes(struct ctl *c)
 			for (int k = 0; k < p[i].nqueues; k++)
 				sb_printf(&q, "%s%s", k ? "," : "", p[i].queues[k]);
 			const char *row[] = { p[i].identity, p[i].hostname, pid, busy, q.s,
-			                      p[i].quiet ? "Quiet" : "Active", beat, started, rss };
+			                      p[i].quiet ? "Quiet" : "Active", beat, started, rss, warm };
 			table_add(&t, row);
 			sb_free(&q);
 		}

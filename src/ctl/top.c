@@ -255,7 +255,8 @@ static void show_processes(struct ctl *c, struct screen *s, struct top *t, char 
 	char title[64];
 	snprintf(title, sizeof title, "PROCESSES (%d)", n);
 	heading(s, title);
-	line(s, " #  %-40s %9s %-6s %8s %9s", "identity", "busy", "state", "rss", "beat");
+	line(s, " #  %-40s %9s %-6s %8s %9s %5s", "identity", "busy", "state", "rss", "beat",
+	     "warm");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, doc) {
 		const char *id = jget_str(p, "identity");
@@ -264,9 +265,13 @@ static void show_processes(struct ctl *c, struct screen *s, struct top *t, char 
 		char rs[32] = "-";
 		if (rss >= 0)
 			snprintf(rs, sizeof rs, "%.1fM", rss / 1024);
-		line(s, "%2d  %-40s %4.0f/%-4.0f %-6s %8s %8.0fs", t->procs.n, id ? id : "?",
+		char warm[16] = "-";
+		if (jget_num(p, "warm", -1) >= 0)
+			snprintf(warm, sizeof warm, "%.0f", jget_num(p, "warm", -1));
+		line(s, "%2d  %-40s %4.0f/%-4.0f %-6s %8s %8.0fs %5s", t->procs.n, id ? id : "?",
 		     jget_num(p, "busy", 0), jget_num(p, "concurrency", 0),
-		     jget_bool(p, "quiet") ? "quiet" : "active", rs, jget_num(p, "beat_age", 0));
+		     jget_bool(p, "quiet") ? "quiet" : "active", rs, jget_num(p, "beat_age", 0),
+		     warm);
 	}
 	if (doc)
 		cJSON_Delete(doc);

@@ -429,6 +429,21 @@ class Lifecycle(WarmTestCase):
                  timeout=30, message="recovered and run again")
         d2.stop()
 
+    def test_wm18_processes_counts_warm_processes(self):
+        d = self.daemon(handlers=[warm()], concurrency=2, heartbeat_interval=1)
+        a, _ = self.push_job("sleep", 1)
+        b, _ = self.push_job("ok")
+        self.wait_done(d, "W", b)
+
+        def warm_count():
+            res = self.ctl("--json", "processes")
+            procs = json.loads(res.stdout)
+            return procs[0]["warm"] if procs and procs[0]["warm"] == 2 else None
+        wait_for(warm_count, timeout=10, message="processes says 2 warm")
+        out = self.ctl("processes").stdout.decode()
+        self.assertIn("WARM", out.splitlines()[0])
+        self.assertEqual(out.splitlines()[1].split()[-1], "2")
+
     def test_wm18_metrics(self):
         port = free_port()
         d = self.daemon(handlers=[warm(warm_max_jobs=2)], metrics_listen="127.0.0.1:%d" % port)
