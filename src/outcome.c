@@ -148,7 +148,9 @@ int job_run_init(struct job_run *run, const struct job *j, const struct handler 
 		free(what);
 		return -1;
 	}
-	run->env = handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
+	/* A warm process has its own environment (warm.c): the job's ids are in its message. */
+	run->env = h->warm ? NULL
+	           : handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
 	run->message_tail = h->output_tail;
 	run->req = (struct run_request){
 		.command = &h->command, .extra_args = (const char *const *)run->extra,

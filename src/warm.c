@@ -680,7 +680,7 @@ static int pool_slot(struct warm_pool *p, const char *cls)
 /* A start that failed before "ready": killed, reaped, logged (with the backoff). */
 static void start_failed(struct warm_pool *p, struct warm_proc *w, const char *why)
 {
-	char st[64], line[400];
+	char line[400];
 
 	if (!w->exited)
 		proc_kill(w);
@@ -688,6 +688,7 @@ static void start_failed(struct warm_pool *p, struct warm_proc *w, const char *w
 	if (why) {
 		snprintf(line, sizeof line, "process pid=%d %s", (int)w->pid, why);
 	} else {
+		char st[64];
 		status_text(w->wstatus, st, sizeof st);
 		snprintf(line, sizeof line, "process pid=%d exited before \"ready\" (%s)",
 		         (int)w->pid, st);
@@ -966,9 +967,9 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 		pool_retire(p, w);
 		/* The replacement warms up while this job is settled and the next fetched. */
 		struct run_result fail;
-		struct warm_proc *n = s.why_kill == KW_ABORT ? NULL : proc_start(h, req, &fail);
-		if (n)
-			p->procs[slot] = n;
+		struct warm_proc *fresh = s.why_kill == KW_ABORT ? NULL : proc_start(h, req, &fail);
+		if (fresh)
+			p->procs[slot] = fresh;
 		else if (s.why_kill != KW_ABORT)
 			run_result_free(&fail);
 	}

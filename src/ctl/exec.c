@@ -27,6 +27,7 @@
 #include "json.h"
 #include "outcome.h"
 #include "producer.h"
+#include "warm.h"
 
 #define STDOUT_MAX (1 << 20)            /* stdout kept for the report */
 #define STDERR_KEPT (64 << 10)          /* stderr tail kept for the report */
@@ -79,7 +80,7 @@ struct report {
 static const char *const status_name[] = {
 	[RUN_EXITED] = "exited", [RUN_SIGNALED] = "signaled", [RUN_TIMEOUT] = "timeout",
 	[RUN_SPAWN_FAILED] = "spawn_failed", [RUN_ABORTED] = "aborted",
-	[RUN_CANCELLED] = "cancelled",
+	[RUN_CANCELLED] = "cancelled", [RUN_WARM_BROKEN] = "warm_broken",
 };
 
 /*
@@ -210,7 +211,15 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGINT, &sa, &old_int);
 		sigaction(SIGTERM, &sa, &old_term);
-		handler_run(&run.req, &res, NULL, NULL);
+		if (h->warm) {
+			/* One warm process, started for this job and retired after it: what the
+			 * daemon would do with it, protocol faults included. */
+			struct warm_pool *wp = warm_pool_new();
+			warm_pool_run(wp, h, &run.req, j.raw, j.raw_len, &res);
+			warm_pool_free(wp, WARM_STOP_GRACE);
+		} else {
+			handler_run(&run.req, &res, NULL, NULL);
+		}
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		ran = 1;

@@ -318,6 +318,26 @@ class Starting(WarmTestCase):
                       p.stderr)
 
 
+class Exec(WarmTestCase):
+
+    def test_wm24_cogworkerctl_exec_runs_a_warm_handler_over_the_protocol(self):
+        conf = self.path("exec.conf")
+        with open(conf, "w") as f:
+            f.write('handlers = ( { class = "W"; command = ["%s"]; warm = true;\n'
+                    '  env = ["RUNS=%s"]; } );\n' % (handler("warm_py")[0],
+                                                    os.path.join(self.workdir, "runs")))
+        def ex(*args):
+            return subprocess.run([binary("cogworkerctl"), "-c", conf, "exec"] + list(args),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        ok = ex("--json-args", '["print","hello"]', "W")
+        self.assertEqual(ok.returncode, 0, ok)
+        self.assertIn(b"hello", ok.stdout)
+        bad = ex("--json-args", '["fail","boom"]', "W")
+        self.assertEqual(bad.returncode, 1, bad)
+        self.assertIn(b"exit status 1: boom", bad.stdout)
+        self.assertEqual(self.warm_pids(), [])
+
+
 class Recycling(WarmTestCase):
 
     def test_wm9_warm_max_jobs(self):
