@@ -724,6 +724,50 @@ START_TEST(test_handler_limits)
 }
 END_TEST
 
+START_TEST(test_handler_warm)
+{
+	struct conf c;
+	const struct handler *h;
+
+	LOAD_OK("handlers = (\n"
+	        "  { class = \"A\"; command = [ \"/bin/true\" ]; warm = true;\n"
+	        "    warm_start_timeout = 2.5; warm_max_jobs = 50; warm_max_rss = 4294967296L;\n"
+	        "    warm_max_age = 3600; warm_idle_timeout = 60; },\n"
+	        "  { class = \"B\"; command = [ \"/bin/true\" ]; }\n"
+	        ");\n", &c);
+	h = &c.handlers[0];
+	ck_assert_int_eq(h->warm, 1);
+	ck_assert_double_eq(h->warm_start_timeout, 2.5);
+	ck_assert_int_eq(h->warm_max_jobs, 50);
+	ck_assert_int_eq(h->warm_max_rss, 4294967296LL);
+	ck_assert_double_eq(h->warm_max_age, 3600);
+	ck_assert_double_eq(h->warm_idle_timeout, 60);
+	/* The defaults: cold; 30 s to start, 10 000 jobs, no RSS or age limit, 300 s idle. */
+	h = &c.handlers[1];
+	ck_assert_int_eq(h->warm, 0);
+	ck_assert_double_eq(h->warm_start_timeout, 30);
+	ck_assert_int_eq(h->warm_max_jobs, 10000);
+	ck_assert_int_eq(h->warm_max_rss, 0);
+	ck_assert_double_eq(h->warm_max_age, 0);
+	ck_assert_double_eq(h->warm_idle_timeout, 300);
+	conf_free(&c);
+
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ]; warm = true;\n"
+	             "  args_as_argv = true; } );\n", 2,
+	             "handler 'A': args_as_argv can't apply to a warm handler");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm = 1; } );\n", 2, "handler.warm must be true or false");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm_start_timeout = 0; } );\n", 2, "handler.warm_start_timeout must be");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm_max_jobs = -1; } );\n", 2, "handler.warm_max_jobs must be");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm_max_rss = 1.5; } );\n", 2, "must be an integer");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm_idle_timeout = 0; } );\n", 2, "handler.warm_idle_timeout must be");
+}
+END_TEST
+
 START_TEST(test_handler_errors)
 {
 	expect_error("handlers = (\n  { class = \"A\"; timeout = 5; }\n);\n", 2,
@@ -1264,6 +1308,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_include_dir);
 	tcase_add_test(tc, test_handler_settings);
 	tcase_add_test(tc, test_handler_limits);
+	tcase_add_test(tc, test_handler_warm);
 	tcase_add_test(tc, test_handler_errors);
 	tcase_add_test(tc, test_global_on_death);
 	tcase_add_test(tc, test_periodic);
