@@ -326,6 +326,12 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	struct field args = text_field(j->raw, st[5], ln[5]);
 	free(args.s);
 	j->invalid = invalid_reason(&cls, &jid, queue.kind == F_STRING && queue.nul, args.kind);
+	long bad = utf8_invalid_at(j->raw, len);
+	if (bad >= 0) {             /* first: no field of it can be trusted to mean one thing */
+		free(j->invalid);
+		j->invalid = xasprintf("not a job: its JSON is not UTF-8 (byte %ld is \\x%02X)",
+		                       bad + 1, (unsigned char)j->raw[bad]);
+	}
 	j->cls = take_string(&cls);
 	j->jid = take_string(&jid);
 	j->queue = take_string(&queue);

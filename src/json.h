@@ -60,6 +60,14 @@ char *json_quote(const char *s, size_t len);
 void json_ruby_float(double d, char out[40]);
 
 /*
+ * Where the first of len bytes at s that is not UTF-8 is (0-based): a byte that starts no
+ * character, a cut sequence, an overlong form, a surrogate, a code point past U+10FFFF.
+ * -1 when all of it is UTF-8. The one test of "is UTF-8" that refusals use (push, the
+ * daemon's reading of a job), so that they agree with each other and with utf8_scrub.
+ */
+long utf8_invalid_at(const char *s, size_t len);
+
+/*
  * Valid UTF-8 copy of s: every invalid byte sequence becomes U+FFFD, and the result is cut
  * to at most max_chars characters (0 = no limit). Never fails.
  */

@@ -114,6 +114,26 @@ static void status_queued(struct rconn *r, const struct push *p, const char *jid
 	free(key);
 }
 
+/*
+ * A job's JSON is UTF-8 or no job (doc/protocol.md §4.5): its class and queue would be
+ * scrubbed into U+FFFD by json_quote, and bytes in args or extra go into Redis as they are,
+ * where the daemons bury the job and Ruby's JSON refuses it. Refused here, naming the field.
+ */
+static int strings_are_utf8(const struct push *p, char *err, size_t errlen)
+{
+	const char *const names[] = { "class", "queue", "jid", "args", "extra members" };
+	const char *const values[] = { p->cls, p->queue, p->jid, p->args_json, p->extra };
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		long at = values[i] ? utf8_invalid_at(values[i], strlen(values[i])) : -1;
+		if (at >= 0) {
+			snprintf(err, errlen, "the %s is not UTF-8: byte %ld is \\x%02X", names[i],
+			         at + 1, (unsigned char)values[i][at]);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char *err,
                   size_t errlen)
 {
@@ -122,6 +142,8 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 		snprintf(err, errlen, "the class is empty");
 		return -1;
 	}
+	if (!strings_are_utf8(p, err, errlen))
+		return -1;
 	if (p->jid)
 		snprintf(jid, sizeof jid, "%s", p->jid);
 	else

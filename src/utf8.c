@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * utf8.c: UTF-8 decoding, encoding and scrubbing (utf8_scrub*).
+ * utf8.c: UTF-8 decoding, encoding, checking (utf8_invalid_at) and scrubbing (utf8_scrub*).
  *
  * Error messages and raw payloads come from anywhere and must be valid UTF-8 before they go
  * into JSON. Each maximal invalid subpart becomes one U+FFFD, as Ruby's String#scrub does,
@@ -96,6 +96,19 @@ void utf8_put(struct sbuf *b, uint32_t cp)
 {
 	char u[4];
 	sb_add(b, u, utf8_encode(cp, u));
+}
+
+long utf8_invalid_at(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; i < len;) {
+		int valid;
+		size_t n = utf8_next(p + i, len - i, &valid);
+		if (!valid)
+			return (long)i;
+		i += n;
+	}
+	return -1;
 }
 
 static const char replacement_char[] = "\xEF\xBF\xBD";   /* U+FFFD */

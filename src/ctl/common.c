@@ -194,9 +194,42 @@ void ctl_relative(double t, double now, char *out, size_t n)
 		snprintf(out, n, "%s ago", d);
 }
 
+int ctl_utf8_ok(const char *what, const char *s, size_t len)
+{
+	long at = utf8_invalid_at(s, len);
+	if (at < 0)
+		return 1;
+	ctl_error("%s is not UTF-8: byte %ld is \\x%02X (a job's JSON takes UTF-8 only)", what,
+	          at + 1, (unsigned char)s[at]);
+	return 0;
+}
+
+int ctl_job_strings_ok(const char *cmd, const char *cls, const char *queue, const char *jid,
+                       int nargs, char **args)
+{
+	char what[64];
+	snprintf(what, sizeof what, "%s: CLASS", cmd);
+	if (!ctl_utf8_ok(what, cls, strlen(cls)))
+		return 0;
+	snprintf(what, sizeof what, "%s: --queue", cmd);
+	if (queue && !ctl_utf8_ok(what, queue, strlen(queue)))
+		return 0;
+	snprintf(what, sizeof what, "%s: --jid", cmd);
+	if (jid && !ctl_utf8_ok(what, jid, strlen(jid)))
+		return 0;
+	for (int i = 0; i < nargs; i++) {
+		snprintf(what, sizeof what, "%s: ARG %d", cmd, i + 1);
+		if (!ctl_utf8_ok(what, args[i], strlen(args[i])))
+			return 0;
+	}
+	return 1;
+}
+
 int ctl_args_json_ok(const char *what, const char *json)
 {
 	size_t len = strlen(json), *starts = NULL, *lens = NULL;
+	if (!ctl_utf8_ok(what, json, len))
+		return 0;
 	int n = json_array_spans(json, len, &starts, &lens);
 	free(starts);
 	free(lens);

@@ -100,6 +100,17 @@ void ctl_relative(double t, double now, char *out, size_t n);
  * it would do ("would expire the job the moment it is due").
  */
 int ctl_duration_arg(const char *what, const char *s, const char *if_zero, double *secs);
+/*
+ * 1 when the len bytes of s are UTF-8; else 0 after one line naming what and the byte
+ * ("push: ARG 2 is not UTF-8: byte 4 is \xE9"). A job's JSON is UTF-8 only (cogworker's
+ * JSON refuses other bytes, and the daemons bury such a job): refused at the push, not
+ * scrubbed into U+FFFD.
+ */
+int ctl_utf8_ok(const char *what, const char *s, size_t len);
+/* The strings push and exec build a job from, each through ctl_utf8_ok, named for cmd:
+ * CLASS, --queue, --jid (either may be NULL), each ARG. */
+int ctl_job_strings_ok(const char *cmd, const char *cls, const char *queue, const char *jid,
+                       int nargs, char **args);
 int ctl_time_arg(const char *what, const char *s, double now, int dir, double *t);
 
 /* Args given as JSON (push --json-args, --stdin, exec): 1 when json is an array; else 0

@@ -161,6 +161,8 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		ctl_error("exec: --queue wants a name");
 		return CTL_USAGE;
 	}
+	if (!ctl_job_strings_ok("exec", p.cls, p.queue, p.jid, argc - optind, argv + optind))
+		return CTL_USAGE;
 	char *args = NULL;
 	if (json_args) {
 		if (!ctl_args_json_ok("exec: --json-args", json_args))

@@ -215,6 +215,9 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		ctl_error("push: CLASS is empty: a job needs the name of its class");
 		return CTL_USAGE;
 	}
+	if (!ctl_job_strings_ok("push", p.cls, p.queue, p.jid, from_stdin ? 0 : argc - optind,
+	                        argv + optind))
+		return CTL_USAGE;
 	if (p.queue && (!*p.queue || strchr(p.queue, ' '))) {
 		ctl_error("push: bad queue name \"%s\"", p.queue);
 		return CTL_USAGE;

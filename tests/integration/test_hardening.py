@@ -43,9 +43,10 @@ class Hardening(JobTestCase):
         got = self.wait_member(DEAD, count=len(raws))
         self.wait_settled(d)
         by_raw = {loads(m)["raw_payload"]: loads(m) for m, _ in got}
-        self.assertEqual(sorted(by_raw), sorted(r.decode() for r in raws))
+        # raw_payload is the payload scrubbed to UTF-8, one U+FFFD per bad sequence
+        self.assertEqual(sorted(by_raw), sorted(r.decode("utf-8", "replace") for r in raws))
         for raw, reason in zip(raws, reasons):
-            w = by_raw[raw.decode()]
+            w = by_raw[raw.decode("utf-8", "replace")]
             self.assertEqual(w["class"], "(unparseable)")
             self.assertEqual(w["error_class"], "Cogworker::InvalidJob")
             self.assertEqual(w["error_message"], reason, raw)
@@ -89,6 +90,22 @@ class Hardening(JobTestCase):
             self.push(raw)
         self.assert_buried(d, raws, reasons)
         self.assertEqual(d.runs_of("%024x" % 1), 0)
+
+    def test_hd10_json_that_is_not_utf8_is_an_invalid_job(self):
+        """Bytes that are not UTF-8 (a Latin-1 "é", a cut sequence, a surrogate) once ran:
+        the job is buried with where the first bad byte is, and its wrapper is valid JSON."""
+        d = self.daemon_recording()
+        raws = [b'{"class":"X","args":["caf\xe9"],"queue":"default","jid":"%024x"}' % 1,
+                b'{"class":"X\xc3","args":[],"queue":"default","jid":"%024x"}' % 2,
+                b'{"class":"X","args":["\xed\xa0\x80"],"queue":"default","jid":"%024x"}' % 3]
+        reasons = ["not a job: its JSON is not UTF-8 (byte 26 is \\xE9)",
+                   "not a job: its JSON is not UTF-8 (byte 12 is \\xC3)",
+                   "not a job: its JSON is not UTF-8 (byte 23 is \\xED)"]
+        for raw in raws:
+            self.push(raw)
+        self.assert_buried(d, raws, reasons)
+        for m in self.r.zrange(DEAD, 0, -1):
+            m.decode("utf-8")           # strict: what the daemon filed is UTF-8
 
     def test_hd4_nul_in_an_argv_arg_is_dead_at_once_never_truncated(self):
         """["a\\u0000b"] once reached argv as "a". It can't be passed: the job is dead with

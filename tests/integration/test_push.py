@@ -36,6 +36,30 @@ class PushInput(CtlCase):
         self.ok("push", " ")
         self.assertEqual(json.loads(self.queue()[0])["class"], " ")
 
+    def test_pu2_bytes_that_are_not_utf8_are_refused_naming_where(self):
+        """push "caf\xe9" became caf\uFFFD, --stdin stored the raw byte, --queue took it."""
+        bad = b"caf\xe9"
+        cases = [(["push", bad], "push: CLASS is not UTF-8: byte 4 is \\xE9"),
+                 (["push", "W", "ok", bad], "push: ARG 2 is not UTF-8: byte 4 is \\xE9"),
+                 (["push", "--queue", b"q\xff", "W"], "push: --queue is not UTF-8: byte 2 is \\xFF"),
+                 (["push", "--jid", b"\xc3", "W"], "push: --jid is not UTF-8: byte 1 is \\xC3"),
+                 (["push", "--json-args", b'["\xed\xa0\x80"]', "W"],
+                  "push: --json-args is not UTF-8: byte 3 is \\xED"),
+                 (["exec", "W", bad], "exec: ARG 1 is not UTF-8: byte 4 is \\xE9")]
+        for args, says in cases:
+            res = self.fails(2, *args)
+            self.assertIn(says, res.err, args)
+        self.assert_nothing_written()
+        # --stdin: the bad line is named and skipped, the others pushed, exit 2
+        res = self.fails(2, "push", "--stdin", "W", stdin=b'["a"]\n["caf\xe9"]\n["b"]\n')
+        self.assertIn("stdin line 2 is not UTF-8: byte 6 is \\xE9", res.err)
+        self.assertEqual(sorted(json.loads(m)["args"] for m in self.queue()), [["a"], ["b"]])
+        # UTF-8 passes, and so does its \u escape
+        self.ok("push", "W", "caf\u00e9")
+        self.ok("push", "--json-args", '["\\u00e9"]', "W")
+        self.assertEqual(sorted(json.loads(m)["args"] for m in self.queue()),
+                         [["a"], ["b"], ["caf\u00e9"], ["\u00e9"]])
+
 
 class TimeArguments(CtlCase):
     """PU-7: every time option reads one grammar (--at 2027-01-01 and --in 5m were refused

@@ -216,6 +216,18 @@ START_TEST(test_invalid_jobs)
 	/* "\\u0000" is a backslash and "u0000", no NUL */
 	why = invalid_of("{\"class\":\"R\\\\u0000\",\"jid\":\"j\"}");
 	ck_assert_ptr_null(why);
+	/* HD-10: bytes that are not UTF-8, anywhere in the text, even where a field is also
+	 * wrong (a cut sequence, an overlong '/', a surrogate); escapes and valid UTF-8 pass */
+	ck_invalid("{\"class\":\"R\",\"args\":[\"caf\xe9\"],\"jid\":\"j\"}",
+	           "not a job: its JSON is not UTF-8 (byte 26 is \\xE9)");
+	ck_invalid("{\"class\":\"R\xc3\",\"jid\":\"j\"}",
+	           "not a job: its JSON is not UTF-8 (byte 12 is \\xC3)");
+	ck_invalid("{\"class\":\"R\",\"jid\":\"j\",\"x\":\"\xc0\xaf\"}",
+	           "not a job: its JSON is not UTF-8 (byte 29 is \\xC0)");
+	ck_invalid("{\"jid\":\"j\",\"x\":\"\xed\xa0\x80\"}",
+	           "not a job: its JSON is not UTF-8 (byte 17 is \\xED)");
+	why = invalid_of("{\"class\":\"R\",\"args\":[\"caf\xc3\xa9\",\"\\u00e9\"],\"jid\":\"j\"}");
+	ck_assert_ptr_null(why);
 }
 END_TEST
 
