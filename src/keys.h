@@ -91,5 +91,8 @@
 #define PROGRESS_LINE "cogworker:progress "
 
 #define ORPHAN_COUNTER_TTL "604800"             /* K_ORPHANINGS: 7 days */
+/* K_AT_MOST_ONCE, renewed by each beat: read once its owner is dead, by whoever recovers its
+ * list, so it must outlive the owner; the recovery horizon the orphan counter has too. */
+#define AT_MOST_ONCE_TTL ORPHAN_COUNTER_TTL
 
 #endif

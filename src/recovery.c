@@ -156,7 +156,7 @@ void at_most_once_publish(struct rconn *r, const struct conf *c)
 		return;
 	char *key = xasprintf(K_AT_MOST_ONCE "%s", D.identity);
 	struct rpipe p;
-	redisReply *rep[2];
+	redisReply *rep[3];
 	rpipe_begin(r, &p);
 	rpipe_add(r, &p, "DEL %s", key);
 	if (classes.n > 0) {
@@ -167,6 +167,9 @@ void at_most_once_publish(struct rconn *r, const struct conf *c)
 			argv[2 + i] = classes.v[i];
 		rpipe_add_argv(r, &p, classes.n + 2, argv, NULL);
 		free(argv);
+		/* A Ruby worker that recovers our list never deletes the key: it must not stay
+		 * for ever (doc/protocol.md §7.32). */
+		rpipe_add(r, &p, "EXPIRE %s %s", key, AT_MOST_ONCE_TTL);
 	}
 	int n = p.n;
 	if (rpipe_exec(r, &p, rep) == 0)

@@ -74,6 +74,27 @@ class AtMostOnceTest(JobTestCase):
         time.sleep(1.5)
         self.assertEqual(d2.runs_of(charge), 1)
 
+    def test_am5_the_published_set_expires_once_its_owner_is_dead(self):
+        """A Ruby worker that recovers a dead cogworkerd's list never deletes its set: the
+        set has a TTL that each beat renews, so a live owner's stays and a dead one's
+        runs out (7 days, the horizon of the orphan counter; watched counting down here)."""
+        d1 = self.daemon(handlers=self.handlers(True, "/dev/null"), **E2E)
+        key = ONCE_SET + d1.identity
+        wait_for(lambda: self.r.exists(key), timeout=5, message="published")
+        ttl = 7 * 86400 * 1000
+        first = self.r.pttl(key)
+        self.assertGreater(first, ttl - 2000, "the set has a TTL of 7 days")
+        self.assertLessEqual(first, ttl)
+        time.sleep(2.5)                                     # two beats renew it
+        self.assertGreater(self.r.pttl(key), ttl - 1500, "renewed by the beat")
+        d1.kill()                                           # nobody recovers its empty list
+        at_death = self.r.pttl(key)
+        time.sleep(2.5)
+        after = self.r.pttl(key)
+        self.assertGreater(after, 0)
+        self.assertLess(after, at_death - 2000, "no longer renewed: it runs out")
+        self.assertEqual(self.r.smembers(key), {b"Charge"})
+
     def test_am3_without_the_setting_it_runs_again(self):
         rec = self.path("deaths")
         d1 = self.daemon(handlers=self.handlers(False, rec), **E2E)
