@@ -40,6 +40,11 @@
 #define SPARK_WIDTH 30
 #define FAILURES_SHOWN 6
 #define PERIODIC_SHOWN 5
+/* The key line, and the one that fits 80 columns (the whole line must be seen: it is how
+ * a newcomer learns the keys). */
+#define KEYS_LONG "q quit · s quiet/resume a process · p pause/resume a queue · " \
+                  "r retry a failure · c cancel a running job"
+#define KEYS_SHORT "q quit · s quiet/resume · p pause/resume · r retry · c cancel"
 
 /* ---- running the other commands, their output caught ---- */
 
@@ -145,14 +150,22 @@ struct screen {
 	struct sbuf b;
 	int width, height, lines;
 	int tty;
+	int dropped;                /* lines that did not fit above the status line */
+	size_t last;                /* where the last line starts in b */
+	int bottom;                 /* the status line is being written */
 };
 
-/* Append one line, cut to the width in characters (UTF-8 continuation bytes are free). */
+/* Append one line, cut to the width in characters (UTF-8 continuation bytes are free). On
+ * a terminal the sections get the rows above the status line, which is always drawn: what
+ * does not fit is counted, and frame() says so. */
 static void line(struct screen *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(struct screen *s, const char *fmt, ...)
 {
-	if (s->tty && s->lines >= s->height - 1)
+	if (s->tty && !s->bottom && s->lines >= s->height - 2) {
+		s->dropped++;
 		return;
+	}
+	s->last = s->b.len;
 	char buf[1024];
 	va_list ap;
 	va_start(ap, fmt);
@@ -168,6 +181,15 @@ static void line(struct screen *s, const char *fmt, ...)
 	}
 	sb_printf(&s->b, "%.*s%s\n", (int)i, buf, s->tty ? "\033[K\r" : "");
 	s->lines++;
+}
+
+/* Characters on screen (UTF-8 continuation bytes take no room). */
+static int text_width(const char *t)
+{
+	int n = 0;
+	for (; *t; t++)
+		n += ((unsigned char)*t & 0xC0) != 0x80;
+	return n;
 }
 
 static void heading(struct screen *s, const char *title)
@@ -474,7 +496,8 @@ static void frame(struct ctl *c, struct screen *s, struct top *t)
 	double now = ctl_now(c);
 	char *why = NULL;
 	char at[32];
-	s->lines = 0;
+	s->lines = s->dropped = s->bottom = 0;
+	s->last = 0;
 	sb_init(&s->b);
 	if (s->tty)
 		sb_adds(&s->b, "\033[H");
@@ -496,13 +519,22 @@ static void frame(struct ctl *c, struct screen *s, struct top *t)
 		show_failures(c, s, t, now);
 	}
 	if (s->tty) {
+		if (s->dropped) {
+			/* The last line that fit gives way to the count of those that did not. */
+			int dropped = s->dropped + 1;
+			s->b.len = s->last;
+			s->b.s[s->b.len] = '\0';
+			s->lines--;
+			sb_adds(&s->b, "\033[0m");      /* it may have been a bold heading */
+			line(s, "… %d more line(s): a taller terminal shows them", dropped);
+		}
 		/* The status line sits at the bottom. */
 		while (s->lines < s->height - 2)
 			line(s, "%s", "");
-		const char *bottom = t->mode ? t->prompt : t->status ? t->status : why ? why :
-		                     "q quit · s quiet/resume a process · p pause/resume a queue · "
-		                     "r retry a failure · c cancel a running job";
+		const char *keys = s->width >= text_width(KEYS_LONG) ? KEYS_LONG : KEYS_SHORT;
+		const char *bottom = t->mode ? t->prompt : t->status ? t->status : why ? why : keys;
 		sb_adds(&s->b, "\033[7m");
+		s->bottom = 1;
 		line(s, "%s%s", bottom, t->mode && !t->confirm ? t->input : "");
 		sb_adds(&s->b, "\033[0m\033[J");
 	}

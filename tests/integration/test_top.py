@@ -54,19 +54,41 @@ class TestTop(DaemonTestCase):
         mail = [l for l in out.splitlines() if " mail " in l]
         self.assertTrue(mail and mail[0].rstrip().endswith("paused"), out)
 
-    def test_top2_live_in_tmux(self):
-        """TOP-2: in a real terminal: the progress bar and the paused queue on screen;
-        p, the queue's number and Enter resume it; q quits."""
-        sock = "cw-top-%d" % os.getpid()
+    def tmux_top(self, width, height):
+        """top in a detached tmux pane of width × height; returns the function that
+        captures the screen, and the tmux command line."""
+        sock = "cw-top-%d-%d" % (os.getpid(), width)
         tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
         env = dict(os.environ, REDIS_URL=self.server.url, TERM="xterm")
-        subprocess.run(tmux + ["new-session", "-d", "-x", "200", "-y", "50",
+        subprocess.run(tmux + ["new-session", "-d", "-x", str(width), "-y", str(height),
                                binary("cogworkerctl") + " top"], env=env, check=True)
         self.addCleanup(subprocess.run, tmux + ["kill-server"], capture_output=True)
 
         def screen():
             return subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True,
                                   env=env).stdout.decode()
+        return screen, tmux
+
+    def test_top3_the_key_line_fits_80x24(self):
+        """TOP-3: in an 80×24 terminal with more to show than fits, the key line is still
+        the bottom line, whole, and a line says how many did not fit."""
+        for i in range(30):
+            self.r.sadd(b"cogworker:queues", b"q%02d" % i)
+        screen, _ = self.tmux_top(80, 24)
+        wait_for(lambda: "q quit" in screen(), timeout=10, message="the key line on screen")
+        rows = screen().rstrip("\n").split("\n")
+        self.assertLessEqual(len(rows), 24)
+        self.assertEqual(rows[-1].rstrip(),
+                         "q quit · s quiet/resume · p pause/resume · r retry · c cancel", rows)
+        self.assertRegex(rows[-3] + rows[-2],
+                         r"… \d+ more line\(s\): a taller terminal shows them", rows)
+        self.assertIn("RUNNING (1)", rows)                 # the top sections are there
+        self.assertTrue([r for r in rows if self.jid in r], rows)
+
+    def test_top2_live_in_tmux(self):
+        """TOP-2: in a real terminal: the progress bar and the paused queue on screen;
+        p, the queue's number and Enter resume it; q quits."""
+        screen, tmux = self.tmux_top(200, 50)
 
         wait_for(lambda: "resized 4 of 10" in screen(), timeout=10,
                  message="the running job's progress on screen")
