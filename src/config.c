@@ -69,13 +69,16 @@ static int read_file(struct loader *L, config_t *cfg)
 	if (config_error_type(cfg) == CONFIG_ERR_FILE_IO || !config_error_file(cfg))
 		return failf(L, NULL, "%s", config_error_text(cfg));
 	ef = config_error_file(cfg);
+	char fbuf[PATH_MAX];
 	if (ef[0] != '/' && strcmp(ef, L->path) != 0 && strcmp(L->dir, ".") != 0) {
-		char fbuf[PATH_MAX];
 		snprintf(fbuf, sizeof fbuf, "%s/%s", L->dir, ef);
-		put_err(L, fbuf, (unsigned)config_error_line(cfg), config_error_text(cfg));
-		return -1;
+		ef = fbuf;
 	}
-	put_err(L, ef, (unsigned)config_error_line(cfg), config_error_text(cfg));
+	/* "syntax error" and a line, often past the mistake: conf_syntax.c looks for it. */
+	if (strcmp(config_error_text(cfg), "syntax error") == 0)
+		syntax_error(L, ef, (unsigned)config_error_line(cfg), config_error_text(cfg));
+	else
+		put_err(L, ef, (unsigned)config_error_line(cfg), config_error_text(cfg));
 	return -1;
 }
 

@@ -78,6 +78,10 @@ struct loader {
 	size_t errlen;
 };
 
+/* libconfig's "syntax error" at line of file, said with the likely start of the mistake
+ * and what libconfig saw there (conf_syntax.c). */
+void syntax_error(struct loader *L, const char *file, unsigned line, const char *said);
+
 /* "<file>:<line>: <msg>" for setting s (or "<file>: <msg>" without one). Returns -1. */
 __attribute__((format(printf, 3, 4)))
 int failf(struct loader *L, const config_setting_t *s, const char *fmt, ...);

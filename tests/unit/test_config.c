@@ -531,8 +531,32 @@ END_TEST
 
 START_TEST(test_syntax_error)
 {
-	expect_error("concurrency = 5;\nqueues = [ \"a\" \n", 3, "syntax error");
+	/* libconfig says "syntax error" at the line where it gave up; the error points at the
+	 * likely start of the mistake and says what libconfig saw. */
+	expect_error("concurrency = 5;\nqueues = [ \"a\" \n", 2,
+	             "syntax error: the '[' opened here is never closed (libconfig stopped at "
+	             "line 3, at the end of the file)");
+	/* An unclosed string on line 5 that libconfig reads on to the quote of line 7. */
+	expect_error("concurrency = 4;\nqueues = [\"default\"];\nlog_level = \"info\";\n\n"
+	             "log_format = \"text;\nheartbeat_interval = 5;\n"
+	             "metrics_listen = \"127.0.0.1:9394\";\nprocess_ttl = 60;\n", 5,
+	             "syntax error: the string that starts here (\"text;) runs past the end of "
+	             "its line: a missing closing \"? (libconfig stopped at line 7, at "
+	             "'metrics_listen = \"127.0.0.1:9394\";')");
+	expect_error("handlers = (\n  { class = \"A\"; command = [ \"/bin/true\" ]; ]\n);\n", 2,
+	             "syntax error: the '{' opened here is closed by a ']' on line 2 (a '}' is "
+	             "missing or one too many)");
+	expect_error("# a } in a comment, and \"one\n/* { */\nconcurrency = 2;\n}\n", 4,
+	             "syntax error: this '}' closes nothing that is open");
+	/* Nothing found: libconfig's own line, and what is on it. */
+	expect_error("concurrency = 2;\na = 1 2;\n", 2,
+	             "syntax error (libconfig stopped here, at 'a = 1 2;'; the mistake is there "
+	             "or just before)");
 	expect_error("a = 1;\na = 2;\n", 2, "duplicate setting");
+	/* In an included file: that file, its line. */
+	free(write_file("quote.conf", "# included\nlog_level = \"warn;\nconcurrency = 2;\n"));
+	expect_error_in("concurrency = 3;\n@include \"quote.conf\"\n", "quote.conf", 2,
+	                "the string that starts here (\"warn;) runs past the end of its line");
 }
 END_TEST
 
