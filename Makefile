@@ -208,8 +208,9 @@ DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null)
 DEB         := build/deb/cogworkerd_$(DEB_VERSION)_$(DEB_ARCH).deb
 DEB_INPUTS  := Makefile $(wildcard src/*.[ch] src/ctl/*.[ch]) $(LUA) conf/cogworkerd.conf \
-               $(wildcard man/* systemd/* completion/* debian/* debian/source/*) tools/deb.sh \
-               tools/embed-lua.sh $(WEB) tools/embed-web.sh
+               $(wildcard man/* systemd/* completion/* debian/* debian/source/*) \
+               $(wildcard handlers/*/*.py handlers/*/*.rb handlers/*/*.js handlers/*/*.sh) \
+               tools/deb.sh tools/embed-lua.sh $(WEB) tools/embed-web.sh
 deb: $(DEB)
 $(DEB): $(DEB_INPUTS)
 	sh tools/deb.sh build/deb
@@ -228,7 +229,8 @@ check-systemd: deps
 #   (only if absent, else cogworkerd.conf.example beside it), the units in
 #   $(PREFIX)/lib/systemd/system (paths rewritten for PREFIX and SYSCONFDIR), the sysusers.d and
 #   tmpfiles.d snippets in $(PREFIX)/lib, man pages in $(PREFIX)/share/man, bash and zsh
-#   completion for cogworkerctl in $(PREFIX)/share. Without DESTDIR, as
+#   completion for cogworkerctl in $(PREFIX)/share, the warm handler libraries (handlers/README.md)
+#   in $(PREFIX)/share/cogworkerd/handlers. Without DESTDIR, as
 #   root on a systemd host, it also creates the cogworker user and reloads systemd.
 PREFIX      ?= /usr/local
 SYSCONFDIR  ?= /etc
@@ -244,6 +246,7 @@ TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 # packages use vendor-completions.
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
+HANDLERDIR  ?= $(PREFIX)/share/cogworkerd/handlers
 INSTALL_SED := sed -e 's|/usr/local/sbin/cogworkerd|$(SBINDIR)/cogworkerd|g' \
                -e 's|/usr/local/bin/cogworkerctl|$(BINDIR)/cogworkerctl|g' \
                -e 's|/usr/local/lib/systemd/system|$(UNITDIR)|g' \
@@ -264,6 +267,11 @@ install: all
 	install -m 0644 completion/cogworkerctl.bash $(DESTDIR)$(BASHCOMPDIR)/cogworkerctl
 	install -m 0644 completion/_cogworkerctl $(DESTDIR)$(ZSHCOMPDIR)/_cogworkerctl
 	install -m 0755 $(BUILD)/cogworkerctl $(DESTDIR)$(BINDIR)/cogworkerctl
+	install -d $(addprefix $(DESTDIR)$(HANDLERDIR)/,python ruby node sh)
+	install -m 0644 handlers/python/cogworker_handler.py $(DESTDIR)$(HANDLERDIR)/python
+	install -m 0644 handlers/ruby/cogworker_handler.rb $(DESTDIR)$(HANDLERDIR)/ruby
+	install -m 0644 handlers/node/cogworker_handler.js $(DESTDIR)$(HANDLERDIR)/node
+	install -m 0755 handlers/sh/example-warm.sh $(DESTDIR)$(HANDLERDIR)/sh
 	@conf=$(DESTDIR)$(SYSCONFDIR)/cogworkerd/cogworkerd.conf; \
 	if [ -e "$$conf" ]; then \
 	    echo "install: $$conf exists, kept; the new example is $$conf.example"; \

@@ -29,7 +29,7 @@ run_pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev l
 # a real, headless browser.
 test_pkgs="check redis-sentinel python3 python3-redis python3-prometheus-client procps
       valgrind gnuplot-nox man-db systemd cppcheck tmux chromium chromium-driver
-      python3-selenium"
+      python3-selenium ruby nodejs"
 services="redis-server redis-sentinel"
 lock_timeout=${DEPS_LOCK_TIMEOUT:-600}
 

@@ -276,7 +276,7 @@ esac
 RUN_SET = {"build-essential", "pkg-config", "libhiredis-dev", "libcjson-dev", "libconfig-dev",
            "libsystemd-dev", "libmicrohttpd-dev", "redis-server", "redis-tools"}
 TEST_ONLY = {"valgrind", "cppcheck", "gnuplot-nox", "man-db", "python3-prometheus-client",
-             "tmux", "check", "redis-sentinel", "python3-redis"}
+             "tmux", "check", "redis-sentinel", "python3-redis", "ruby", "nodejs"}
 
 
 class Deps(unittest.TestCase):

@@ -4,7 +4,8 @@ Debian system booted by systemd (a container, tests/integration/syskit.py) it in
 `apt-get install ./cogworkerd_<version>_<arch>.deb`, is configured as an operator expects,
 and removes and purges cleanly.
 
-- Install: the programs, units, snippets, man pages and completion files; the cogworker
+- Install: the programs, units, snippets, man pages and completion files, the warm handler
+  libraries in /usr/share/cogworkerd/handlers (the sh example runnable); the cogworker
   system user (sysusers.d), /etc/cogworkerd 0750 and the conf 0640,
   both root:cogworker (dpkg statoverrides), the conf a conffile, the unit enabled but not
   started, the template not enabled; `cogworkerd --check` passes on the installed conf as
@@ -27,6 +28,11 @@ from syskit import Container, deb_version, prepare  # noqa: E402
 
 CONF = "/etc/cogworkerd/cogworkerd.conf"
 WANTS = "/etc/systemd/system/multi-user.target.wants/cogworkerd.service"
+HANDLER_DIR = "/usr/share/cogworkerd/handlers"
+HANDLER_FILES = {HANDLER_DIR + "/python/cogworker_handler.py": "644",
+                 HANDLER_DIR + "/ruby/cogworker_handler.rb": "644",
+                 HANDLER_DIR + "/node/cogworker_handler.js": "644",
+                 HANDLER_DIR + "/sh/example-warm.sh": "755"}
 
 
 class PackageTest(unittest.TestCase):
@@ -93,6 +99,12 @@ class PackageTest(unittest.TestCase):
                   "/usr/share/bash-completion/completions/cogworkerctl",
                   "/usr/share/zsh/vendor-completions/_cogworkerctl", CONF):
             self.assertIn(f, files)
+        modes = c.run("stat", "-c", "%a %U %n", *HANDLER_FILES).stdout.splitlines()
+        self.assertEqual(modes, ["%s root %s" % (m, f) for f, m in HANDLER_FILES.items()])
+        # The example is the real one: outside the daemon it refuses, saying why.
+        example = c.run(HANDLER_DIR + "/sh/example-warm.sh", check=False)
+        self.assertEqual(example.returncode, 2)
+        self.assertIn("COGWORKER_PROTOCOL is '', not 1", example.stderr)
         user = c.run("getent", "passwd", "cogworker").stdout.strip().split(":")
         self.assertLess(int(user[2]), 1000, "a system user")
         self.assertEqual(user[5:], ["/var/lib/cogworkerd", "/usr/sbin/nologin"])
