@@ -5,7 +5,7 @@
 // A warm handler is one process that runs many jobs, one at a time, so what it loads at
 // start (node itself, a framework, an application) is loaded once instead of once per job.
 // cogworkerd starts it for a handler block with `warm = true;` and speaks protocol version
-// 1 with it on fd 3 (doc/protocol.md, handlers/README.md). This module speaks that
+// 1 with it on fd 3 (doc/protocol.md §1.2, handlers/README.md). This module speaks that
 // protocol; your script only says what to load and what to do per job:
 //
 //     const cw = require("/usr/share/cogworkerd/handlers/node/cogworker_handler.js");
@@ -14,7 +14,8 @@
 //     cw.run(async (job) => {
 //       const [userId] = job.args;       // the job's args as pushed (big ints as BigInt)
 //       cw.progress(40, "halfway");      // shows in `cogworkerctl jobs show` and status
-//       await app.sendMail(userId, { signal: job.signal });  // a throw: exit 1, its message the error
+//       // a throw: exit 1, its message the job's error
+//       await app.sendMail(userId, { signal: job.signal });
 //     });
 //
 // Node.js 18 or later, no other module (tested with Debian 12's nodejs). Per job:
@@ -161,7 +162,8 @@ function parseExact(text) {
           if (text[i++] !== ":") fail("expected ':'");
           const v = value();
           // as JSON.parse does: "__proto__" is an own property, not the prototype
-          Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+          Object.defineProperty(o, k,
+            { value: v, enumerable: true, writable: true, configurable: true });
           skipSpace();
           const c = text[i++];
           if (c === "}") return o;
@@ -310,6 +312,7 @@ async function performJob(job) {
   current = null;
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
   const done = { type: "done", exit: code };
+  if (typeof job.jid === "string") done.jid = job.jid; // so that the daemon can tell a stray "done"
   if (error !== null) done.error = error;
   if (recycleAsked) done.recycle = true;
   if (!retired) send(done);

@@ -4,8 +4,8 @@
 A warm handler is one process that runs many jobs, one at a time, so what it loads at start
 (the interpreter, a framework, a model) is loaded once instead of once per job. cogworkerd
 starts it for a handler block with `warm = true;` and speaks protocol version 1 with it on
-fd 3 (doc/protocol.md, handlers/README.md). This module speaks that protocol; your script
-only says what to load and what to do per job:
+fd 3 (doc/protocol.md §1.2, handlers/README.md). This module speaks that protocol; your
+script only says what to load and what to do per job:
 
     import cogworker_handler as cw
     import myapp                        # the warm-up: runs once, before the first job
@@ -316,9 +316,12 @@ def run(fn):
             msg = _inbox.get()
             if msg is None:
                 break
-            code, error = _perform(fn, Job(msg.get("job"), msg.get("deadline")))
+            job = Job(msg.get("job"), msg.get("deadline"))
+            code, error = _perform(fn, job)
             _flush_output()
             done = {"type": "done", "exit": code}
+            if isinstance(job.jid, str):
+                done["jid"] = job.jid   # so that the daemon can tell a stray "done"
             if error is not None:
                 done["error"] = error
             if _recycle:

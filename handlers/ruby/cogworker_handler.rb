@@ -6,7 +6,7 @@
 # A warm handler is one process that runs many jobs, one at a time, so what it loads at
 # start (the interpreter, a framework, an application) is loaded once instead of once per
 # job. cogworkerd starts it for a handler block with `warm = true;` and speaks protocol
-# version 1 with it on fd 3 (doc/protocol.md, handlers/README.md). This file speaks that
+# version 1 with it on fd 3 (doc/protocol.md §1.2, handlers/README.md). This file speaks that
 # protocol; your script only says what to load and what to do per job:
 #
 #     require "cogworker_handler"        # ruby -I/usr/share/cogworkerd/handlers/ruby
@@ -155,7 +155,9 @@ module CogworkerHandler
         raise ArgumentError, "progress: pct must be a number from 0 to 100, not #{pct.inspect}"
       end
       pct = pct.to_f unless pct.is_a?(Integer)
-      raise ArgumentError, "progress: pct must be from 0 to 100, not #{pct}" unless pct.between?(0, 100)
+      unless pct.between?(0, 100)
+        raise ArgumentError, "progress: pct must be from 0 to 100, not #{pct}"
+      end
       return if @current.nil?
 
       msg = { type: "progress", pct: pct }
@@ -209,6 +211,7 @@ module CogworkerHandler
         code, error = perform_job(perform, job)
         flush_output
         done = { type: "done", exit: code }
+        done[:jid] = job.jid if job.jid.is_a?(String) # so that the daemon can tell a stray "done"
         done[:error] = error if error
         done[:recycle] = true if @recycle
         send_message(done)
@@ -293,7 +296,9 @@ module CogworkerHandler
     def describe(err)
       here = File.expand_path(__FILE__)
       frames = (err.backtrace_locations || []).take_while { |l| l.absolute_path != here }
-      where = frames.first(5).map { |l| "#{File.basename(l.path.to_s)}:#{l.lineno}:in '#{l.label}'" }
+      where = frames.first(5).map do |l|
+        "#{File.basename(l.path.to_s)}:#{l.lineno}:in '#{l.label}'"
+      end
       head = "#{err.class}: #{err.message}"
       where.empty? ? head : "#{head} [at #{where.join(', ')}]"
     end

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # example-warm.sh: a warm handler in POSIX sh, speaking cogworkerd's warm protocol
-# (version 1, doc/protocol.md, handlers/README.md) by hand on fd 3. An example to copy
+# (version 1, doc/protocol.md §1.2, handlers/README.md) by hand on fd 3. An example to copy
 # from, not a library: it shows the whole protocol in a few lines. Conf:
 #
 #     { class = "Greet"; command = ["/usr/share/cogworkerd/handlers/sh/example-warm.sh"];
@@ -19,7 +19,8 @@
 set -u
 
 if [ "${COGWORKER_PROTOCOL:-}" != 1 ]; then
-	echo "example-warm.sh: COGWORKER_PROTOCOL is '${COGWORKER_PROTOCOL:-}', not 1: run me from cogworkerd with warm = true" >&2
+	echo "example-warm.sh: COGWORKER_PROTOCOL is '${COGWORKER_PROTOCOL:-}', not 1:" \
+		"run me from cogworkerd with warm = true" >&2
 	exit 2
 fi
 
