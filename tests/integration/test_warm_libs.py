@@ -118,7 +118,8 @@ class LibraryScenarios:
 
     def test_wl3_an_exception_is_a_retry_with_its_message(self):
         """WL-3: the function raises: the job goes to the retry set with the exception's
-        class and message (and where it was raised) as its error; the process stays."""
+        class and message (and where it was raised) as its error, the backtrace is in its
+        output; the process stays."""
         d = self.start()
         jid = self.push_args('["raise"]', retry=3)
         member, _ = self.wait_member(RETRY)
@@ -126,6 +127,9 @@ class LibraryScenarios:
         self.assertEqual((entry["jid"], entry["error_class"]), (jid, "Cogworker::HandlerFailed"))
         self.assertIn("%s: boom %s [at warmlib_%s" % (self.ERROR_CLASS, jid, self.LANG),
                       entry["error_message"])
+        out = wait_for(lambda: self.ctl("jobs", "log", jid).stdout, message="kept output")
+        self.assertIn("boom " + jid, out)
+        self.assertIn("tests/handlers/warmlib_" + self.LANG, out)
         again = self.push_args('["ok"]')
         self.wait_done(d, "W", again)
         self.assertEqual(self.record(again)["pid"], self.record(jid)["pid"])
