@@ -26,7 +26,8 @@ set -e
 run_pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
       libmicrohttpd-dev libcrypt-dev redis-server redis-tools"
 # chromium, chromium-driver and python3-selenium: the dashboard's tests (test_web.py) drive
-# a real, headless browser.
+# a real, headless browser. ruby and nodejs: the warm handler libraries' tests
+# (test_warm_libs.py) run them under Debian's interpreters.
 test_pkgs="check redis-sentinel python3 python3-redis python3-prometheus-client procps
       valgrind gnuplot-nox man-db systemd cppcheck tmux chromium chromium-driver
       python3-selenium ruby nodejs"
