@@ -5,13 +5,21 @@
 #
 # Commands, subcommands and options are listed here by hand, as `cogworkerctl help` names
 # them (tests/integration/test_ctl_help.py checks that both say the same). Queue names
-# after --queue and `queues pause|resume|clear` come from `cogworkerctl queues`, with the
-# -c given on the command line, when Redis answers.
+# after --queue and `queues pause|resume|clear`, identities after `processes
+# quiet|resume|stop` and pjids after `periodic run|enable|disable` come from cogworkerctl
+# itself (--json queues, processes, periodic), with the -c given on the command line,
+# when Redis answers.
+
+# _cogworkerctl_names CONF COMMAND FIELD: the FIELD of each element of `COMMAND --json`.
+_cogworkerctl_names()
+{
+	cogworkerctl ${1:+-c "$1"} --json "$2" 2>/dev/null |
+		tr ',' '\n' | sed -n "s/.*\"$3\":\"\\([^\"]*\\)\".*/\\1/p"
+}
 
 _cogworkerctl_queues()
 {
-	cogworkerctl ${1:+-c "$1"} --json queues 2>/dev/null |
-		tr ',' '\n' | sed -n 's/.*"name":"\([^"]*\)".*/\1/p'
+	_cogworkerctl_names "$1" queues name
 }
 
 _cogworkerctl()
@@ -77,12 +85,13 @@ _cogworkerctl()
 	processes)
 		case $sub in
 		'') words="list quiet resume stop $common" ;;
-		quiet|resume|stop) words="--all $common" ;;
+		quiet|resume|stop) words="$(_cogworkerctl_names "$conf" processes identity) --all $common" ;;
 		*) words=$common ;;
 		esac ;;
 	periodic)
 		case $sub in
 		'') words="list run enable disable $common" ;;
+		run|enable|disable) words="$(_cogworkerctl_names "$conf" periodic pjid) $common" ;;
 		*) words=$common ;;
 		esac ;;
 	history) words="--class --status --since --limit $common" ;;

@@ -90,10 +90,11 @@ static const struct command commands[] = {
 	  "Cogworker::Cancelled, or is dropped with --discard.\n"
 	  DURATIONS_AND_TIMES },
 	{ "processes", cmd_processes,
-	  "processes [list]\nprocesses quiet|resume|stop IDENTITY...|--all   (stop --all needs --yes)",
+	  "processes [list]\nprocesses quiet|resume|stop IDENTITY|PID...|--all   (stop --all needs --yes)",
 	  "live processes; quiet, resume or stop them",
 	  "quiet: fetch nothing new, finish what runs; resume undoes it; stop: drain and exit\n"
-	  "(exit 0, so systemd leaves it stopped)." },
+	  "(exit 0, so systemd leaves it stopped). A process is named by its identity\n"
+	  "(host:pid:id, as listed) or by its pid when no other live process has that pid." },
 	{ "periodic", cmd_periodic, "periodic [list]\nperiodic run|enable|disable PJID",
 	  "periodic (cron) entries; run one now, enable, disable",
 	  "A PJID may be abbreviated to an unambiguous prefix. enable and disable act across\n"

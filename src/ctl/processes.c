@@ -2,7 +2,8 @@
 /*
  * processes.c: `cogworkerctl processes` (identity, host, pid, busy/concurrency, queues,
  * quiet, last beat, started, RSS) and `processes quiet|resume|stop ID...|--all`, which
- * PUBLISH quiet / resume / stop on cogworker:signal:<id> (doc/protocol.md §7.13, §7.28).
+ * PUBLISH quiet / resume / stop on cogworker:signal:<id> (doc/protocol.md §7.13, §7.28);
+ * an ID is an identity, or the pid of a live process when no other live one has it.
  *
  * A process is live while its presence hash cogworker:process:<id> exists. Busy is
  * counted from cogworker:workers:<id> (HLEN), not from the `busy` field, which is only as
@@ -265,6 +266,54 @@ static int send_signal(struct ctl *c, const char *id, const char *msg, struct sb
 	return CTL_OK;
 }
 
+/* The live process an argument names: its identity, or its pid when that is unambiguous
+ * among the live processes (what ps and the log's pid= show). NULL after the message, with
+ * *status worsened: a pid on two hosts, or nothing live by that name (the message shows
+ * what an identity looks like, with some of the live ones); nothing is sent for it. */
+static const char *resolve_process(const struct process_info *p, int n, const char *arg,
+                                   int *status)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(p[i].identity, arg) == 0)
+			return p[i].identity;
+	char *end;
+	long long pid = strtoll(arg, &end, 10);
+	int is_pid = *arg >= '0' && *arg <= '9' && *end == '\0';
+	const char *found = NULL;
+	struct sbuf some, same;         /* live identities; those with the pid */
+	sb_init(&some);
+	sb_init(&same);
+	int matches = 0;
+	for (int i = 0; i < n; i++) {
+		if (some.len < 160)
+			sb_printf(&some, "%s%s", some.len ? ", " : "", p[i].identity);
+		if (!is_pid || p[i].pid != pid)
+			continue;
+		if (matches++ == 0)
+			found = p[i].identity;
+		sb_printf(&same, "%s%s", same.len ? ", " : "", p[i].identity);
+	}
+	if (matches == 1) {
+		sb_free(&some);
+		sb_free(&same);
+		return found;
+	}
+	if (matches > 1) {
+		ctl_error("pid %s is live on %d hosts (%s): give the identity", arg, matches, same.s);
+		*status = ctl_worse(*status, CTL_NOTHING);
+	} else if (n == 0) {
+		ctl_error("no live process %s (there are none)", arg);
+		*status = ctl_worse(*status, CTL_NOTHING);
+	} else {
+		ctl_error("no live process %s: give an identity (host:pid:id, as `cogworkerctl "
+		          "processes` lists them: %s) or the pid of one", arg, some.s);
+		*status = ctl_worse(*status, CTL_NOTHING);
+	}
+	sb_free(&some);
+	sb_free(&same);
+	return NULL;
+}
+
 static int signal_processes(struct ctl *c, const char *msg, int all, int nids, char **ids)
 {
 	if (all && nids) {
@@ -300,16 +349,9 @@ static int signal_processes(struct ctl *c, const char *msg, int all, int nids, c
 			status = ctl_worse(status, send_signal(c, p[i].identity, msg, &json, &first));
 	} else {
 		for (int k = 0; k < nids && status != CTL_USAGE; k++) {
-			int live = 0;
-			for (int i = 0; i < n; i++)
-				if (strcmp(p[i].identity, ids[k]) == 0)
-					live = 1;
-			if (!live) {
-				ctl_error("no live process %s", ids[k]);
-				status = ctl_worse(status, CTL_NOTHING);
-				continue;
-			}
-			status = ctl_worse(status, send_signal(c, ids[k], msg, &json, &first));
+			const char *id = resolve_process(p, n, ids[k], &status);
+			if (id)
+				status = ctl_worse(status, send_signal(c, id, msg, &json, &first));
 		}
 	}
 	sb_addc(&json, ']');

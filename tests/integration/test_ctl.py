@@ -1154,6 +1154,32 @@ class LiveDaemon(CtlCase):
         wait_for(lambda: self.quiet_field(d) == b"false", timeout=5)
         wait_for(lambda: d.runs_of(jid_of(j)) == 1, timeout=5)
 
+    def test_ctl28_quiet_by_pid(self):
+        """CTL-28: `processes quiet PID` quiets the live process with that pid; a pid or
+        name that matches none says what an identity looks like, with the live ones."""
+        d = self.daemon(handlers=GATE, heartbeat_interval=1)
+        self.subscribed(d)
+        res = self.ok("processes", "quiet", str(d.proc.pid))
+        self.assertEqual(res.out, "sent quiet to %s\n" % d.identity)
+        wait_for(lambda: self.quiet_field(d) == b"true", timeout=5)
+        out = self.js("processes", "resume", str(d.proc.pid))
+        self.assertEqual(out, [{"identity": d.identity, "signal": "resume", "received": True}])
+        wait_for(lambda: self.quiet_field(d) == b"false", timeout=5)
+        res = self.fails(1, "processes", "quiet", "1")
+        self.assertEqual(res.err, "cogworkerctl: no live process 1: give an identity "
+                         "(host:pid:id, as `cogworkerctl processes` lists them: %s) or the pid "
+                         "of one\n" % d.identity)
+        # the same pid on another host is ambiguous: nothing is sent
+        other = "elsewhere:%d:0123456789ab" % d.proc.pid
+        self.r.hset("cogworker:process:" + other, mapping={
+            "info": json.dumps({"pid": d.proc.pid}), "busy": "0", "quiet": "false"})
+        self.r.sadd(PROCESSES, other)
+        res = self.fails(1, "processes", "quiet", str(d.proc.pid))
+        self.assertIn("pid %d is live on 2 hosts (" % d.proc.pid, res.err)
+        self.assertIn("): give the identity", res.err)
+        time.sleep(0.5)
+        self.assertEqual(self.quiet_field(d), b"false")
+
     def test_ctl17_quiet_all_and_resume_all(self):
         d1 = self.daemon(handlers=GATE, heartbeat_interval=1)
         d2 = self.daemon(handlers=GATE, heartbeat_interval=1)

@@ -86,7 +86,7 @@ class Help(unittest.TestCase):
 
 class Completion(unittest.TestCase):
 
-    def complete(self, *words):
+    def complete(self, *words, env=None):
         """COMPREPLY of the bash completion for the command line words (the last one is
         being completed)."""
         script = ('source %s; COMP_WORDS=(cogworkerctl %s); COMP_CWORD=%d; _cogworkerctl; '
@@ -94,7 +94,8 @@ class Completion(unittest.TestCase):
                   % (BASH_COMPLETION, " ".join("'%s'" % w for w in words), len(words)))
         p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10,
                            env=dict(os.environ, PATH=os.path.dirname(binary("cogworkerctl"))
-                                    + ":" + os.environ.get("PATH", "/usr/bin:/bin")))
+                                    + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+                                    **(env or {})))
         self.assertEqual(p.stderr, "")
         return [w for w in p.stdout.splitlines() if w]
 
@@ -127,6 +128,27 @@ class Completion(unittest.TestCase):
                 self.assertRegex(bash, r"(\n\t|\|)%s(\||\))" % name)
                 self.assertIn("'%s:" % name, zsh)
                 self.assertRegex(zsh, r"(\n\t\t|\|)%s(\||\))" % name)   # a case of its own
+
+
+class CompletionFromRedis(DaemonTestCase):
+    """CH-5: what completes after `processes quiet` and `periodic disable` comes from the
+    Redis cogworkerctl reads: the live identities, the published pjids."""
+
+    def test_ch5_identities_and_pjids_complete(self):
+        ident = "web-3:48211:9f3c0a1b2e4d"
+        self.r.hset("cogworker:process:" + ident, mapping={"info": '{"pid":48211}',
+                                                           "busy": "0", "quiet": "false"})
+        self.r.sadd("cogworker:processes", ident)
+        pjid = "d83" + "0" * 37
+        self.r.hset("periodic:schedule", pjid, '{"cron":"* * * * *","class":"A","args":[]}')
+        env = {"REDIS_URL": self.server.url}
+        c = Completion.complete
+        self.assertEqual(c(self, "processes", "quiet", "", env=env),
+                         [ident, "--all", "--json", "--yes", "--help"])
+        self.assertEqual(c(self, "processes", "stop", "w", env=env), [ident])
+        self.assertEqual(c(self, "periodic", "disable", "d", env=env), [pjid])
+        self.assertEqual(c(self, "periodic", "run", "", env=env),
+                         [pjid, "--json", "--yes", "--help"])
 
 
 class Notices(DaemonTestCase):
