@@ -23,6 +23,7 @@
 #include <string.h>
 #include "job.h"
 #include "json.h"
+#include "keys.h"
 #include "scripts.h"
 #include "util.h"
 
@@ -540,6 +541,14 @@ static int digest_of(const char *a, const char *b, const char *args_json, char o
 	free(text);
 	free(canon);
 	return 0;
+}
+
+char *job_unique_key(const char *cls, const char *queue, const char *args_json)
+{
+	char digest[41];
+	if (!cls || job_unique_digest(cls, queue, args_json ? args_json : "[]", digest) != 0)
+		return NULL;
+	return xstrcat2(K_UNIQUE, digest);
 }
 
 int job_unique_digest(const char *cls, const char *queue, const char *args_json, char out[41])

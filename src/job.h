@@ -112,6 +112,9 @@ char *job_error_message(const char *error_class, const char *detail, const char 
 
 /* SHA-1 digests of doc/protocol.md §4.3 (40 hex + NUL); -1 when args is not valid JSON. */
 int job_unique_digest(const char *cls, const char *queue, const char *args_json, char out[41]);
+/* The unique lock's key, cogworker:unique:<digest> (args NULL = "[]"), malloc'd; NULL
+ * without a class or with args that are not valid JSON. */
+char *job_unique_key(const char *cls, const char *queue, const char *args_json);
 int job_pjid(const char *cron, const char *cls, const char *args_json, char out[41]);
 
 #endif

@@ -52,16 +52,15 @@ char *producer_build(const struct push *p, const char *jid, double now, double a
 static int take_unique_lock(struct rconn *r, const struct push *p, const char *jid, double now,
                             double at, char *err, size_t errlen)
 {
-	char digest[41];
-	const char *queue = p->queue ? p->queue : "default";
-	if (job_unique_digest(p->cls, queue, p->args_json ? p->args_json : "[]", digest) != 0) {
+	char *key = job_unique_key(p->cls, p->queue ? p->queue : "default", p->args_json);
+	if (!key) {
 		snprintf(err, errlen, "args are not valid JSON");
 		return -1;
 	}
 	double wait = at > now ? at - now : 0;
 	long ttl = (long)ceil(p->unique_lock_ttl + wait);
-	redisReply *rep = rcmd(r, "SET " K_UNIQUE "%s %s NX EX %ld", digest, jid,
-	                       ttl < 1 ? 1 : ttl);
+	redisReply *rep = rcmd(r, "SET %s %s NX EX %ld", key, jid, ttl < 1 ? 1 : ttl);
+	free(key);
 	if (!rep) {
 		snprintf(err, errlen, "%s", r->err);
 		return -1;
@@ -71,26 +70,47 @@ static int take_unique_lock(struct rconn *r, const struct push *p, const char *j
 	return taken;
 }
 
+int owned_delete(struct rconn *r, const char *key, const char *jid)
+{
+	const char *keys[] = { key };
+	const char *args[] = { jid };
+	redisReply *rep = rscript(r, "delete_if_owned", 1, keys, 1, args, NULL);
+	if (!rep)
+		return -1;
+	int released = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+	freeReplyObject(rep);
+	return released;
+}
+
 /* The push failed after the lock was taken: give the lock back (owner-checked, best
  * effort), or an identical push would be refused until its TTL ran out. */
 static void release_unpushed_lock(struct rconn *r, const struct push *p, const char *jid)
 {
-	char digest[41];
-	const char *queue = p->queue ? p->queue : "default";
-	if (job_unique_digest(p->cls, queue, p->args_json ? p->args_json : "[]", digest) != 0)
+	char *key = job_unique_key(p->cls, p->queue ? p->queue : "default", p->args_json);
+	if (!key)
 		return;
-	char *key = xasprintf(K_UNIQUE "%s", digest);
 	char saved[sizeof r->err];
 	memcpy(saved, r->err, sizeof saved);    /* the push's error is the one reported */
-	const char *keys[] = { key };
-	const char *args[] = { jid };
-	redisReply *rep = rscript(r, "delete_if_owned", 1, keys, 1, args, NULL);
-	if (rep)
-		freeReplyObject(rep);
-	else
+	if (owned_delete(r, key, jid) < 0)
 		log_warn("unique lock %s of the failed push not released (ignored): %s", key, r->err);
 	memcpy(r->err, saved, sizeof saved);
 	free(key);
+}
+
+int producer_release_locks(struct rconn *r, const struct job *j)
+{
+	if (!j->obj || j->invalid || !j->jid)
+		return 0;
+	int released = 0;
+	char *keys[2] = { j->unique ? job_unique_key(j->cls, j->queue, j->args_json) : NULL,
+	                  j->pjid ? xstrcat2(K_RUNNING, j->pjid) : NULL };
+	for (int i = 0; i < 2 && released >= 0; i++) {
+		int d = keys[i] ? owned_delete(r, keys[i], j->jid) : 0;
+		released = d < 0 ? -1 : released + d;
+	}
+	free(keys[0]);
+	free(keys[1]);
+	return released;
 }
 
 /* Best effort: a push that happened is reported as pushed whatever this does. */

@@ -25,6 +25,20 @@ struct push {
 int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char *err,
                   size_t errlen);
 
+/* DELETE_IF_OWNED (doc/protocol.md §6.19), the one call of it: 1 deleted, 0 held by
+ * another jid or by none, -1 error (r->err). */
+int owned_delete(struct rconn *r, const char *key, const char *jid);
+
+/*
+ * A job taken out by hand (cogworkerctl jobs delete, jobs kill) gives back the locks it
+ * holds, as a daemon does when a job dies (doc/protocol.md §7.18): its unique lock when it
+ * is until_executed, its periodic running lock when it has a pjid, each only while its jid
+ * owns it (DELETE_IF_OWNED). Otherwise an identical push is refused until the TTL (24 h).
+ * The number released, or -1 (r->err).
+ */
+struct job;
+int producer_release_locks(struct rconn *r, const struct job *j);
+
 /* Build the job JSON without pushing it (cogworkerctl exec); malloc'd. */
 char *producer_build(const struct push *p, const char *jid, double now, double at);
 

@@ -23,6 +23,7 @@
 #include "json.h"
 #include "keys.h"
 #include "outcome.h"
+#include "producer.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
@@ -85,20 +86,9 @@ static void defer_release(const char *key, const char *jid)
 	pthread_mutex_unlock(&settle_mu);
 }
 
-static int delete_if_owned(struct rconn *r, const char *key, const char *jid)
-{
-	const char *keys[] = { key };
-	const char *args[] = { jid };
-	redisReply *rep = rscript(r, "delete_if_owned", 1, keys, 1, args, NULL);
-	if (!rep)
-		return -1;
-	freeReplyObject(rep);
-	return 0;
-}
-
 void release_owned(struct rconn *r, const char *key, const char *jid)
 {
-	if (delete_if_owned(r, key, jid) == 0)
+	if (owned_delete(r, key, jid) >= 0)
 		return;
 	if (r->unavailable) {
 		log_warn("release of %s deferred: %s", key, r->err);
@@ -132,7 +122,7 @@ void deferred_releases_retry(struct rconn *r)
 	while (list) {
 		struct deferred_release *d = list;
 		list = d->next;
-		int failed = delete_if_owned(r, d->key, d->jid) != 0;
+		int failed = owned_delete(r, d->key, d->jid) < 0;
 		if (failed && r->unavailable) {
 			d->next = list;                 /* Redis still away: keep the rest */
 			pthread_mutex_lock(&settle_mu);
@@ -151,21 +141,13 @@ void deferred_releases_retry(struct rconn *r)
 	}
 }
 
-static char *unique_key(const char *cls, const char *queue, const char *args_json)
-{
-	char digest[41];
-	if (!cls || job_unique_digest(cls, queue, args_json ? args_json : "[]", digest) != 0)
-		return NULL;
-	return xasprintf(K_UNIQUE "%s", digest);
-}
-
 void release_job_locks(struct rconn *r, const char *jid, const char *pjid, int unique,
                        const char *cls, const char *queue, const char *args_json)
 {
 	if (!jid)
 		return;
 	if (unique) {
-		char *k = unique_key(cls, queue, args_json);
+		char *k = job_unique_key(cls, queue, args_json);
 		if (k)
 			release_owned(r, k, jid);
 		free(k);
@@ -187,7 +169,7 @@ void extend_job_locks(struct rconn *r, const char *jid, const char *pjid, int un
 	conf_release(c);
 	long t = (long)ttl + (ttl > (double)(long)ttl);
 	if (unique) {
-		char *k = unique_key(cls, queue, args_json);
+		char *k = job_unique_key(cls, queue, args_json);
 		if (k)
 			expire_owned(r, k, jid, t);
 		free(k);

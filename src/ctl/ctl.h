@@ -145,6 +145,11 @@ void table_free(struct table *t);
 /* One line of text: control characters shown as spaces, cut to max characters. */
 char *ctl_oneline(const char *s, size_t len, size_t max);
 
+/* Where the job jid is, for people ("queued on default", "scheduled for 2027-…Z", "in
+ * retry, …", "running on <identity>"): 1 with out filled, 0 when it is nowhere, -1 after
+ * an error message (jobs_find.c). */
+int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n);
+
 /* Shared readers (queues.c / processes.c) used by stats and metrics too. */
 struct queue_info {
 	char *name;

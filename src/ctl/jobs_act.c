@@ -10,9 +10,12 @@
  *               so does one whose own expires_at has passed (a daemon would bury it again
  *               at once, doc/protocol.md §7.31) unless --expires-in gives it a new one.
  *   delete      LREM queue 0 raw | ZREM set raw, then DEL cogworker:job_attempts:<jid>
- *               for retry and dead entries; --all without filters DELs the whole key (and,
- *               for retry/dead, every attempts log of the entries it held).
- *   kill        KILL (lua/kill.lua): ZSCORE check → ZADD dead now → ZREM.
+ *               for retry and dead entries, and the job's unique and periodic running
+ *               locks, owner-checked (producer_release_locks); --all without filters DELs
+ *               the whole key (and, for retry/dead, every attempts log of the entries it
+ *               held; locks are left to their TTL there: the entries are not read).
+ *   kill        KILL (lua/kill.lua): ZSCORE check → ZADD dead now → ZREM; the locks go
+ *               as for delete, as a daemon releases them when a job dies.
  *   reschedule  ZADD set XX now+minutes·60 raw (jobs.c clamps minutes to 1…10080).
  *
  * None of them runs on_death.
@@ -21,6 +24,7 @@
 #include <string.h>
 #include "jobs.h"
 #include "json.h"
+#include "producer.h"
 
 const unsigned jobs_action_sets[] = {
 	[A_RETRY] = ZSETS,
@@ -39,6 +43,7 @@ struct act {
 	int nresults;
 	int done;
 	int quiet_gone;             /* --all: a vanished entry is not worth a line */
+	int released;               /* locks the last delete or kill gave back (result says) */
 };
 
 /* at: reschedule's new time, or retry's new expires_at. */
@@ -67,6 +72,9 @@ static void result(struct act *x, const struct entry *e, const char *arg, const 
 		sb_printf(b, ",\"%s\":", x->a == A_RETRY ? "expires_at" : "at");
 		jnum(b, at);
 	}
+	if (x->released > 0)
+		sb_printf(b, ",\"locks_released\":%d", x->released);
+	x->released = 0;
 	sb_addc(b, '}');
 }
 
@@ -166,6 +174,21 @@ static int do_retry(struct act *x, const struct entry *e)
 	return CTL_OK;
 }
 
+/*
+ * A deleted or killed job gives back its unique (and periodic running) lock, owner-checked,
+ * as a daemon does when a job dies: left, it refused the same push for 24 h with no hint.
+ * A failure only warns: the entry is gone either way, and the lock's TTL still applies.
+ * What to add to the line printed.
+ */
+static const char *release_locks(struct act *x, const struct entry *e)
+{
+	x->released = producer_release_locks(&x->c->r, &e->j);
+	if (x->released < 0)
+		ctl_error("warning: the locks of %s not released (they expire by their TTL): %s",
+		          label(e), x->c->r.err);
+	return x->released > 0 ? "; its lock released" : "";
+}
+
 static int do_delete(struct act *x, const struct entry *e)
 {
 	struct ctl *c = x->c;
@@ -197,9 +220,10 @@ static int do_delete(struct act *x, const struct entry *e)
 			ctl_error("warning: " K_ATTEMPTS "%s not deleted: %s", e->j.jid, c->r.err);
 	}
 	x->done++;
+	const char *released = release_locks(x, e);
 	if (!c->json)
-		printf("deleted %s from %s\n", label(e),
-		       e->set == S_QUEUED ? e->key : jobs_set_names[e->set]);
+		printf("deleted %s from %s%s\n", label(e),
+		       e->set == S_QUEUED ? e->key : jobs_set_names[e->set], released);
 	result(x, e, NULL, "deleted", NULL, NULL, 0);
 	return CTL_OK;
 }
@@ -231,8 +255,9 @@ static int do_kill(struct act *x, const struct entry *e)
 		return CTL_NOTHING;
 	}
 	x->done++;
+	const char *released = release_locks(x, e);
 	if (!c->json)
-		printf("killed %s: %s -> dead\n", label(e), jobs_set_names[e->set]);
+		printf("killed %s: %s -> dead%s\n", label(e), jobs_set_names[e->set], released);
 	result(x, e, NULL, "killed", NULL, NULL, 0);
 	return CTL_OK;
 }

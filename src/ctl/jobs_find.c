@@ -267,3 +267,28 @@ const char *jobs_string_member(const struct entry *e, const char *name)
 	const cJSON *v = e->j.obj ? cJSON_GetObjectItemCaseSensitive(e->j.obj, name) : NULL;
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
+
+int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)
+{
+	struct found f = { .limit = 1 };
+	struct filter flt = { .arg = jid };
+	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | RUN_SETS, &flt, 1, &f) != 0)
+		return -1;
+	if (f.n == 0) {
+		jobs_found_free(&f);
+		return 0;
+	}
+	const struct entry *e = &f.v[0];
+	char iso[32];
+	ctl_iso_time(e->score, iso);
+	switch (e->set) {
+	case S_QUEUED: snprintf(out, n, "queued on %s", e->qname); break;
+	case S_SCHEDULED: snprintf(out, n, "scheduled for %s", iso); break;
+	case S_RETRY: snprintf(out, n, "in retry, next attempt at %s", iso); break;
+	case S_DEAD: snprintf(out, n, "in dead since %s", iso); break;
+	case S_RUNNING: snprintf(out, n, "running on %s", e->process); break;
+	default: snprintf(out, n, "fetched by %s", e->process); break;
+	}
+	jobs_found_free(&f);
+	return 1;
+}

@@ -100,6 +100,52 @@ static char *strings_as_json(int n, char **v)
 	return sb_steal(&b);
 }
 
+/*
+ * A unique push refused: say which job holds the lock and where it is, since that is what
+ * to act on (delete it, wait for it), or that it is nowhere (a job lost with its process:
+ * the lock lasts its TTL). Read after the refusal, so it may already have gone.
+ */
+static void say_lock_holder(struct ctl *c, const struct push *p)
+{
+	char *key = job_unique_key(p->cls, p->queue ? p->queue : "default", p->args_json);
+	redisReply *rep = key ? rcmd(&c->r, "GET %s", key) : NULL;
+	char *holder = rep && rep->type == REDIS_REPLY_STRING ? xstrdup(rep->str) : NULL;
+	char where[256] = "", ttl[32] = "";
+	if (rep)
+		freeReplyObject(rep);
+	int found = holder ? ctl_job_whereabouts(c, holder, where, sizeof where) : -1;
+	if (holder && found == 0) {
+		rep = rcmd(&c->r, "TTL %s", key);
+		ctl_duration(rep && rep->type == REDIS_REPLY_INTEGER ? (double)rep->integer : 0, ttl,
+		             sizeof ttl);
+		if (rep)
+			freeReplyObject(rep);
+		snprintf(where, sizeof where, "in no queue or set (lost with its process?)");
+	}
+	if (c->json) {
+		struct sbuf b;
+		sb_init(&b);
+		sb_adds(&b, "{\"jid\":null,\"skipped\":\"unique lock held\",\"held_by\":");
+		jstr(&b, holder);
+		sb_adds(&b, ",\"held_where\":");
+		jstr(&b, where[0] ? where : NULL);
+		sb_addc(&b, '}');
+		jprint(&b);
+	} else if (!holder) {
+		ctl_error("not pushed: an identical unique job held its lock a moment ago, and it is "
+		          "free now: push again");
+	} else if (found == 0) {
+		ctl_error("not pushed: an identical unique job holds its lock (%s): jid %s, %s; the "
+		          "lock expires in %s, or DEL it", key, holder, where, ttl);
+	} else {
+		ctl_error("not pushed: an identical unique job holds its lock: jid %s%s%s; deleting "
+		          "it (cogworkerctl jobs delete %s) releases the lock", holder,
+		          where[0] ? ", " : "", where, holder);
+	}
+	free(holder);
+	free(key);
+}
+
 static int push_one(struct ctl *c, struct push *p)
 {
 	char jid[25], err[512];
@@ -109,10 +155,7 @@ static int push_one(struct ctl *c, struct push *p)
 		return CTL_USAGE;
 	}
 	if (r == 0) {
-		if (c->json)
-			printf("{\"jid\":null,\"skipped\":\"unique lock held\"}\n");
-		else
-			ctl_error("not pushed: an identical unique job holds its lock");
+		say_lock_holder(c, p);
 		return CTL_NOTHING;
 	}
 	if (c->json)

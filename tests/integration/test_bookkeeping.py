@@ -569,6 +569,58 @@ class UniquePush(Ctl):
         self.push_unique("R", rc=0)
         self.assertEqual(self.qlen(), 1)
 
+    def test_uj10_delete_or_kill_gives_the_lock_back_owner_checked(self):
+        """A deleted queued or scheduled until_executed job left its lock for 24 h, and the
+        same push was refused with no hint. Delete and kill release it, as a daemon does
+        when a job dies; a lock another jid owns is left alone."""
+        def lock(cls, args="[]"):
+            return ("cogworker:unique:" + canonical_digest(cls, "default", args)).encode()
+        queued = self.push_unique("Q", rc=0)[1].strip()
+        scheduled = self.push_unique("--in", "600", "S", rc=0)[1].strip()
+        killed = self.push_unique("--in", "600", "K", rc=0)[1].strip()
+        other = self.push_unique("--in", "600", "O", rc=0)[1].strip()
+        self.r.set(lock("O"), "f" * 24)                     # since taken by another jid
+        _, out, _ = self.ctl("jobs", "delete", queued, rc=0)
+        self.assertIn("; its lock released", out)
+        self.assertIsNone(self.r.get(lock("Q")))
+        res = json.loads(self.ctl("--json", "jobs", "delete", scheduled, rc=0)[1])
+        self.assertEqual(res["results"][0]["locks_released"], 1)
+        self.assertIsNone(self.r.get(lock("S")))
+        _, out, _ = self.ctl("jobs", "kill", killed, rc=0)
+        self.assertIn("scheduled -> dead; its lock released", out)
+        self.assertIsNone(self.r.get(lock("K")))
+        _, out, _ = self.ctl("jobs", "delete", other, rc=0)
+        self.assertNotIn("lock released", out)
+        self.assertEqual(self.r.get(lock("O")), b"f" * 24)
+        for cls in ("Q", "S", "K"):                         # the same push is taken again
+            self.push_unique(cls, rc=0)
+        # a periodic job's running lock goes the same way
+        pjid = "a" * 40
+        payload = json.dumps({"class": "P", "args": [], "queue": "default", "jid": "b" * 24,
+                              "periodic_pjid": pjid, "periodic_until_executed": True})
+        self.r.zadd(b"cogworker:schedule", {payload: time.time() + 600})
+        self.r.set("periodic:running:" + pjid, "b" * 24)
+        self.assertIn("its lock released", self.ctl("jobs", "delete", "b" * 24, rc=0)[1])
+        self.assertIsNone(self.r.get("periodic:running:" + pjid))
+
+    def test_uj11_a_refused_push_names_the_holder_and_where_it_is(self):
+        held = self.push_unique("--at", "1798761600", "G", rc=0)[1].strip()
+        _, out, err = self.push_unique("G", rc=1)
+        self.assertEqual(out, "")
+        self.assertIn("jid %s, scheduled for 2027-01-01T00:00:00Z" % held, err)
+        self.assertIn("cogworkerctl jobs delete %s" % held, err)
+        queued = self.push_unique("H", rc=0)[1].strip()
+        res = json.loads(self.ctl("--json", "push", "--unique", "H", rc=1)[1])
+        self.assertEqual(res, {"jid": None, "skipped": "unique lock held", "held_by": queued,
+                               "held_where": "queued on default"})
+        # a lock whose job is nowhere (its process lost it): said, with what is left of it
+        key = ("cogworker:unique:" + canonical_digest("L", "default", "[]")).encode()
+        self.r.set(key, "c" * 24, ex=3600)
+        _, _, err = self.push_unique("L", rc=1)
+        self.assertIn("jid %s, in no queue or set" % ("c" * 24), err)
+        self.assertIn(key.decode(), err)
+        self.assertRegex(err, r"expires in (59m|1h)")
+
     def test_status_queued_then_working(self):
         conf = {"status_expiration": 600}
         _, out, _ = self.push_unique("G", conf=conf, rc=0)
