@@ -235,6 +235,15 @@ void limits_give_back_held(struct rconn *r)
 	free(all);
 }
 
+void limits_each_held(void (*fn)(void *ctx, const char *raw, size_t len), void *ctx)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < nlocals; i++)
+		for (int k = 0; k < locals[i]->nheld; k++)
+			fn(ctx, locals[i]->held[k].raw, locals[i]->held[k].len);
+	pthread_mutex_unlock(&mu);
+}
+
 /* ---- fleet_concurrency and rate_limit ---- */
 
 /* The class's limits as this process declares them in cogworker:limits (JSON). */

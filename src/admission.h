@@ -39,6 +39,9 @@ void limits_release(struct rconn *r, struct admission *a);
 int limits_take_held(struct fetched *out);
 /* Quiet or stop: every waiting job goes back to the front of its queue. */
 void limits_give_back_held(struct rconn *r);
+/* Call fn with each job waiting here (raw as fetched), under the lock: fn must not call
+ * Redis. For the re-filing of jobs Redis lost (recovery.h, refile_own). */
+void limits_each_held(void (*fn)(void *ctx, const char *raw, size_t len), void *ctx);
 
 /* The heartbeat's refresh of this process's fleet slots to process_ttl from Redis's now;
  * retake after a failed beat (a lease may have expired meanwhile). */

@@ -33,8 +33,9 @@
  *
  * State of an entry, per slot: `gen` counts the jobs started in the slot (set by the
  * fetcher), `written` is the gen whose entry the last flush sent (0: none in Redis,
- * STALE: not known). Only the flusher changes `written`, and flushes never overlap (the
- * manager thread), so a flush needs the lock only to read the slots and the counts.
+ * STALE: not known, or lost by Redis: batch_rewrite). Only the manager's thread changes
+ * `written` (its flushes, which never overlap, and the beat's batch_rewrite), so a flush
+ * needs the lock only to read the slots and the counts.
  *
  * Basic fetch keeps writing the workers entry at once (fetcher.c): its shutdown requeue
  * reads that hash to know which jobs to put back, so the hash must be exact there.
@@ -109,6 +110,15 @@ void batch_job_ended(int i)
 	pthread_mutex_lock(&mu);
 	if (i >= 0 && i < nslots)
 		slots[i].raw = slots[i].queue = NULL;
+	pthread_mutex_unlock(&mu);
+}
+
+void batch_rewrite(void)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < nslots; i++)
+		if (slots[i].raw)
+			slots[i].written = STALE;
 	pthread_mutex_unlock(&mu);
 }
 

@@ -22,6 +22,9 @@ void batch_init(int nslots, char (*fields)[13]);
  * start time written into the entry. */
 void batch_job_started(int i, const char *raw, size_t len, const char *queue, long run_at);
 void batch_job_ended(int i);
+/* Redis lost the workers hash (a restart without persistence, or beats failing for longer
+ * than its TTL): the next flush writes the entry of every job running now again. */
+void batch_rewrite(void);
 /* One more success, counted in stats:processed and the current hour's throughput. */
 void batch_processed(void);
 /* Write what changed since the last flush in one pipeline (nothing at all when nothing

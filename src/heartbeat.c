@@ -70,6 +70,7 @@ static char *info_json(const struct conf *c)
 	return sb_steal(&b);
 }
 
+/* 0 written, 1 written where there was none (HSET added its fields), -1 failed. */
 static int presence_write(struct rconn *r, const struct conf *c)
 {
 	char *key = xasprintf(K_PROCESS "%s", D.identity);
@@ -85,12 +86,13 @@ static int presence_write(struct rconn *r, const struct conf *c)
 	rpipe_add_argv(r, &p, 8, hset, NULL);
 	rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
 	int failures = rpipe_exec(r, &p, rep);
+	int created = rep[0] && rep[0]->type == REDIS_REPLY_INTEGER && rep[0]->integer == 3;
 	for (int i = 0; i < 2; i++)
 		if (rep[i])
 			freeReplyObject(rep[i]);
 	free(key);
 	free(info);
-	return failures == 0 ? 0 : -1;
+	return failures != 0 ? -1 : created;
 }
 
 /* The registry writes; -1 only for an availability error. */
@@ -194,22 +196,47 @@ static void refresh_running_locks(struct rconn *r, const struct conf *c, int ret
 	free(copy);
 }
 
+/*
+ * The presence written where there was none, although an earlier beat wrote it: Redis lost
+ * this process's keys (restarted without persistence, flushed, a failover to a replica
+ * that lagged) or its beats failed for longer than process_ttl. What a beat renews is
+ * written again as after a failed beat (locks re-taken, fleet slots re-added), and the jobs
+ * running here are filed again (refile_own) until that succeeds. Manager thread only.
+ */
+static int beaten, refile_owed;
+
+static int keys_lost(int written)
+{
+	if (written != 1 || !beaten)
+		return 0;
+	log_warn("this process's presence was gone from Redis (a restart without persistence, "
+	         "a flush, or beats failing for longer than process_ttl): written again, and "
+	         "the jobs running here are filed again where they are missing");
+	refile_owed = 1;
+	return 1;
+}
+
 int heartbeat_beat(struct rconn *r)
 {
 	struct conf *c = conf_acquire();
 	r->err[0] = '\0';
-	int ok = presence_write(r, c) == 0;
+	int written = presence_write(r, c);
+	int ok = written >= 0, lost = keys_lost(written);
 	if (ok) {
 		r->err[0] = '\0';
 		ok = registry_write(r, c) == 0;
 	}
 	if (ok) {
-		refresh_running_locks(r, c, atomic_load(&D.prev_beat_failed));
+		int retake = atomic_load(&D.prev_beat_failed) || lost;
+		refresh_running_locks(r, c, retake);
 		/* Fleet slots live as long as their holder beats (doc/protocol.md §7.30); the
 		 * at-most-once classes are for whoever recovers our jobs (§7.32). */
-		limits_refresh_leases(r, c->process_ttl, atomic_load(&D.prev_beat_failed));
+		limits_refresh_leases(r, c->process_ttl, retake);
 		at_most_once_publish(r, c);
+		if (refile_owed && refile_own(r) >= 0)
+			refile_owed = 0;
 		deferred_releases_retry(r);
+		beaten = 1;
 	}
 	conf_release(c);
 	site_result(&beat_site, r, ok, "beat failed");

@@ -47,12 +47,26 @@
  * milliseconds apart both fell between one fetch and its "mark running" (the chaos soak
  * caught a job run twice so).
  *
+ * Re-filing is the other way round, and the heartbeat's (refile_own): when a beat finds
+ * this process's presence gone, Redis may have lost its keys (a restart without
+ * persistence, a flush, a failover to a replica that lagged), and the jobs it runs would be
+ * invisible and, should it crash, lost. So each job whose handler runs here, or that waits
+ * here for its handler, and that the own list no longer holds, is pushed onto it again, and
+ * the workers entries are written again. Not one whose orphan counter exists: that job was
+ * recovered from this process as from a dead one (its beats failed for longer than
+ * orphan_threshold), so it is queued or running elsewhere already, and filing it here
+ * again would only add a run after a crash. Nor a finished one whose ack is owed: a crash
+ * then would run it again. A job that ends between the look and the push is taken off
+ * again at once (its ack may have found nothing to remove).
+ *
  * State kept between passes (the raw burials still to swap, the previous strays) lives
- * in this file and is touched by the poller thread only.
+ * in this file and is touched by the poller thread only; re-filing keeps none.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "admission.h"
+#include "batch.h"
 #include "counters.h"
 #include "deathhook.h"
 #include "job.h"
@@ -655,6 +669,120 @@ static int drop_finished_stray(struct rconn *r, const char *raw, size_t len)
 	job_free(&j);
 	/* A failed ack became a pending one: reconcile settles it, and it is no stray then. */
 	return rc == 0 ? 1 : (r->unavailable ? -1 : 1);
+}
+
+/* ---- jobs of ours that Redis lost ---- */
+
+static void add_held(void *ctx, const char *raw, size_t len)
+{
+	strs_add(ctx, raw, len);
+}
+
+/* The jobs that are this process's to list: those whose handler runs and those waiting
+ * for their handler; not a finished one whose ack is still owed. */
+static void jobs_listed_here(struct strs *out)
+{
+	pthread_mutex_lock(&D.mu);
+	for (int i = 0; i < D.nperforming; i++)
+		for (int k = 0; k < D.performing[i].count; k++)
+			strs_add(out, D.performing[i].raw, strlen(D.performing[i].raw));
+	pthread_mutex_unlock(&D.mu);
+	limits_each_held(add_held, out);
+}
+
+/* Those of mine that list (an LRANGE reply) lacks, each element counted once. */
+static void not_listed(const struct strs *mine, const redisReply *list, struct strs *out)
+{
+	char *used = xcalloc(list->elements + 1, 1);
+	for (int i = 0; i < mine->n; i++) {
+		int found = 0;
+		for (size_t k = 0; k < list->elements && !found; k++) {
+			const redisReply *e = list->element[k];
+			found = !used[k] && e->type == REDIS_REPLY_STRING && e->len == mine->len[i] &&
+			        memcmp(e->str, mine->v[i], e->len) == 0;
+			used[k] = (char)(used[k] || found);
+		}
+		if (!found)
+			strs_add(out, mine->v[i], mine->len[i]);
+	}
+	free(used);
+}
+
+/* Push one lost job back onto the own list: 1 filed, 0 not, -1 Redis unavailable. */
+static int refile_one(struct rconn *r, const char *list, const char *raw, size_t len)
+{
+	struct job j;
+	job_parse(&j, raw, len, NULL);
+	const char *jid = j.jid ? j.jid : "?";
+	int rc = 0;
+	redisReply *rep = NULL;
+	if (j.jid) {
+		char *counter = xasprintf(K_ORPHANINGS "%s", j.jid);
+		rep = rcmd(r, "EXISTS %s", counter);
+		free(counter);
+		if (!rep)
+			goto failed;
+	}
+	if (rep && reply_integer(rep, 0) > 0) {
+		log_warn("jid=%s runs here but was recovered from this process's list as a dead "
+		         "process's: not filed again (it is queued or running elsewhere)", jid);
+	} else {
+		if (rep)
+			freeReplyObject(rep);
+		rep = rcmd(r, "LPUSH %s %b", list, raw, len);
+		if (!rep)
+			goto failed;
+		if (running_has(raw)) {
+			log_warn("filed running job jid=%s again into %s: Redis had lost it", jid,
+			         list);
+			rc = 1;
+		} else {
+			/* It ended since the look, and its ack found nothing to remove. */
+			freeReplyObject(rep);
+			rep = rcmd(r, "LREM %s 1 %b", list, raw, len);
+		}
+	}
+	if (rep)
+		freeReplyObject(rep);
+	job_free(&j);
+	return rc;
+failed:
+	if (!r->unavailable)
+		log_error("jid=%s not filed again into %s: %s", jid, list, r->err);
+	job_free(&j);
+	return r->unavailable ? -1 : 0;
+}
+
+int refile_own(struct rconn *r)
+{
+	if (atomic_load(&D.fetch_mode) != FETCH_RELIABLE)
+		return 0;
+	batch_rewrite();
+	struct strs mine = { 0 }, lost = { 0 };
+	jobs_listed_here(&mine);
+	if (mine.n == 0)
+		return 0;
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	redisReply *rep = rcmd(r, "LRANGE %s 0 -1", list);
+	int filed = 0;
+	if (rep && rep->type == REDIS_REPLY_ARRAY) {
+		not_listed(&mine, rep, &lost);
+		for (int i = 0; i < lost.n && filed >= 0; i++) {
+			int x = refile_one(r, list, lost.v[i], lost.len[i]);
+			filed = x < 0 ? -1 : filed + x;
+		}
+	} else if (!rep && !r->unavailable) {
+		log_error("in-progress list %s unreadable, running jobs not filed again: %s", list,
+		          r->err);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	if (!rep && r->unavailable)
+		filed = -1;
+	free(list);
+	strs_free(&mine);
+	strs_free(&lost);
+	return filed;
 }
 
 int reconcile_own(struct rconn *r, struct log_site *site)

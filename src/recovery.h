@@ -25,5 +25,10 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 void at_most_once_publish(struct rconn *r, const struct conf *c);
 /* -1 on an availability error. */
 int reconcile_own(struct rconn *r, struct log_site *site);
+/* The beat found this process's presence gone: Redis may have lost its keys. The jobs it
+ * runs or holds that its in-progress list lacks are pushed onto it again and the workers
+ * entries are rewritten by the next flush (reliable mode). Returns how many were filed,
+ * -1 when Redis was unavailable (the next beat that finds the presence gone tries again). */
+int refile_own(struct rconn *r);
 
 #endif

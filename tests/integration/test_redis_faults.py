@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Redis faults while the daemon runs, and its logging (issue 2 "Redis faults";
-doc/behaviours.md HB-7, HB-9, HB-13, RE-2, RE-5, RE-6, RE-7; doc/protocol.md §7.24, §7.25).
+doc/behaviours.md HB-7, HB-9, HB-13, HB-24–26, RE-2, RE-5, RE-6, RE-7; doc/protocol.md §7.12,
+§7.24, §7.25).
 
 [DOWN] comes two ways: SIGSTOP of the redis-server (requests are buffered and run on
 SIGCONT) and a TCP proxy between the daemon and Redis that drops every byte (a cut
@@ -15,13 +16,14 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (DaemonTestCase, free_port, handler, job, new_jid,  # noqa: E402
-                     wait_for)
+from harness import (DaemonTestCase, binary, free_port, handler, job,  # noqa: E402
+                     new_jid, wait_for)
 from observe import PipedDaemon, TcpProxy  # noqa: E402
 
 PROCESSED = b"cogworker:stats:processed"
@@ -135,6 +137,83 @@ class ConnectionKills(FaultCase):
         self.assert_all_ran_once_and_settled(d, ks)
         wait_for(lambda: self.r.execute_command(
             "PUBSUB", "NUMSUB", "cogworker:signal:" + d.identity)[1] == 1, timeout=5)
+
+
+class KeysLost(FaultCase):
+    """HB-24, HB-25 (issue 21, item 9): redis-server restarted empty (no persistence) while
+    a job runs. The next beat finds the presence gone and files the running job again: in
+    the in-progress list and the workers hash, so cogworkerctl shows it running, it is acked
+    as usual when it ends, and a crash before that does not lose it."""
+
+    def ctl(self, d, *args):
+        p = subprocess.run([binary("cogworkerctl"), "-c", d.conf_path, "--json"] + list(args),
+                           capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def restart_empty_while_running(self, **settings):
+        d = self.daemon(handlers=HANDLERS, concurrency=2, heartbeat_interval=1, redis=FAST,
+                        **settings)
+        g = job("G")
+        self.push(g)
+        wait_for(lambda: d.runs_of(jid_of(g)) == 1, message="the job running")
+        workers = b"cogworker:workers:" + d.identity.encode()
+        wait_for(lambda: self.r.hlen(workers) == 1, message="its workers entry")
+        self.server.restart()
+        self.r.connection_pool.disconnect()
+        wait_for(lambda: self.r.lrange(inprogress(d.identity), 0, -1) == [g.encode()],
+                 timeout=10, message="the running job back in the in-progress list")
+        wait_for(lambda: self.r.hlen(workers) == 1, timeout=5,
+                 message="its workers entry written again")
+        d.wait_log("filed running job jid=%s again" % jid_of(g))
+        self.assertEqual(len(d.log_lines("presence was gone from Redis")), 1)
+        return d, g
+
+    def test_hb24_running_job_filed_again_shown_and_acked(self):
+        d, g = self.restart_empty_while_running(orphan_check_interval=1)
+        [p] = [p for p in self.ctl(d, "processes") if p["identity"] == d.identity]
+        self.assertEqual(p["busy"], 1)
+        running = self.ctl(d, "jobs", "list", "--set", "running")
+        self.assertEqual([e["jid"] for e in running], [jid_of(g)])
+        time.sleep(2.5)         # reconcile passes: it runs here, so it is no stray
+        self.assertEqual(self.r.lrange(inprogress(d.identity), 0, -1), [g.encode()])
+        d.open_gate(jid_of(g))
+        self.assert_all_ran_once_and_settled(d, [g])
+        wait_for(lambda: self.r.hlen(b"cogworker:workers:" + d.identity.encode()) == 0,
+                 message="the workers entry gone with the job")
+        self.assertEqual(d.runs_of(jid_of(g)), 1)
+
+    def test_hb25_a_crash_after_the_empty_restart_loses_nothing(self):
+        fast = {"process_ttl": 3, "orphan_threshold": 4, "orphan_check_interval": 1}
+        d1, g = self.restart_empty_while_running(**fast)
+        d1.kill()
+        d2 = self.daemon(handlers=HANDLERS, concurrency=2, heartbeat_interval=1, **fast)
+        wait_for(lambda: d2.runs_of(jid_of(g)) == 2, timeout=20,
+                 message="the job recovered and run again")
+        d2.open_gate(jid_of(g))
+        wait_for(lambda: self.r.llen(inprogress(d2.identity)) == 0, timeout=10)
+        self.assertFalse(self.r.exists(inprogress(d1.identity)))
+
+
+    def test_hb26_a_job_recovered_from_this_process_is_not_filed_again(self):
+        """What a recovery of this process's list as a dead one's leaves (its beats failed
+        for longer than orphan_threshold): the job requeued, its orphan counter, no presence
+        and no list. The job still runs here, but is not filed again: it is on its queue."""
+        d = self.daemon(handlers=HANDLERS, concurrency=1, heartbeat_interval=1, redis=FAST)
+        g = job("G")
+        self.push(g)
+        wait_for(lambda: d.runs_of(jid_of(g)) == 1, message="the job running")
+        pipe = self.r.pipeline()
+        pipe.delete(presence(d.identity), inprogress(d.identity))
+        pipe.lpush(qkey("default"), g)
+        pipe.incr("cogworker:orphanings:" + jid_of(g))
+        pipe.execute()
+        d.wait_log("jid=%s runs here but was recovered from this process's list" % jid_of(g),
+                   timeout=5)
+        self.assertEqual(self.r.llen(inprogress(d.identity)), 0)
+        self.assertEqual(self.r.lrange(qkey("default"), 0, -1), [g.encode()])
+        d.open_gate(jid_of(g))         # then its requeued copy runs, as after any recovery
+        wait_for(lambda: d.runs_of(jid_of(g)) == 2, message="the requeued copy")
 
 
 class ServerRestart(FaultCase):
