@@ -60,6 +60,8 @@
  * + <jid> + K_FOLLOWED: "someone waits for this job's first run" (jobs log --follow) */
 #define K_OUTPUT "cogworker:output:"
 #define K_FOLLOWED ":followed"
+/* + <jid>: the token of the one cogworkerctl jobs cancel under way for that job */
+#define K_CANCEL "cogworker:cancel:"
 
 /* ---- run history (zsets scored by finished_at; members are run entries) ---- */
 #define K_HISTORY "cogworker:history:"          /* + all | success | failed */

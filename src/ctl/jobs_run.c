@@ -20,7 +20,10 @@
  * class's kill_grace from this conf plus a margin. The attempts log then says whether the
  * cancel did it (error class Cogworker::Cancelled) or the run ended on its own first. A
  * process that ignores the message (a Ruby cogworker one logs it as unknown) leaves the job
- * running: that is reported, exit 1.
+ * running: that is reported, exit 1. Two cancels of one job at once both saw the
+ * Cancelled attempt and both said "cancelled": the one that claims cogworker:cancel:<jid>
+ * (SET NX, for as long as it may wait) is the one that cancels; another waits the same
+ * wait and says the job was already cancelled, exit 1.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -28,11 +31,11 @@
 #include <unistd.h>
 #include "jobs.h"
 #include "json.h"
+#include "producer.h"
 
 #define FOLLOW_EVERY 0.5        /* seconds between two reads of a followed run */
 #define GONE_CHECK_EVERY 5.0    /* seconds between two checks that its process lives */
 #define CANCEL_MARGIN 5.0       /* seconds waited beyond kill_grace */
-#define CANCELLED_CLASS "Cogworker::Cancelled"
 
 /* ---- a run's record (doc/protocol.md §4.9 "Output run") ---- */
 
@@ -413,7 +416,7 @@ static char *cancelled_outcome(struct ctl *c, const char *jid, double since)
 		cJSON *a = job_json_parse(rep->str, rep->len);
 		const char *ec = a ? str_of(a, "error_class") : NULL;
 		const char *oc = a ? str_of(a, "outcome") : NULL;
-		if (ec && strcmp(ec, CANCELLED_CLASS) == 0 && num_of(a, "failed_at", 0) >= since)
+		if (ec && strcmp(ec, JOB_CANCELLED) == 0 && num_of(a, "failed_at", 0) >= since)
 			out = xstrdup(oc ? oc : "dead");
 		if (a)
 			cJSON_Delete(a);
@@ -459,6 +462,94 @@ static void json_cancel(struct ctl *c, const char *jid, const char *identity, in
 	jprint(&b);
 }
 
+/* Not running: say where it is; a job that is dead as Cogworker::Cancelled was already
+ * cancelled, and saying so answers the second of two cancels. */
+static int not_running(struct ctl *c, const char *jid, const struct found *fd)
+{
+	const struct entry *e = fd->n ? &fd->v[0] : NULL;
+	const char *ec = e ? jobs_string_member(e, "error_class") : NULL;
+	int cancelled = e && e->set == S_DEAD && ec && strcmp(ec, JOB_CANCELLED) == 0;
+	if (cancelled)
+		ctl_error("%s was already cancelled: it is not running (it is in dead)", jid);
+	else if (e)
+		ctl_error("%s is not running (it is in %s)", jid, jobs_set_names[e->set]);
+	else
+		ctl_error("%s is not running (no such job in queues, scheduled, retry, dead or "
+		          "running)", jid);
+	json_cancel(c, jid, NULL, 0, NULL, cancelled ? "already cancelled" : "not running");
+	return CTL_NOTHING;
+}
+
+/*
+ * Claim the cancel of jid for this command: 1 claimed (token set), 0 another one's under
+ * way, -1 on a Redis error (said). The claim outlives the longest wait, and is given back
+ * owner-checked when the wait ends, so a cancel that a process ignored can be tried again.
+ */
+static int claim_cancel(struct ctl *c, const char *key, const char *token, double wait)
+{
+	redisReply *rep = rcmd(&c->r, "SET %s %s NX EX %ld", key, token, (long)ceil(wait) + 5);
+	if (!rep) {
+		ctl_redis_error(c, key);
+		return -1;
+	}
+	int claimed = rep->type == REDIS_REPLY_STATUS;
+	freeReplyObject(rep);
+	return claimed;
+}
+
+/* Ask identity to cancel jid: 1 received, 0 nobody listens (said), -1 error (said). */
+static int send_cancel(struct ctl *c, const char *jid, const char *identity, int discard)
+{
+	char *msg = xasprintf("cancel %s%s", jid, discard ? " discard" : "");
+	redisReply *rep = rcmd(&c->r, "PUBLISH " K_SIGNAL "%s %s", identity, msg);
+	free(msg);
+	if (!rep) {
+		ctl_redis_error(c, "PUBLISH");
+		return -1;
+	}
+	long long receivers = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	if (receivers == 0)
+		ctl_error("%s runs on %s, which did not receive the cancel (not listening)", jid,
+		          identity);
+	return receivers > 0;
+}
+
+/* Wait up to wait seconds for jid to leave identity: 0 gone, 1 still there, -1 error. */
+static int wait_gone(struct ctl *c, const char *jid, const char *identity, double wait)
+{
+	double deadline = mono_now() + wait;
+	int on;
+	while ((on = runs_on(c, jid, identity)) == 1 && mono_now() < deadline)
+		sleep_seconds(0.2);
+	return on;
+}
+
+/* What became of the run once it left (or not) its process; mine: this command sent the
+ * cancel. The exit status, the reason for --json in *why and the outcome in *outcome. */
+static int judge_cancel(struct ctl *c, const char *jid, const char *identity, int mine,
+                        int on, double since, double wait, char **outcome, const char **why)
+{
+	*outcome = on ? NULL : cancelled_outcome(c, jid, since);
+	if (on) {
+		ctl_error("%s still runs on %s after %gs: %s", jid, identity, wait, mine
+		          ? "that process did not act on the cancel (a cogworker Ruby process "
+		            "ignores it)" : "another jobs cancel of it is under way");
+		*why = mine ? "ignored" : "cancel under way";
+	} else if (*outcome && mine) {
+		if (!c->json)
+			printf("cancelled %s on %s: %s\n", jid, identity, *outcome);
+		return CTL_OK;
+	} else if (*outcome) {
+		ctl_error("%s was already cancelled (by another jobs cancel): %s", jid, *outcome);
+		*why = "already cancelled";
+	} else {
+		ctl_error("%s finished on its own before the cancel took effect", jid);
+		*why = "finished first";
+	}
+	return CTL_NOTHING;
+}
+
 int jobs_cancel(struct ctl *c, const char *jid, int discard)
 {
 	struct filter f = { .arg = jid };
@@ -477,66 +568,45 @@ int jobs_cancel(struct ctl *c, const char *jid, int discard)
 		if (fd.v[i].set == S_INPROGRESS)
 			run = &fd.v[i];
 	if (!run) {
-		if (fd.n)
-			ctl_error("%s is not running (it is in %s)", jid, jobs_set_names[fd.v[0].set]);
-		else
-			ctl_error("%s is not running (no such job in queues, scheduled, retry, dead or "
-			          "running)", jid);
-		json_cancel(c, jid, NULL, 0, NULL, "not running");
+		int st = not_running(c, jid, &fd);
 		jobs_found_free(&fd);
-		return CTL_NOTHING;
+		return st;
 	}
 	char *identity = xstrdup(run->process);
 	const struct handler *h = conf_find_handler(&c->conf, jobs_entry_class(run));
 	double wait = (h ? h->kill_grace : 10.0) + CANCEL_MARGIN;
 	jobs_found_free(&fd);
 
-	double since = ctl_now(c);
-	if (since < 0) {
+	double now = ctl_now(c);
+	if (now < 0) {
 		free(identity);
 		return ctl_redis_error(c, "TIME");
 	}
-	since = floor(since) - 1;   /* failed_at is the daemon's clock: allow a little skew */
-	char *msg = xasprintf("cancel %s%s", jid, discard ? " discard" : "");
-	redisReply *rep = rcmd(&c->r, "PUBLISH " K_SIGNAL "%s %s", identity, msg);
-	free(msg);
-	if (!rep) {
-		free(identity);
-		return ctl_redis_error(c, "PUBLISH");
-	}
-	long long receivers = reply_integer(rep, 0);
-	freeReplyObject(rep);
-	int status = CTL_NOTHING;
+	double since = floor(now) - 1;  /* failed_at is the daemon's clock: allow a little skew */
+	char token[25], *key = xstrcat2(K_CANCEL, jid), *outcome = NULL;
 	const char *why = NULL;
-	char *outcome = NULL;
-	if (receivers == 0) {
-		ctl_error("%s runs on %s, which did not receive the cancel (not listening)", jid,
-		          identity);
+	int status = CTL_USAGE, sent = 1;
+	new_jid(token);
+	int mine = claim_cancel(c, key, token, wait);
+	if (mine < 0)
+		goto out;
+	if (mine && (sent = send_cancel(c, jid, identity, discard)) <= 0) {
+		status = sent == 0 ? CTL_NOTHING : CTL_USAGE;
 		why = "not received";
-	} else {
-		double deadline = mono_now() + wait;
-		int on = 1;
-		while ((on = runs_on(c, jid, identity)) == 1 && mono_now() < deadline)
-			sleep_seconds(0.2);
-		if (on < 0) {
-			free(identity);
-			return CTL_USAGE;
-		}
-		if (on) {
-			ctl_error("%s still runs on %s after %gs: that process did not act on the cancel "
-			          "(a cogworker Ruby process ignores it)", jid, identity, wait);
-			why = "ignored";
-		} else if ((outcome = cancelled_outcome(c, jid, since))) {
-			if (!c->json)
-				printf("cancelled %s on %s: %s\n", jid, identity, outcome);
-			status = CTL_OK;
-		} else {
-			ctl_error("%s finished on its own before the cancel took effect", jid);
-			why = "finished first";
-		}
+		goto release;
 	}
-	json_cancel(c, jid, identity, status == CTL_OK, outcome, why);
+	int on = wait_gone(c, jid, identity, wait);
+	if (on >= 0)
+		status = judge_cancel(c, jid, identity, mine, on, since, wait, &outcome, &why);
+release:
+	if (mine && owned_delete(&c->r, key, token) < 0)
+		ctl_error("warning: %s not deleted (it expires in %lds): %s", key,
+		          (long)ceil(wait) + 5, c->r.err);
+	if (status != CTL_USAGE)
+		json_cancel(c, jid, identity, status == CTL_OK, outcome, why);
+out:
 	free(outcome);
+	free(key);
 	free(identity);
 	return status;
 }

@@ -40,6 +40,10 @@ GATED = sh('echo "line one"; echo "to stderr" >&2; '
 FAMILY = sh('sleep 300 & echo $! > "$GATES/$COGWORKER_JID.grandchild"; '
             'echo $$ > "$GATES/$COGWORKER_JID.child"; echo working; wait')
 
+# Ignores TERM (the shell and its sleeps), so it lives until kill_grace's KILL: a cancel
+# under way lasts that long.
+STUBBORN = sh("trap '' TERM; echo stubborn; while :; do sleep 0.1; done")
+
 
 def read(path):
     try:
@@ -318,6 +322,34 @@ class TestCancel(OutputCase):
         self.assertEqual(self.r.zcard(DEAD), 1)
         self.assertEqual(len(d.log_lines("fail: Family jid=%s" % jid)), 1)
         self.assertEqual(int(self.r.get(b"cogworker:stats:failed")), 1)
+
+    def test_can4_cancels_at_once_exactly_one_succeeds(self):
+        """CAN-4: three `jobs cancel` of one job at the same moment all said "cancelled" and
+        exited 0. One wins; the others say it was already cancelled, exit 1; one burial."""
+        d = self.start(handlers=[{"class": "Stubborn", "command": STUBBORN, "kill_grace": 2}])
+        jid = self.pushed("Stubborn")
+        self.wait_running(d, jid)
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        procs = [subprocess.Popen([binary("cogworkerctl"), "jobs", "cancel", jid], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(3)]
+        done = [p.communicate(timeout=30) + (p.returncode,) for p in procs]
+        self.assertEqual(sorted(rc for _, _, rc in done), [0, 1, 1], done)
+        for out, err, rc in done:
+            if rc == 0:
+                self.assertIn(("cancelled %s on %s: dead" % (jid, d.identity)).encode(), out)
+            else:
+                self.assertEqual(out, b"")
+                self.assertIn(("%s was already cancelled" % jid).encode(), err)
+        self.assertEqual([json.loads(m)["jid"] for m in self.r.zrange(DEAD, 0, -1)], [jid])
+        attempts = self.r.lrange(("cogworker:job_attempts:" + jid).encode(), 0, -1)
+        self.assertEqual(len(attempts), 1)
+        self.assertEqual(self.r.keys(b"cogworker:cancel:*"), [])
+        # later, once more: not running, and said to have been cancelled
+        p = self.ctl("jobs", "cancel", jid, "--json")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"was already cancelled: it is not running (it is in dead)", p.stderr)
+        self.assertEqual(json.loads(p.stdout)["reason"], "already cancelled")
 
     def test_can2_cancel_discard_and_kill_of_running(self):
         """CAN-2: --discard drops the job (no dead entry, attempt "discarded");
