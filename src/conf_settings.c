@@ -240,6 +240,16 @@ void queue_set_free(struct queue_set *q)
 	strv_free(&q->names, &q->nnames);
 }
 
+int queue_name_ok(const char *s, size_t len)
+{
+	if (len == 0)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (isspace((unsigned char)s[i]) || iscntrl((unsigned char)s[i]) || s[i] == ',')
+			return 0;
+	return 1;
+}
+
 int queue_add(struct queue_set *q, const char *spec, char *why, size_t whylen)
 {
 	const char *comma = strchr(spec, ',');
@@ -248,15 +258,10 @@ int queue_add(struct queue_set *q, const char *spec, char *why, size_t whylen)
 	char *name;
 	int known = 0;
 
-	if (nlen == 0) {
-		snprintf(why, whylen, "queue '%s': the name is empty", spec);
+	if (!queue_name_ok(spec, nlen)) {
+		snprintf(why, whylen, "queue '%s': %s", spec,
+		         nlen ? QUEUE_NAME_RULE : "the name is empty (" QUEUE_NAME_RULE ")");
 		return -1;
-	}
-	for (size_t i = 0; i < nlen; i++) {
-		if (isspace((unsigned char)spec[i]) || iscntrl((unsigned char)spec[i])) {
-			snprintf(why, whylen, "queue '%s': names cannot contain spaces", spec);
-			return -1;
-		}
 	}
 	if (comma) {
 		const char *w = comma + 1;
@@ -716,10 +721,7 @@ static int read_unique(struct loader *L, const config_setting_t *s, const char *
 /* A queue name as the queues setting spells one, without a weight. */
 static const char *check_queue_name(const char *s)
 {
-	for (const char *p = s; *p; p++)
-		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p) || *p == ',')
-			return "is not a queue name (no spaces or commas)";
-	return NULL;
+	return queue_name_ok(s, strlen(s)) ? NULL : "is not a queue name (" QUEUE_NAME_RULE ")";
 }
 
 #define P(f) offsetof(struct periodic_entry, f)

@@ -192,6 +192,16 @@ const char *redis_addr_parse(const char *s, char **host, int *port);
  */
 int conf_parse_rate(const char *s, int *n, double *window);
 
+/*
+ * The one rule for a queue name, wherever one is given (the queues setting, a periodic
+ * entry's queue, cogworkerctl's arguments): QUEUE_NAME_RULE. A comma would read as a
+ * weight in the queues setting, and a space or control character could not be written
+ * there or read back from a log line. queue_name_ok: 1 when the len bytes at s keep it.
+ */
+#define QUEUE_NAME_RULE "a queue name is not empty and has no spaces, control characters " \
+                        "or commas"
+int queue_name_ok(const char *s, size_t len);
+
 /* Derived TTLs (doc/protocol.md §7.17): whole seconds, rounded up. */
 long conf_queued_ttl(const struct conf *c);
 long conf_active_ttl(const struct conf *c);

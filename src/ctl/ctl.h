@@ -197,7 +197,11 @@ void ctl_free_processes(struct process_info *p, int n);
 int ctl_stats(struct ctl *c);
 /* discover: SCAN for queue keys nobody listed (a walk of the keyspace: not for the web). */
 int ctl_queues_list(struct ctl *c, int discover);
-int ctl_valid_queue_name(const char *q);
+/* 1 when q keeps QUEUE_NAME_RULE (config.h); else 0 after "<what>: bad queue name "q": the
+ * rule". */
+int ctl_queue_name_ok(const char *what, const char *q);
+/* A warning on stderr when no live process reads queue q, naming the queues they read. */
+void ctl_warn_unread_queue(struct ctl *c, const char *q);
 int ctl_queue_pause(struct ctl *c, const char *q, int pause);      /* pause or resume */
 int ctl_queue_clear(struct ctl *c, const char *q);                 /* needs c->yes */
 

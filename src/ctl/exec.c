@@ -157,10 +157,8 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		ctl_error("exec: --json-args and plain ARGs don't mix");
 		return CTL_USAGE;
 	}
-	if (p.queue && !*p.queue) {
-		ctl_error("exec: --queue wants a name");
+	if (p.queue && !ctl_queue_name_ok("exec", p.queue))
 		return CTL_USAGE;
-	}
 	if (!ctl_job_strings_ok("exec", p.cls, p.queue, p.jid, argc - optind, argv + optind))
 		return CTL_USAGE;
 	char *args = NULL;

@@ -261,10 +261,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	if (!ctl_job_strings_ok("push", p.cls, p.queue, p.jid, from_stdin ? 0 : argc - optind,
 	                        argv + optind))
 		return CTL_USAGE;
-	if (p.queue && (!*p.queue || strchr(p.queue, ' '))) {
-		ctl_error("push: bad queue name \"%s\"", p.queue);
+	if (p.queue && !ctl_queue_name_ok("push", p.queue))
 		return CTL_USAGE;
-	}
 	if (json_args && (optind < argc || from_stdin)) {
 		ctl_error("push: --json-args and plain ARGs (or --stdin) don't mix");
 		return CTL_USAGE;
@@ -275,6 +273,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
+	if (p.queue)
+		ctl_warn_unread_queue(c, p.queue);
 	if (from_stdin)
 		return push_stdin(c, &p);
 	char *args = json_args ? NULL : strings_as_json(argc - optind, argv + optind);

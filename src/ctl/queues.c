@@ -3,7 +3,8 @@
  * queues.c: `cogworkerctl queues` (name, size, latency, paused) and
  * `queues pause|resume|clear Q` (doc/protocol.md §7.28):
  *
- *   pause / resume   SADD / SREM cogworker:paused_queues Q (jobs stay queued)
+ *   pause / resume   SADD / SREM cogworker:paused_queues Q (jobs stay queued); pausing a
+ *                    queue nothing knows (not listed, no jobs, no live reader) warns
  *   clear --yes      DEL cogworker:queue:Q
  *
  * Latency is cogworker's: now − (enqueued_at, else created_at) of the oldest job
@@ -227,9 +228,70 @@ int ctl_queues_list(struct ctl *c, int discover)
 	return CTL_OK;
 }
 
-int ctl_valid_queue_name(const char *q)
+int ctl_queue_name_ok(const char *what, const char *q)
 {
-	return q && *q && !strpbrk(q, " \t\r\n");
+	if (queue_name_ok(q, strlen(q)))
+		return 1;
+	char *shown = ctl_oneline(q, strlen(q), 60);
+	ctl_error("%s: bad queue name \"%s\": " QUEUE_NAME_RULE, what, shown);
+	free(shown);
+	return 0;
+}
+
+/* How many live processes read q (-1: unknown, Redis said no), and into read the names
+ * of the queues the live processes read, for a message. */
+static int live_readers(struct ctl *c, const char *q, struct sbuf *read)
+{
+	struct process_info *p;
+	int n, readers = 0;
+	if (ctl_read_processes(c, 0, &p, &n) != 0)
+		return -1;
+	struct gathered g = { 0 };
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < p[i].nqueues; k++) {
+			readers += strcmp(p[i].queues[k], q) == 0;
+			gather(&g, p[i].queues[k], strlen(p[i].queues[k]), FROM_LISTED);
+		}
+	ctl_free_processes(p, n);
+	int count;
+	struct queue_info *names = merge(&g, 0, &count);
+	for (int i = 0; i < count; i++)
+		sb_printf(read, "%s%s", i ? ", " : "", names[i].name);
+	ctl_free_queues(names, count);
+	return readers;
+}
+
+void ctl_warn_unread_queue(struct ctl *c, const char *q)
+{
+	struct sbuf read;
+	sb_init(&read);
+	if (live_readers(c, q, &read) == 0)
+		ctl_error("warning: no live process reads queue %s (%s%s); its jobs wait there "
+		          "until one does", q, read.len ? "they read: " : "none is live", read.s);
+	sb_free(&read);
+}
+
+/* queues pause of a name nothing knows is most likely a typo: said, and done all the same
+ * (a queue may be paused before its first process starts). */
+static void warn_unknown_queue(struct ctl *c, const char *q)
+{
+	struct rpipe p;
+	redisReply *rep[2];
+	rpipe_begin(&c->r, &p);
+	rpipe_add(&c->r, &p, "SISMEMBER " K_QUEUES " %s", q);
+	rpipe_add(&c->r, &p, "EXISTS " K_QUEUE "%s", q);
+	rpipe_exec(&c->r, &p, rep);
+	int known = !rep[0] || !rep[1] || reply_integer(rep[0], 0) || reply_integer(rep[1], 0);
+	for (int i = 0; i < 2; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	struct sbuf read;
+	sb_init(&read);
+	if (!known && live_readers(c, q, &read) == 0)
+		ctl_error("warning: queue %s is unknown: not in " K_QUEUES ", no job on it, and no "
+		          "live process reads it (%s%s)", q, read.len ? "they read: " : "none is live",
+		          read.s);
+	sb_free(&read);
 }
 
 int ctl_queue_pause(struct ctl *c, const char *q, int pause)
@@ -323,10 +385,10 @@ int cmd_queues(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	}
 	const char *q = args[1];
-	if (!ctl_valid_queue_name(q)) {
-		ctl_error("queues %s: bad queue name \"%s\"", sub, q);
+	char what[32];
+	snprintf(what, sizeof what, "queues %s", sub);
+	if (!ctl_queue_name_ok(what, q))
 		return CTL_USAGE;
-	}
 	if (which == 3 && !c->yes) {
 		ctl_error("queues clear deletes every job on %s: add --yes", q);
 		return CTL_USAGE;
@@ -335,5 +397,7 @@ int cmd_queues(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	if (which == 3)
 		return ctl_queue_clear(c, q);
+	if (which == 1)
+		warn_unknown_queue(c, q);
 	return ctl_queue_pause(c, q, which == 1);
 }

@@ -53,10 +53,8 @@ static int post_queue(struct ctl *c, struct web_req *q, struct web_reply *r)
 {
 	(void)r;
 	const char *name = seg(q, 1), *act = seg(q, 2);
-	if (!ctl_valid_queue_name(name)) {
-		ctl_error("bad queue name");
+	if (!ctl_queue_name_ok("queues", name))
 		return CTL_USAGE;
-	}
 	if (strcmp(act, "pause") == 0 || strcmp(act, "resume") == 0)
 		return ctl_queue_pause(c, name, act[0] == 'p');
 	if (strcmp(act, "clear") == 0)

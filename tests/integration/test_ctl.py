@@ -280,6 +280,49 @@ class Queues(CtlCase):
         self.fails(1, "queues", "resume", "a")
         self.assertEqual(self.r.llen(qkey("a")), 1)           # jobs stay queued
 
+    def live_fake(self, ident, queues):
+        """A live process, as its presence hash shows one, reading queues."""
+        self.r.hset("cogworker:process:" + ident, mapping={
+            "info": json.dumps({"hostname": "h", "pid": 1, "queues": queues}),
+            "busy": "0", "quiet": "false"})
+        self.r.sadd(PROCESSES, ident)
+
+    def test_ctl29_unknown_queues_are_warned_about_and_the_name_rule_said(self):
+        """CTL-29: pausing a queue nothing knows, or pushing to one no live process reads,
+        is done with a warning on stderr naming what the live processes read; a bad name is
+        refused with the rule."""
+        res = self.ok("queues", "pause", "nosuchqueue")
+        self.assertEqual(res.out, "paused queue nosuchqueue\n")
+        self.assertEqual(res.err, "cogworkerctl: warning: queue nosuchqueue is unknown: not in "
+                         "cogworker:queues, no job on it, and no live process reads it (none "
+                         "is live)\n")
+        self.assertEqual(self.r.smembers(PAUSED), {b"nosuchqueue"})
+        self.live_fake("h:1:aaaaaaaaaaaa", ["default", "critical"])
+        res = self.ok("queues", "pause", "defualt")
+        self.assertIn("no live process reads it (they read: critical, default)", res.err)
+        # known: listed, holding jobs, or read by a live process: nothing to say
+        self.r.sadd(QUEUES, "listed")
+        self.r.lpush(qkey("holding"), job("W", queue="holding"))
+        for q in ("listed", "holding", "critical"):
+            self.assertEqual(self.ok("queues", "pause", q).err, "", q)
+        # push --queue to a queue no live process reads: pushed, and said
+        res = self.ok("push", "--queue", "nosuchqueue", "W")
+        self.assertEqual(res.err, "cogworkerctl: warning: no live process reads queue "
+                         "nosuchqueue (they read: critical, default); its jobs wait there until "
+                         "one does\n")
+        self.assertEqual(self.r.llen(qkey("nosuchqueue")), 1)
+        self.assertEqual(self.ok("push", "--queue", "critical", "W").err, "")
+        self.assertEqual(self.ok("push", "W").err, "")            # no --queue: not checked
+        # the rule, said
+        rule = "a queue name is not empty and has no spaces, control characters or commas"
+        for cmd in (["queues", "pause", "a b"], ["queues", "clear", "a,b", "--yes"],
+                    ["push", "--queue", "a b", "W"], ["exec", "--queue", "a,b", "W"]):
+            res = self.fails(2, *cmd)
+            self.assertEqual(res.err, 'cogworkerctl: %s: bad queue name "%s": %s\n'
+                             % (" ".join(cmd[:2]) if cmd[0] == "queues" else cmd[0],
+                                cmd[2] if cmd[0] == "queues" else cmd[2], rule), cmd)
+        self.assertFalse(self.r.exists(qkey("a b")))
+
     def test_ctl2_size_latency_paused_and_first_record(self):
         old = time.time() - 200
         j1 = job("Work", ["one", 1], created_at=old - 5, enqueued_at=old)
