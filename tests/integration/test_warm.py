@@ -393,6 +393,24 @@ class Recycling(WarmTestCase):
         with open("/proc/%d/environ" % self.pid_of(b), "rb") as f:
             self.assertIn(b"V=2\0", f.read())
 
+    def test_wm13_a_reload_keeps_an_unchanged_handlers_process_and_replaces_on_a_number(self):
+        d = self.daemon(handlers=[warm(kill_grace=5)])
+        a, _ = self.push_job("ok")
+        self.wait_done(d, "W", a)
+        d.signal(signal.SIGHUP)                 # the same conf: the process stays
+        d.wait_log("reloaded")
+        b, _ = self.push_job("ok")
+        self.wait_done(d, "W", b)
+        self.assertEqual(self.pid_of(a), self.pid_of(b))
+        d.settings["handlers"] = [warm(kill_grace=6)]
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        d.wait_log("reloaded", count=2)
+        c, _ = self.push_job("ok")
+        self.wait_done(d, "W", c)
+        self.assertNotEqual(self.pid_of(b), self.pid_of(c))
+        d.wait_log("its handler changed")
+
 
 class Lifecycle(WarmTestCase):
 
