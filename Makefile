@@ -146,13 +146,18 @@ lint: deps
 run: deps-run all
 	sh tools/run.sh $(BUILD)
 
-bench: deps all $(BUILD)/bench/spawn_ceiling $(BUILD)/bench/spawn_path
+bench: deps all $(BUILD)/bench/spawn_ceiling $(BUILD)/bench/spawn_path $(BUILD)/bench/warm_noop
 	python3 tests/bench/bench.py --build $(BUILD)
 
 # The baseline of the throughput figure: posix_spawn + waitpid of /bin/true, N threads.
 $(BUILD)/bench/spawn_ceiling: tests/bench/spawn_ceiling.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
+
+# The warm figure's no-op warm handler (doc/protocol.md §1.2).
+$(BUILD)/bench/warm_noop: tests/bench/warm_noop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 # The same loop through the daemon's spawn path (handler_run), no Redis: the split of the
 # throughput figure.

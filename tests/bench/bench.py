@@ -21,6 +21,14 @@ Figures (each run several times; the report gives medians):
                4 and 16 the peer runs too: Sidekiq (Debian's ruby-sidekiq, which the bench
                installs; --no-sidekiq leaves it out) on the same Redis, 2 000 jobs whose
                perform is system('/bin/true'), measured the same way.
+  warm         issue 22's targets, at concurrency 4 and 16, each repetition in one go on the
+               same Redis: the spawn ceiling (before and after) and cold /bin/true (their
+               ratio must not move); a warm no-op in C (tests/bench/warm_noop.c: the daemon's
+               ceiling with warm handlers; its CPU, Redis round trips and commands per job);
+               Ruby's empty perform as a warm handler (tests/bench/noop_job.rb) against
+               Sidekiq running it in-process; a Python handler whose import takes 0.2 s
+               (tests/bench/slow_import.py), warm against cold. Then the daemon's RSS at
+               concurrency 50 with a warm process per fetcher.
   scaling      1, 2, 4 daemons on one Redis, concurrency 25 each, jobs of /bin/sleep 0.05:
                jobs/s, redis-server CPU per job, Redis commands per job.
   round trips  Redis commands per job on the success path (INFO commandstats delta, 2 000
@@ -100,6 +108,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PROCESSED = b"cogworker:stats:processed"
 CONCURRENCIES = [1, 2, 4, 8, 16]
 SIDEKIQ_CONCURRENCIES = [1, 4, 16]
+WARM_CONCURRENCIES = [4, 16]
 SCALE_DAEMONS = [1, 2, 4]
 
 
@@ -135,6 +144,31 @@ def proc_rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return None
+
+
+def kids_cpu(pid):
+    """{child pid: its utime + stime in s} of pid's live children that run another program
+    than pid (its warm processes, not the reaper it forked without an exec)."""
+    def comm_ppid(p):
+        with open("/proc/%s/stat" % p) as f:
+            head, tail = f.read().rsplit(")", 1)
+        fields = tail.split()
+        return head.split("(", 1)[1], int(fields[1]), fields
+    try:
+        own = comm_ppid(pid)[0]
+    except OSError:
+        return {}
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            comm, ppid, fields = comm_ppid(d)
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and not comm.startswith(own):    # not cogworkerd-reap
+            out[int(d)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
 
 
 def processed(r):
@@ -196,6 +230,7 @@ class Bench:
         os.makedirs(self.out, exist_ok=True)
         self.ceiling_bin = os.path.join(self.out, "spawn_ceiling")
         self.path_bin = os.path.join(self.out, "spawn_path")    # built by `make bench`
+        self.warm_noop_bin = os.path.join(self.out, "warm_noop")
         self.tmp = tempfile.mkdtemp(prefix="cw-bench-")
         self.results = {}
         self.t0 = time.monotonic()
@@ -203,14 +238,14 @@ class Bench:
 
     # -- setup
 
-    def ensure_ceiling_binary(self):
-        src = os.path.join(HERE, "spawn_ceiling.c")
-        if (os.path.exists(self.ceiling_bin) and
-                os.path.getmtime(self.ceiling_bin) >= os.path.getmtime(src)):
+    @staticmethod
+    def ensure_binary(src, out):
+        src = os.path.join(HERE, src)
+        if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
             return
         # `make bench` builds it with the daemon's CFLAGS; this is for direct runs.
         cmd = [os.environ.get("CC", "cc"), "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra",
-               "-pthread", "-D_GNU_SOURCE", "-o", self.ceiling_bin, src]
+               "-pthread", "-D_GNU_SOURCE", "-o", out, src]
         log("building " + " ".join(cmd))
         subprocess.check_call(cmd)
 
@@ -289,23 +324,30 @@ class Bench:
             return None
         return self.spawn_loop(self.path_bin, threads, n)
 
-    def drain(self, r, key, n, procs, alive, timeout=180):
+    def drain(self, r, key, n, procs, alive, timeout=180, kids_of=None, redis_counts=False):
         """Watch the queue `key` (n jobs pushed) drain: t1 once `lead` jobs are taken (the
         workers are warm), t2 once it is empty; the rate is the jobs taken between. Not the
         processed counter: the daemon flushes it once a second (src/batch.c), Sidekiq at its
         beat. CPU of each pid in procs (with its reaped children) and of redis-server over
-        the same span."""
+        the same span; with kids_of, also of that pid's live children of another program
+        (warm processes, never reaped while they serve); with redis_counts, the network
+        round trips (INFO stats total_reads_processed) and commands per job at Redis, less
+        the bench's own."""
         lead = min(200, n // 10)
         deadline = time.monotonic() + timeout
         while r.llen(key) > n - lead:
             if not alive() or time.monotonic() > deadline:
                 raise RuntimeError("no job taken")
             time.sleep(0.002)
+        s1 = (r.info("stats"), r.info("commandstats")) if redis_counts else None
         t1, k1 = time.monotonic(), r.llen(key)
         c1 = [proc_cpu(pid) for pid in procs]
         rc1 = proc_cpu(self.server.pid)
+        w1 = kids_cpu(kids_of) if kids_of else {}
+        polls = 1
         while True:
             k = r.llen(key)
+            polls += 1
             if k == 0:
                 break
             if not alive() or time.monotonic() > deadline:
@@ -314,12 +356,34 @@ class Bench:
         t2 = time.monotonic()
         c2 = [proc_cpu(pid) for pid in procs]
         rc2 = proc_cpu(self.server.pid)
+        w2 = kids_cpu(kids_of) if kids_of else {}
+        s2 = (r.info("stats"), r.info("commandstats")) if redis_counts else None
         jobs = k1
         own = sum(b[0] + b[1] - a[0] - a[1] for a, b in zip(c1, c2))
         kids = sum(b[2] + b[3] - a[2] - a[3] for a, b in zip(c1, c2))
-        return {"rate": jobs / (t2 - t1), "seconds": t2 - t1, "jobs": jobs,
-                "daemon_us": own / jobs * 1e6, "children_us": kids / jobs * 1e6,
-                "redis_us": (rc2[0] + rc2[1] - rc1[0] - rc1[1]) / jobs * 1e6}
+        res = {"rate": jobs / (t2 - t1), "seconds": t2 - t1, "jobs": jobs,
+               "daemon_us": own / jobs * 1e6, "children_us": kids / jobs * 1e6,
+               "redis_us": (rc2[0] + rc2[1] - rc1[0] - rc1[1]) / jobs * 1e6}
+        if kids_of:
+            # Only the processes alive at both ends: one that left between is not counted.
+            res["warm_us"] = sum(w2[p] - w1[p] for p in w1 if p in w2) / jobs * 1e6
+            res["warm_procs"] = len(w2)
+        if redis_counts:
+            # Ours between the snapshots: the LLEN polls, INFO stats and INFO commandstats
+            # (the second pair counts its INFO stats read, not its command).
+            reads = (s2[0]["total_reads_processed"] - s1[0]["total_reads_processed"]
+                     - polls - 2)
+            by = {}
+            for k, v in s2[1].items():
+                calls = v["calls"] - s1[1].get(k, {}).get("calls", 0)
+                name = k[len("cmdstat_"):]
+                calls -= {"llen": polls, "info": 2}.get(name, 0)
+                if calls > 0:
+                    by[name] = calls / jobs
+            res["reads_per_job"] = reads / jobs
+            res["commands_per_job"] = sum(by.values())
+            res["by_command"] = by
+        return res
 
     def daemon_rate(self, conc, n, level="warn", cls="True", **settings):
         r = self.fresh()
@@ -337,6 +401,12 @@ class Bench:
     def ensure_sidekiq(self):
         """Sidekiq from Debian's ruby-sidekiq, installed here (never by make run or make
         check); None and the reason when it cannot be had."""
+        if hasattr(self, "sidekiq_why"):
+            return self.sidekiq_why
+        self.sidekiq_why = self.get_sidekiq()
+        return self.sidekiq_why
+
+    def get_sidekiq(self):
         if self.opts.no_sidekiq:
             return "not asked for (--no-sidekiq)"
         if not shutil.which("sidekiq"):
@@ -352,22 +422,28 @@ class Bench:
                 return "ruby-sidekiq could not be installed (%s)" % e
         if not shutil.which("sidekiq"):
             return "ruby-sidekiq could not be installed (apt-get failed)"
-        self.sidekiq_job = os.path.join(self.tmp, "true_job.rb")
+        # TrueJob shells out like a process per job; NoopJob is the warm figure's empty
+        # method, the same one tests/bench/noop_job.rb runs for cogworkerd.
+        self.sidekiq_job = os.path.join(self.tmp, "sidekiq_jobs.rb")
         with open(self.sidekiq_job, "w") as f:
             f.write('require "sidekiq"\n'
                     'class TrueJob\n'
                     '  include Sidekiq::Worker\n'
                     '  def perform(*) system("/bin/true") end\n'
+                    'end\n'
+                    'class NoopJob\n'
+                    '  include Sidekiq::Worker\n'
+                    '  def perform; end\n'
                     'end\n')
         return None
 
-    def sidekiq_rate(self, conc, n):
+    def sidekiq_rate(self, conc, n, cls="TrueJob"):
         r = self.fresh()
         key = b"queue:default"
         p = r.pipeline(transaction=False)
         for i in range(n):
             now = time.time()
-            p.lpush(key, json.dumps({"class": "TrueJob", "args": [], "queue": "default",
+            p.lpush(key, json.dumps({"class": cls, "args": [], "queue": "default",
                                      "jid": os.urandom(12).hex(), "retry": True,
                                      "created_at": now, "enqueued_at": now}))
             if i % 1000 == 999:
@@ -452,6 +528,112 @@ class Bench:
                                       "sidekiq": {str(c): v for c, v in peer.items()},
                                       "sidekiq_jobs": self.opts.sidekiq_jobs,
                                       "no_sidekiq": why_no_peer}
+
+    # -- warm handlers (issue 22's targets)
+
+    def warm_handlers(self):
+        """The handler blocks of the warm figure: a no-op in C (tests/bench/warm_noop.c),
+        Ruby's empty perform (tests/bench/noop_job.rb), and a Python handler whose import
+        takes 0.2 s (tests/bench/slow_import.py), warm and cold."""
+        slow = os.path.join(HERE, "slow_import.py")
+        return [{"class": "True", "command": ["/bin/true"]},
+                {"class": "Noop", "command": [self.warm_noop_bin], "warm": True},
+                {"class": "NoopJob", "command": [os.path.join(HERE, "noop_job.rb")],
+                 "warm": True},
+                {"class": "SlowCold", "command": [slow]},
+                {"class": "SlowWarm", "command": [slow], "warm": True}]
+
+    def warm_rate(self, conc, n, cls, redis_counts=False):
+        """daemon_rate for one class of warm_handlers(), with the warm processes' CPU."""
+        r = self.fresh()
+        push_jobs(r, n, cls=cls)
+        d = self.daemon(concurrency=conc, handlers=self.warm_handlers())
+        d.start(wait=False)
+        try:
+            return self.drain(r, b"cogworker:queue:default", n, [d.proc.pid],
+                              lambda: d.proc.poll() is None, timeout=600,
+                              kids_of=d.proc.pid, redis_counts=redis_counts)
+        finally:
+            d.stop()
+
+    def warm(self):
+        """Issue 22's targets, each against its yardstick measured in the same repetition,
+        same Redis, at concurrency 4 and 16: the spawn ceiling (before and after, as in
+        throughput) and cold /bin/true; the warm C no-op (the daemon's ceiling with warm
+        handlers: jobs/s, daemon CPU and Redis round trips per job); Ruby's empty perform
+        warm against Sidekiq running it in-process; the 0.2 s-import Python handler warm
+        and cold. Then the daemon's RSS at concurrency 50 with a warm process per fetcher."""
+        o = self.opts
+        why_no_peer = self.ensure_sidekiq()
+        if why_no_peer:
+            log("Sidekiq: not measured: " + why_no_peer)
+        runs = {str(c): [] for c in WARM_CONCURRENCIES}
+        for rep in range(o.warm_reps):
+            for c in WARM_CONCURRENCIES:
+                x = {}
+                before = self.ceiling(c, o.ceiling_spawns)
+                x["cold"] = self.daemon_rate(c, o.jobs)
+                x["noop"] = self.warm_rate(c, o.warm_jobs, "Noop", redis_counts=True)
+                x["ruby"] = self.warm_rate(c, o.warm_jobs, "NoopJob")
+                if not why_no_peer:
+                    try:
+                        x["sidekiq"] = self.sidekiq_rate(c, o.warm_jobs, cls="NoopJob")
+                    except RuntimeError as e:
+                        log("Sidekiq c=%d failed: %s" % (c, e))
+                x["slow_cold"] = self.warm_rate(c, o.slow_cold_jobs * c // 4, "SlowCold")
+                x["slow_warm"] = self.warm_rate(c, o.slow_warm_jobs, "SlowWarm")
+                after = self.ceiling(c, o.ceiling_spawns)
+                x["ceiling"] = {k: (before[k] + after[k]) / 2 for k in before}
+                x["ceiling"]["before"], x["ceiling"]["after"] = before["rate"], after["rate"]
+                runs[str(c)].append(x)
+                nw = x["noop"]
+                log("warm c=%-2d rep %d: cold /bin/true %.0f jobs/s (%.2f of the ceiling %.0f); "
+                    "warm C no-op %.0f jobs/s, daemon %.0f us/job, %.2f round trips and %.2f "
+                    "commands/job; Ruby no-op warm %.0f jobs/s%s; Python 0.2 s import cold "
+                    "%.1f, warm %.0f jobs/s (%.0fx)" % (
+                        c, rep + 1, x["cold"]["rate"], x["cold"]["rate"] / x["ceiling"]["rate"],
+                        x["ceiling"]["rate"], nw["rate"], nw["daemon_us"], nw["reads_per_job"],
+                        nw["commands_per_job"], x["ruby"]["rate"],
+                        ", Sidekiq %.0f (%.2fx)" % (x["sidekiq"]["rate"], x["ruby"]["rate"] /
+                                                    x["sidekiq"]["rate"])
+                        if "sidekiq" in x else "",
+                        x["slow_cold"]["rate"], x["slow_warm"]["rate"],
+                        x["slow_warm"]["rate"] / x["slow_cold"]["rate"]))
+        self.results["warm"] = {"runs": runs, "jobs": o.jobs, "warm_jobs": o.warm_jobs,
+                                "slow_warm_jobs": o.slow_warm_jobs,
+                                "slow_cold_jobs": o.slow_cold_jobs,
+                                "no_sidekiq": why_no_peer, "memory": self.warm_memory(50)}
+
+    def warm_memory(self, conc):
+        """VmRSS of a daemon of concurrency conc running warm C no-ops: before any job,
+        its peak while jobs flow through a warm process per fetcher, and after, with them
+        all idle."""
+        r = self.fresh()
+        d = self.daemon(concurrency=conc, handlers=self.warm_handlers())
+        d.start(wait=False)
+        try:
+            wait_ready(r, d)
+            time.sleep(1.5)
+            idle = proc_rss_kib(d.proc.pid)
+            n = self.opts.warm_jobs
+            push_jobs(r, n, cls="Noop")
+            peak, procs = 0, 0
+            deadline = time.monotonic() + 300
+            while r.llen(b"cogworker:queue:default") > 0 and time.monotonic() < deadline:
+                peak = max(peak, proc_rss_kib(d.proc.pid))
+                procs = max(procs, len(kids_cpu(d.proc.pid)))
+                time.sleep(0.05)
+            time.sleep(1.0)
+            after = proc_rss_kib(d.proc.pid)
+            procs = max(procs, len(kids_cpu(d.proc.pid)))
+        finally:
+            d.stop()
+        res = {"concurrency": conc, "jobs": n, "idle_kib": idle, "peak_kib": max(peak, after),
+               "after_kib": after, "warm_procs": procs}
+        log("warm memory c=%d: %.1f MiB before any job, %.1f MiB at the peak, %.1f MiB after "
+            "(%d warm processes)" % (conc, idle / 1024, res["peak_kib"] / 1024, after / 1024,
+                                     procs))
+        return res
 
     # -- scaling across daemons
 
@@ -1211,6 +1393,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             if t["info_c4"]:
                 L.append("- c=4, info: %s" % reps(t["info_c4"]))
             L.append("\n![throughput](throughput.png)\n")
+        self.report_warm(L)
         sc = self.results.get("scaling")
         if sc:
             L.append("## Scaling across daemons (one Redis)\n")
@@ -1373,14 +1556,82 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(self.results, f, indent=1, default=str)
 
+    def report_warm(self, L):
+        w = self.results.get("warm")
+        if not w:
+            return
+        L.append("## Warm handlers (issue 22's targets)\n")
+        L.append("Each concurrency's repetition runs, on the same Redis: the spawn ceiling "
+                 "(before and after), %d cold `/bin/true` jobs, %d jobs of each warm no-op "
+                 "(C: tests/bench/warm_noop.c; Ruby: tests/bench/noop_job.rb, `def perform; "
+                 "end`), Sidekiq running the same `perform` in-process, and the Python handler "
+                 "whose import takes 0.2 s (tests/bench/slow_import.py), cold (%d jobs at "
+                 "concurrency 4, in proportion above) and warm (%d). Medians of %d "
+                 "repetitions; CPU in µs per job; round trips = Redis's read events "
+                 "(`total_reads_processed`), commands from `INFO commandstats`, both less the "
+                 "bench's own.\n" % (w["jobs"], w["warm_jobs"], w["slow_cold_jobs"],
+                                       w["slow_warm_jobs"],
+                                       len(next(iter(w["runs"].values())))))
+        L.append("| figure | target | " + " | ".join("c=%s" % c for c in w["runs"]) + " |")
+        L.append("|---|---|" + "---:|" * len(w["runs"]))
+
+        def row(label, target, f, spec="%.0f"):
+            cells = []
+            for runs in w["runs"].values():
+                try:
+                    cells.append(spec % median([f(x) for x in runs]))
+                except (KeyError, ZeroDivisionError, TypeError):
+                    cells.append("n/a")
+            L.append("| %s | %s | %s |" % (label, target, " | ".join(cells)))
+        row("cold `/bin/true`, jobs/s", "", lambda x: x["cold"]["rate"])
+        row("spawn ceiling, spawns/s", "", lambda x: x["ceiling"]["rate"])
+        row("cold / ceiling", "as before (throughput)",
+            lambda x: x["cold"]["rate"] / x["ceiling"]["rate"], "%.2f")
+        row("warm C no-op, jobs/s", "", lambda x: x["noop"]["rate"])
+        row("… daemon CPU µs/job", "≤ 40", lambda x: x["noop"]["daemon_us"])
+        row("… redis-server CPU µs/job", "", lambda x: x["noop"]["redis_us"])
+        row("… handler CPU µs/job", "", lambda x: x["noop"]["warm_us"])
+        row("… Redis round trips/job", "< 1", lambda x: x["noop"]["reads_per_job"], "%.2f")
+        row("… Redis commands/job", "", lambda x: x["noop"]["commands_per_job"], "%.2f")
+        row("warm Ruby no-op (cogworkerd), jobs/s", "", lambda x: x["ruby"]["rate"])
+        row("Sidekiq %s, the same `perform` in-process, jobs/s" % sidekiq_version(), "",
+            lambda x: x["sidekiq"]["rate"])
+        row("cogworkerd / Sidekiq", "≥ 3× (5×)",
+            lambda x: x["ruby"]["rate"] / x["sidekiq"]["rate"], "%.2f×")
+        row("… daemon + Ruby handler CPU µs/job", "",
+            lambda x: x["ruby"]["daemon_us"] + x["ruby"]["warm_us"])
+        row("… Sidekiq CPU µs/job", "", lambda x: x["sidekiq"]["daemon_us"])
+        row("Python, 0.2 s import, cold, jobs/s", "", lambda x: x["slow_cold"]["rate"], "%.1f")
+        row("Python, 0.2 s import, warm, jobs/s", "", lambda x: x["slow_warm"]["rate"])
+        row("warm / cold", "≥ 50×",
+            lambda x: x["slow_warm"]["rate"] / x["slow_cold"]["rate"], "%.0f×")
+        L.append("")
+        if w.get("no_sidekiq"):
+            L.append("Sidekiq: not measured: %s.\n" % w["no_sidekiq"])
+        m = w.get("memory")
+        if m:
+            L.append("RSS of the daemon at concurrency %d with warm C no-ops (target ≤ 12 MiB): "
+                     "%.1f MiB before any job, %.1f MiB at the peak while %d jobs ran, %.1f "
+                     "MiB after, with %d warm processes.\n" % (
+                         m["concurrency"], m["idle_kib"] / 1024, m["peak_kib"] / 1024,
+                         m["jobs"], m["after_kib"] / 1024, m["warm_procs"]))
+        L.append("Every repetition (jobs/s): " + "; ".join(
+            "c=%s: %s" % (c, ", ".join(
+                "cold %.0f / ceiling %.0f, C %.0f, Ruby %.0f, Sidekiq %s, Python %.1f → %.0f" % (
+                    x["cold"]["rate"], x["ceiling"]["rate"], x["noop"]["rate"],
+                    x["ruby"]["rate"], fmt(x.get("sidekiq", {}).get("rate")),
+                    x["slow_cold"]["rate"], x["slow_warm"]["rate"]) for x in runs))
+            for c, runs in w["runs"].items()) + "\n")
+
     # -- main
 
     def run(self):
-        self.ensure_ceiling_binary()
+        self.ensure_binary("spawn_ceiling.c", self.ceiling_bin)
+        self.ensure_binary("warm_noop.c", self.warm_noop_bin)
         self.results["machine"] = self.machine()
         log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
             self.results["machine"])
-        figures = ["throughput", "output", "round_trips", "scaling", "latency", "scheduled",
+        figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
                    "cron", "idle", "pause", "fewer", "memory", "recovery", "limits"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
@@ -1418,7 +1669,8 @@ def main():
     opts.idle_seconds, opts.kills = 60, 3
     opts.cron_seconds, opts.pause_rounds, opts.fewer_samples = 20, 200, 50
     opts.sidekiq_jobs, opts.scale_seconds = 2000, 8.0
-    opts.rest = 700     # seconds the figures after throughput take, roughly
+    opts.warm_jobs, opts.slow_warm_jobs, opts.slow_cold_jobs, opts.warm_reps = 20000, 10000, 80, 2
+    opts.rest = 1200    # seconds the figures after throughput take, roughly
     if opts.quick:
         opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 600, 500, 50
         opts.output_jobs = 500
@@ -1427,6 +1679,7 @@ def main():
         opts.idle_seconds, opts.kills = 3, 1
         opts.cron_seconds, opts.pause_rounds, opts.fewer_samples = 5, 20, 10
         opts.sidekiq_jobs, opts.scale_seconds = 500, 3.0
+        opts.warm_jobs, opts.slow_warm_jobs, opts.slow_cold_jobs, opts.warm_reps = 2000, 1000, 20, 1
     Bench(opts).run()
 
 
