@@ -11,6 +11,11 @@ redis-server with an AOF (appendfsync always) while everything that can go wrong
   - DEBUG SLEEP of the server;
   - a crash of the server (SIGKILL) and a restart from its AOF.
 
+A share of the jobs (--warm-share, a half by default) goes to a warm handler
+(tests/soak/warm_soak.py, doc/protocol.md §1.2) instead of the cold sh one: the same
+records, from long-lived processes. Their processes must die with their daemon: a kill -9
+leaves none alive a few seconds later, and none is left once the daemons are gone.
+
 Every job is pushed once, with a unique jid, by a pusher whose own connection is spared
 (and which pauses while the server is down, so that no push is ever in doubt). Handlers
 append "S jid slot" when they start and "E jid slot" when they end to one file. At the end,
@@ -18,10 +23,11 @@ once the queues are drained, it prints jobs pushed, lost (pushed, never finished
 Redis), run twice (started more than once), left in Redis, and the duplicates next to the
 jobs in flight at the kills and the freeze: cogworker's at-least-once window, the most
 runs a kill can repeat. It fails (exit 1) on a lost job, more duplicates than that window,
-anything left behind, a daemon that died by itself, or a sanitizer report in a log.
+anything left behind, a warm process that outlived its daemon, a daemon that died by
+itself, or a sanitizer report in a log.
 
     python3 tests/soak/soak.py --build build [--seconds 180] [--daemons 3] [--json FILE]
-                               [--rate 25] [--max-run 0.4]
+                               [--rate 25] [--max-run 0.4] [--warm-share 0.5]
 """
 
 import argparse
@@ -48,6 +54,10 @@ from harness import Daemon, _die_with_parent, free_port, wait_for  # noqa: E402
 
 HANDLER = ('echo "S $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"; sleep "$1"; '
            'echo "E $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"')
+WARM_HANDLER = os.path.join(HERE, "warm_soak.py")
+# How long a killed daemon's warm processes may take to die (PDEATHSIG is immediate; the
+# reaper kills the groups it was told of right after the daemon is gone).
+WARM_DEATH_WAIT = 3.0
 SETTINGS = {"heartbeat_interval": 1, "process_ttl": 3, "orphan_threshold": 4,
             "orphan_check_interval": 1, "poll_interval": 1, "shutdown_timeout": 3,
             "log_level": "info"}
@@ -111,6 +121,7 @@ class Soak:
         self.server = Server(self.workdir)
         self.rng = random.Random(args.seed)
         self.pushed = []
+        self.pushed_warm = 0
         self.push_paused = threading.Event()
         self.push_idle = threading.Event()
         self.stop_pushing = threading.Event()
@@ -119,6 +130,7 @@ class Soak:
         self.kills = []                 # {"slot", "inprogress", "running"} at each kill
         self.freezes = []
         self.events = {"client_kill": 0, "debug_sleep": 0, "redis_restart": 0}
+        self.warm_survivors = []        # warm processes alive WARM_DEATH_WAIT after a kill
         self.lock = threading.Lock()
         self.generation = 0
         self.pusher_error = None
@@ -131,7 +143,9 @@ class Soak:
         tag = "%d.%d" % (slot, self.generation)
         d = Daemon(self.server, self.workdir, concurrency=self.args.concurrency,
                    handlers=[{"class": "Soak", "command": ["/bin/sh", "-c", HANDLER, "sh"],
-                              "args_as_argv": True, "env": ["SOAK_SLOT=" + tag]}],
+                              "args_as_argv": True, "env": ["SOAK_SLOT=" + tag]},
+                             {"class": "SoakWarm", "command": [WARM_HANDLER, self.workdir],
+                              "warm": True, "env": ["SOAK_SLOT=" + tag]}],
                    **SETTINGS)
         d.start(env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0"}, wait=True)
         d.soak_tag = tag
@@ -148,10 +162,42 @@ class Soak:
         """Handler runs d started and did not finish."""
         started, ended = {}, {}
         for rec in self.runs():
-            if len(rec) == 3 and rec[2] == d.soak_tag:
+            if len(rec) >= 3 and rec[2] == d.soak_tag:
                 (started if rec[0] == "S" else ended)[rec[1]] = \
                     (started if rec[0] == "S" else ended).get(rec[1], 0) + 1
         return sum(max(0, n - ended.get(j, 0)) for j, n in started.items())
+
+    def warm_procs(self):
+        """{pid: slot tag} of this soak's live warm processes (zombies are dead)."""
+        out = {}
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    argv = f.read().split(b"\0")
+                with open("/proc/%s/stat" % p) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open("/proc/%s/environ" % p, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if (state != "Z" and WARM_HANDLER.encode() in argv and
+                    self.workdir.encode() in argv):
+                tag = [e[len(b"SOAK_SLOT="):].decode() for e in env
+                       if e.startswith(b"SOAK_SLOT=")]
+                out[int(p)] = tag[0] if tag else "?"
+        return out
+
+    def survivors_of(self, tag):
+        """Warm processes of the daemon tagged tag still alive WARM_DEATH_WAIT after its
+        death (polled: most are gone at once)."""
+        until = time.monotonic() + WARM_DEATH_WAIT
+        while True:
+            left = [p for p, t in self.warm_procs().items() if t == tag]
+            if not left or time.monotonic() >= until:
+                return left
+            time.sleep(0.1)
 
     def inprogress(self, c, d):
         return c.llen("cogworker:inprogress:" + d.identity)
@@ -185,13 +231,16 @@ class Soak:
             jid = "%024x" % (self.args.seed * 10 ** 9 + n)
             n += 1
             run = round(self.rng.uniform(0, self.args.max_run), 3)
-            payload = json.dumps({"class": "Soak", "args": [run],
+            cls = "SoakWarm" if self.rng.random() < self.args.warm_share else "Soak"
+            payload = json.dumps({"class": cls, "args": [run],
                                   "queue": "default", "jid": jid, "retry": True,
                                   "created_at": now, "enqueued_at": now},
                                  separators=(",", ":"))
             c.lpush("cogworker:queue:default", payload)     # an error ends the soak: loudly
             with self.lock:
                 self.pushed.append(jid)
+                if cls == "SoakWarm":
+                    self.pushed_warm += 1
             next_at += 1.0 / self.args.rate
             time.sleep(max(0, next_at - time.monotonic()))
         self.push_idle.set()
@@ -208,11 +257,13 @@ class Soak:
         recovery, orphan_threshold later), so what is on it is exactly what may run again."""
         slot = self.rng.randrange(len(self.slots))
         d = self.slots[slot]
+        warm = len([p for p, t in self.warm_procs().items() if t == d.soak_tag])
         d.kill()
-        rec = {"slot": slot, "inprogress": self.inprogress(c, d),
+        rec = {"slot": slot, "inprogress": self.inprogress(c, d), "warm": warm,
                "running": self.running_on(d), "at": round(time.monotonic() - self.t0, 1)}
         self.kills.append(rec)
         self.retired.append(d)
+        self.warm_survivors += self.survivors_of(d.soak_tag)
         time.sleep(1.0)
         self.slots[slot] = self.start_daemon(slot)
 
@@ -327,6 +378,13 @@ class Soak:
         for d in self.slots:
             d.stop(timeout=30)
         self.retired += self.slots
+        until = time.monotonic() + WARM_DEATH_WAIT
+        left_behind = self.warm_procs()
+        while left_behind and time.monotonic() < until:
+            time.sleep(0.1)
+            left_behind = self.warm_procs()
+        for pid in left_behind:         # counted, and not left running after the soak
+            os.kill(pid, signal.SIGKILL)
         requeued = 0          # what the daemons say they took over from dead processes
         for d in self.retired:
             for line in d.log().splitlines():
@@ -352,7 +410,12 @@ class Soak:
         report = {
             "seconds": self.args.seconds, "daemons": self.args.daemons,
             "concurrency": self.args.concurrency, "build": self.args.build,
-            "pushed": len(pushed), "finished": len([j for j in pushed if j in ends]),
+            "pushed": len(pushed), "pushed_warm": self.pushed_warm,
+            "warm_processes": len({rec[3] for rec in runs if len(rec) == 4}),
+            "warm_at_kills": sum(k["warm"] for k in self.kills),
+            "warm_survivors_of_kills": len(self.warm_survivors),
+            "warm_left_behind": len(left_behind),
+            "finished": len([j for j in pushed if j in ends]),
             "lost": len(lost), "run_twice": len(twice), "extra_runs": extra,
             "left_in_redis": left, "kills": len(self.kills),
             "in_flight_at_kills": [k["inprogress"] for k in self.kills],
@@ -378,6 +441,8 @@ def main():
     ap.add_argument("--max-run", type=float, default=0.4,
                     help="a job sleeps 0 to this many seconds (short jobs stress the per-job "
                          "path: --max-run 0.01 --rate 200)")
+    ap.add_argument("--warm-share", type=float, default=0.5,
+                    help="the share of the jobs pushed for the warm handler (0: none)")
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--json", help="also write the report here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -392,6 +457,7 @@ def main():
     left = sum(rep["left_in_redis"].values())
     ok = (rep["lost"] == 0 and left == 0 and rep["extra_runs"] <= rep["at_least_once_window"]
           and not rep["sanitizer_reports"] and not rep["died_by_themselves"]
+          and not rep["warm_survivors_of_kills"] and not rep["warm_left_behind"]
           and not rep["pusher_error"])
     print("soak: %gs, %d daemons x %d, build %s, seed %d" % (
         args.seconds, args.daemons, args.concurrency, args.build, args.seed))
@@ -409,6 +475,10 @@ def main():
               rep["extra_runs"], rep["at_least_once_window"],
               "yes" if rep["extra_runs"] <= rep["at_least_once_window"] else "NO",
               rep["requeued_from_dead"]))
+    print("  warm: %d of the jobs pushed, run by %d warm processes; %d alive at the kills -9, "
+          "%d of them still alive %gs later; left once the daemons were gone: %d" % (
+              rep["pushed_warm"], rep["warm_processes"], rep["warm_at_kills"],
+              rep["warm_survivors_of_kills"], WARM_DEATH_WAIT, rep["warm_left_behind"]))
     if rep["sanitizer_reports"]:
         print("  sanitizer reports:\n    " + "\n    ".join(rep["sanitizer_reports"][:20]))
     if rep["died_by_themselves"]:
