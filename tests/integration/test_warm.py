@@ -48,17 +48,21 @@ class WarmTestCase(JobTestCase):
         return loads(p)["jid"], p
 
     def warm_pids(self):
-        """PIDs of live warm_py processes (not zombies), from /proc."""
+        """PIDs of this test's live warm_py processes (not zombies), from /proc: those whose
+        RUNS is this test's, not another test's run at the same time on the machine."""
         out = []
+        mine = ("RUNS=" + os.path.join(self.workdir, "runs")).encode()
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
             try:
                 with open("/proc/%s/cmdline" % d, "rb") as f:
                     cmd = f.read()
+                with open("/proc/%s/environ" % d, "rb") as f:
+                    env = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"warm_py" in cmd and not self.pid_gone(int(d)):
+            if b"warm_py" in cmd and mine in env and not self.pid_gone(int(d)):
                 out.append(int(d))
         return out
 
