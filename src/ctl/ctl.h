@@ -24,6 +24,9 @@ struct ctl {
 	char *notice;
 	/* Where the Redis settings came from, for a connection error ("REDIS_URL"). */
 	const char *origin;
+	/* Entries of each list or sorted set a search for a job reads at most (jobs_find.c),
+	 * 0 = all: the dashboard bounds what a request costs; the command line does not. */
+	long scan_budget;
 	/* Prints a command's --help (ctl.c's table; the commands sit below it). */
 	void (*help)(const char *command);
 };
@@ -204,6 +207,19 @@ int ctl_queue_name_ok(const char *what, const char *q);
 void ctl_warn_unread_queue(struct ctl *c, const char *q);
 int ctl_queue_pause(struct ctl *c, const char *q, int pause);      /* pause or resume */
 int ctl_queue_clear(struct ctl *c, const char *q);                 /* needs c->yes */
+int ctl_processes_list(struct ctl *c);
+/* msg: quiet, resume or stop; to every live process (all) or the nids identities. */
+int ctl_processes_signal(struct ctl *c, const char *msg, int all, int nids, char **ids);
+int ctl_periodic_list(struct ctl *c);
+/* what: run, enable or disable; arg: a pjid or an unambiguous prefix of one. */
+int ctl_periodic_act(struct ctl *c, const char *what, const char *arg);
+int ctl_limits(struct ctl *c);
+/* The runs newest first (from index from, at most limit, reading at most budget entries
+ * of the history set; 0 = no limit), filtered by class and status (NULL = all) and by
+ * since (NAN = any), and the per-day counts from daily_from (NAN: the oldest run shown)
+ * to now. */
+int ctl_history(struct ctl *c, const char *cls, const char *status, double since, long from,
+                long limit, long budget, double daily_from);
 
 int cmd_push(struct ctl *c, int argc, char **argv);
 int cmd_stats(struct ctl *c, int argc, char **argv);

@@ -54,9 +54,11 @@ static void runs_free(struct run *v, int n)
 	free(v);
 }
 
-/* The runs newest first; 0 or CTL_USAGE after the message. */
-static int read_runs(struct ctl *c, const char *key, const char *cls, double since, long limit,
-                     struct run **out, int *nout)
+/* The runs newest first, from index from, at most limit of them, reading at most budget
+ * entries (0 = no limit); *next: the index after the last one read (-1 at the end). 0 or
+ * CTL_USAGE after the message. */
+static int read_runs(struct ctl *c, const char *key, const char *cls, double since, long from,
+                     long limit, long budget, long *next, struct run **out, int *nout)
 {
 	struct run *v = NULL;
 	int n = 0, cap = 0;
@@ -65,7 +67,9 @@ static int read_runs(struct ctl *c, const char *key, const char *cls, double sin
 		snprintf(min, sizeof min, "%.6f", since);
 	else
 		snprintf(min, sizeof min, "-inf");
-	for (long offset = 0;; offset += PAGE) {
+	long read = 0;
+	*next = -1;
+	for (long offset = from;; offset += PAGE) {
 		redisReply *rep = rcmd(&c->r, "ZREVRANGEBYSCORE %s +inf %s WITHSCORES LIMIT %ld %d",
 		                       key, min, offset, PAGE);
 		if (!rep) {
@@ -73,7 +77,10 @@ static int read_runs(struct ctl *c, const char *key, const char *cls, double sin
 			return ctl_redis_error(c, key);
 		}
 		size_t got = rep->elements / 2;
-		for (size_t i = 0; i < got && (limit == 0 || n < limit); i++) {
+		int spent = 0;
+		for (size_t i = 0; i < got && (limit == 0 || n < limit) && !spent; i++) {
+			*next = offset + (long)i + 1;
+			spent = budget > 0 && ++read >= budget;
 			const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
 			struct run r = { .raw = xstrndup(m->str, m->len), .len = m->len,
 			                 .score = strtod(s->str, NULL) };
@@ -96,7 +103,9 @@ static int read_runs(struct ctl *c, const char *key, const char *cls, double sin
 			v[n++] = r;
 		}
 		freeReplyObject(rep);
-		if (got < PAGE || (limit > 0 && n >= limit))
+		if (got < PAGE && (limit == 0 || n < limit) && !spent)
+			*next = -1;
+		if (got < PAGE || (limit > 0 && n >= limit) || spent)
 			break;
 	}
 	*out = v;
@@ -153,11 +162,14 @@ static int read_daily(struct ctl *c, double from, double to, struct day *out, in
 	return status;
 }
 
-static void print_json(const struct run *v, int n, const struct day *days, int ndays)
+static void print_json(const struct run *v, int n, long from, long next,
+                       const struct day *days, int ndays)
 {
 	struct sbuf b;
 	sb_init(&b);
-	sb_adds(&b, "{\"runs\":[");
+	sb_printf(&b, "{\"from\":%ld,\"next\":", from);
+	next >= 0 ? sb_printf(&b, "%ld", next) : sb_adds(&b, "null");
+	sb_adds(&b, ",\"runs\":[");
 	for (int i = 0; i < n; i++) {
 		if (i)
 			sb_addc(&b, ',');
@@ -283,21 +295,33 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
+	if (ago) {
+		double now = ctl_now(c);
+		if (now < 0)
+			return ctl_redis_error(c, "TIME");
+		since += now - asked;           /* a duration counts back from Redis time */
+	}
+	return ctl_history(c, cls, status, since, 0, limit, 0, NAN);
+}
+
+int ctl_history(struct ctl *c, const char *cls, const char *status, double since, long from,
+                long limit, long budget, double daily_from)
+{
 	double now = ctl_now(c);
 	if (now < 0)
 		return ctl_redis_error(c, "TIME");
-	if (ago)
-		since += now - asked;           /* a duration counts back from Redis time */
 	char key[64];
 	snprintf(key, sizeof key, K_HISTORY "%s", status ? status : "all");
 	struct run *v = NULL;
 	int n = 0;
-	int st = read_runs(c, key, cls, since, limit, &v, &n);
+	long next;
+	int st = read_runs(c, key, cls, since, from, limit, budget, &next, &v, &n);
 	if (st)
 		return st;
 	struct day days[MAX_DAYS];
 	int ndays = 0;
-	double oldest = isfinite(since) ? since : (n ? v[n - 1].score : now);
+	double oldest = isfinite(daily_from) ? daily_from
+	              : isfinite(since) ? since : (n ? v[n - 1].score : now);
 	if ((st = read_daily(c, oldest, now, days, &ndays)) != 0) {
 		runs_free(v, n);
 		return st;
@@ -309,7 +333,7 @@ int cmd_history(struct ctl *c, int argc, char **argv)
 			days[kept++] = days[i];
 	ndays = kept;
 	if (c->json) {
-		print_json(v, n, days, ndays);
+		print_json(v, n, from, next, days, ndays);
 	} else if (n == 0) {
 		redisReply *rep = rcmd(&c->r, "EXISTS " K_HISTORY_ALL);
 		int any = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;

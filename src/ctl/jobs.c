@@ -155,7 +155,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		}
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
-		return jobs_show(c, args[0], full);
+		return jobs_show(c, args[0], full, NULL);
 	}
 	enum action a;
 	if (!strcmp(sub, "retry"))

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jobs.h: what the four parts of `cogworkerctl jobs` share; included by src/ctl/jobs*.c
- * only. jobs.c reads the command line and hands over to jobs_find.c (where a job is: the
+ * and by the dashboard's API (web_api.c), which runs the same code. jobs.c reads the command line and hands over to jobs_find.c (where a job is: the
  * sets, the walk over them, the match), jobs_show.c (list and show, for people and for
  * --json) or jobs_act.c (retry, delete, kill, reschedule). The split follows those
  * seams because each side changes for its own reasons: a new set touches finding, a new
@@ -41,6 +41,7 @@ struct filter {
 	const char *arg;            /* a jid, or the raw member */
 	const char *queue;
 	const char *cls;
+	const char *text;           /* a substring of the raw member (the dashboard's search) */
 };
 
 /* Entries collected by jobs_find, each a copy with j parsed. */
@@ -56,6 +57,24 @@ struct found {
 int jobs_find(struct ctl *c, unsigned sets, const struct filter *f, int tolerant,
               struct found *out);
 void jobs_found_free(struct found *f);
+/* The entries of a sorted set with one score (a link from a list names the set and the
+ * score, as cogworker's Web UI does), so finding a job there reads a few entries. */
+int jobs_find_at(struct ctl *c, int set, double score, const struct filter *f,
+                 struct found *out);
+/* Where a page of a set stands: the set's size, the first index looked at, how many
+ * entries were read, and where the next page starts (-1: no more). */
+struct page {
+	long long total;
+	long from, read, next;
+};
+/*
+ * One page of one set, by index (the dashboard's lists): the entries from index from on
+ * that pass the filter, at most limit of them, reading at most budget entries (0 = no
+ * limit), so a page of a set of any size costs the same. Queued needs f->queue; running is
+ * read whole (it is as large as the fleet's concurrency) and cut. 0, or -1 (said).
+ */
+int jobs_page(struct ctl *c, int set, const struct filter *f, long from, int limit,
+              long budget, struct found *out, struct page *pg);
 /* The names of the sets in a mask, ", "-separated, for messages. */
 void jobs_set_list(unsigned sets, char *out, size_t n);
 /* The entry's queue: the one it sits in, else its payload's; NULL when it has none. */
@@ -67,8 +86,17 @@ const char *jobs_string_member(const struct entry *e, const char *name);
 
 /* ---- jobs_show.c ---- */
 int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit);
-/* full: args, payload and error in full, not cut at SHOW_CUT characters. */
-int jobs_show(struct ctl *c, const char *arg, int full);
+/* A page of one set (jobs_page) as JSON: {set, total, from, read, next, jobs: [...]}. */
+int jobs_list_page(struct ctl *c, int set, const struct filter *f, long from, int limit,
+                   long budget);
+/* full: args, payload and error in full, not cut at SHOW_CUT characters. With at (a zset
+ * and a score, from a list's link), the job is looked for there and among the running
+ * ones only. */
+struct show_at {
+	int set;
+	double score;
+};
+int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at);
 
 /* ---- jobs_act.c ---- */
 enum action { A_RETRY, A_DELETE, A_KILL, A_RESCHEDULE };
@@ -77,6 +105,11 @@ extern const unsigned jobs_action_sets[];              /* the sets each action w
  * expires_in: retry's new deadline, seconds from now (0 = none). */
 int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct filter *base,
                      int nargs, char **args, double minutes, double expires_in);
+/* Act on members of one set given as read (the dashboard's selection: the exact text of
+ * each, so an entry changed or taken meanwhile is left alone and reported as gone); queue
+ * names the list for the queued set. */
+int jobs_act_on_members(struct ctl *c, enum action a, int set, const char *queue, int n,
+                        char *const *raws, const size_t *lens, double minutes);
 /* --all: act on every entry of one set that passes the filter. */
 int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *f,
                     double expires_in);
@@ -85,6 +118,20 @@ int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *
 /* jobs log (want: a run number, 0 = the newest) and jobs cancel. */
 int jobs_log(struct ctl *c, const char *jid, long long want, int follow);
 int jobs_cancel(struct ctl *c, const char *jid, int discard);
+/* A followed run as server-sent events (the dashboard's stream of `jobs log --follow`):
+ * each call looks once and appends to ev what is new: "waiting" (no run kept yet, the job
+ * on its way), "run" (which run, its class, process, start), "output" ({text, skipped}),
+ * "error" (Redis did not answer; the next call tries again) and, last, "end" ({state:
+ * ended|gone|died|none, outcome, error_class, error_message, message}). 1 after "end". */
+struct follow_state {
+	const char *jid;
+	long long run;              /* the run asked for (0 = the newest), then followed */
+	unsigned long long pos;     /* output bytes sent */
+	double next_check;          /* monotonic: the next look at the job or its process */
+	int on_its_way;             /* the job was last seen queued, scheduled, retrying or running */
+	int following, announced, waiting_said;
+};
+int jobs_follow_events(struct ctl *c, struct follow_state *st, struct sbuf *ev);
 /* `jobs log|cancel ...`: their own options, then the work. */
 int jobs_run_command(struct ctl *c, int argc, char **argv);
 

@@ -385,6 +385,35 @@ int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct f
 	return status;
 }
 
+int jobs_act_on_members(struct ctl *c, enum action a, int set, const char *queue, int n,
+                        char *const *raws, const size_t *lens, double minutes)
+{
+	struct act x;
+	act_init(&x, c, a);
+	x.minutes = minutes;
+	int status = n ? CTL_OK : CTL_NOTHING;
+	char *qkey = queue ? xasprintf(K_QUEUE "%s", queue) : NULL;
+	const char *key = set == S_QUEUED ? qkey : jobs_zset_keys[set];
+	if (!key) {
+		ctl_error("%s: not a set of entries to act on%s", jobs_set_names[set],
+		          set == S_QUEUED ? " without a queue" : "");
+		status = CTL_USAGE;
+	}
+	for (int i = 0; i < n && status != CTL_USAGE; i++) {
+		struct entry e = { .set = set, .key = (char *)key, .qname = (char *)queue,
+		                   .raw = raws[i], .raw_len = lens[i] };
+		job_parse(&e.j, e.raw, e.raw_len, e.qname);
+		status = ctl_worse(status, apply(&x, &e));
+		job_free(&e.j);
+	}
+	free(qkey);
+	if (status == CTL_USAGE)
+		sb_free(&x.json);
+	else
+		act_finish(&x);
+	return status;
+}
+
 /* DEL a whole set (delete --all without filters). */
 static int delete_whole(struct ctl *c, int set, const char *queue)
 {

@@ -9,6 +9,10 @@
  * against each entry's jid, or else against the raw member itself, so corrupt entries can
  * be addressed by their exact text. What is found is kept as read, byte for byte: the
  * actions hand that exact member back to Redis (LREM, ZREM, the scripts' checks).
+ *
+ * The dashboard never walks a whole set: it reads a page by index (jobs_page: from an
+ * offset, at most a budget of entries read), and its other searches stop after
+ * c->scan_budget entries of each list or sorted set (0 = no limit, the command line's).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +90,9 @@ static int consider(struct entry *e, const struct filter *f, entry_cb cb, void *
 	}
 	job_parse(&e->j, e->raw, e->raw_len, e->qname);
 	int ok = 1;
-	if (f->arg && !raw_eq && !(e->j.obj && e->j.jid && strcmp(e->j.jid, f->arg) == 0))
+	if (f->text && !memmem(e->raw, e->raw_len, f->text, strlen(f->text)))
+		ok = 0;
+	if (ok && f->arg && !raw_eq && !(e->j.obj && e->j.jid && strcmp(e->j.jid, f->arg) == 0))
 		ok = 0;
 	if (ok && f->cls) {
 		const char *cls = jobs_entry_class(e);
@@ -101,18 +107,38 @@ static int consider(struct entry *e, const struct filter *f, entry_cb cb, void *
 	return r;
 }
 
+/* Which part of a list or sorted set a scan reads: from index from, at most budget
+ * entries (0 = to the end); next is where it stopped (-1: at the end). */
+struct window {
+	long from, budget;
+	long read, next;
+};
+
+/* One more entry read at index i; 1 when the budget is spent. */
+static int window_step(struct window *w, long i)
+{
+	w->read++;
+	w->next = i + 1;
+	return w->budget > 0 && w->read >= w->budget;
+}
+
 /*
  * Visit the entries of one set, in the Web UI's order (queues by name, each from index 0;
  * schedule and retry soonest first; dead newest first), PAGE at a time. Returns 0 when
  * done, 1 when cb stopped it, -1 after an error message. With tolerant, a key that can't
- * be read for a reason other than availability is skipped with a warning.
+ * be read for a reason other than availability is skipped with a warning. w (or, without
+ * one, c->scan_budget entries from index 0 of each key) bounds what is read.
  */
-static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, entry_cb cb, void *ctx)
+static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, entry_cb cb,
+                void *ctx, struct window *w)
 {
 	int stop = 0;
+	struct window own = { .budget = c->scan_budget, .next = -1 };
+	if (!w)
+		w = &own;
 	if (jobs_zset_keys[set]) {
 		const char *key = jobs_zset_keys[set];
-		for (long start = 0; !stop; start += PAGE) {
+		for (long start = w->from; !stop; start += PAGE) {
 			redisReply *rep = rcmd(&c->r, "%s %s %ld %ld WITHSCORES",
 			                       set == S_DEAD ? "ZREVRANGE" : "ZRANGE", key, start,
 			                       start + PAGE - 1);
@@ -125,15 +151,19 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 				return -1;
 			}
 			size_t n = rep->elements / 2;
-			for (size_t i = 0; i < n && !stop; i++) {
+			int spent = 0;
+			for (size_t i = 0; i < n && !stop && !spent; i++) {
 				const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
 				struct entry e = { .set = set, .key = (char *)key, .raw = m->str,
 				                   .raw_len = m->len, .score = strtod(s->str, NULL),
 				                   .has_score = 1 };
 				stop = consider(&e, f, cb, ctx);
+				spent = window_step(w, start + (long)i);
 			}
 			freeReplyObject(rep);
-			if (n < PAGE)
+			if (n < PAGE && !stop && !spent)
+				w->next = -1;
+			if (n < PAGE || spent)
 				break;
 		}
 		return stop;
@@ -151,7 +181,9 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 		int rc = 0;
 		for (size_t i = 0; i < nq && !stop && rc == 0; i++) {
 			char *key = xasprintf(K_QUEUE "%s", qs[i]);
-			for (long start = 0; !stop; start += PAGE) {
+			int spent = 0;
+			w->read = 0;
+			for (long start = w->from; !stop && !spent; start += PAGE) {
 				redisReply *rep = rcmd(&c->r, "LRANGE %s %ld %ld", key, start, start + PAGE - 1);
 				if (!rep) {
 					if (tolerant && !c->r.unavailable) {
@@ -162,14 +194,17 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 					rc = -1;
 					break;
 				}
-				for (size_t k = 0; k < rep->elements && !stop; k++) {
+				for (size_t k = 0; k < rep->elements && !stop && !spent; k++) {
 					struct entry e = { .set = set, .key = key, .qname = qs[i],
 					                   .raw = rep->element[k]->str,
 					                   .raw_len = rep->element[k]->len };
 					stop = consider(&e, f, cb, ctx);
+					spent = window_step(w, start + (long)k);
 				}
 				size_t got = rep->elements;
 				freeReplyObject(rep);
+				if (got < PAGE && !stop && !spent)
+					w->next = -1;
 				if (got < PAGE)
 					break;
 			}
@@ -215,15 +250,16 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 					e.raw = v->str + ps;
 					e.raw_len = pl;
 				}
-				cJSON *w = job_json_parse(v->str, v->len);
-				const cJSON *q = w ? cJSON_GetObjectItemCaseSensitive(w, "queue") : NULL;
-				const cJSON *ra = w ? cJSON_GetObjectItemCaseSensitive(w, "run_at") : NULL;
+				cJSON *work = job_json_parse(v->str, v->len);
+				const cJSON *q = work ? cJSON_GetObjectItemCaseSensitive(work, "queue") : NULL;
+				const cJSON *ra = work ? cJSON_GetObjectItemCaseSensitive(work, "run_at")
+				                       : NULL;
 				if (cJSON_IsString(q))
 					qname = xstrdup(q->valuestring);
 				if (cJSON_IsNumber(ra))
 					e.run_at = (long long)ra->valuedouble;
-				if (w)
-					cJSON_Delete(w);
+				if (work)
+					cJSON_Delete(work);
 				e.qname = qname;
 			}
 			stop = consider(&e, f, cb, ctx);
@@ -244,12 +280,93 @@ int jobs_find(struct ctl *c, unsigned sets, const struct filter *f, int tolerant
 	for (int s = 0; s < S_COUNT; s++) {
 		if (!(sets & BIT(s)))
 			continue;
-		int r = scan(c, s, f, tolerant, collect, out);
+		int r = scan(c, s, f, tolerant, collect, out, NULL);
 		if (r < 0)
 			return -1;
 		if (r > 0)
 			break;
 	}
+	return 0;
+}
+
+int jobs_find_at(struct ctl *c, int set, double score, const struct filter *f,
+                 struct found *out)
+{
+	const char *key = jobs_zset_keys[set];
+	/* The score came back as text with 6 decimals: a microsecond either way finds it. */
+	redisReply *rep = rcmd(&c->r, "ZRANGEBYSCORE %s %.6f %.6f WITHSCORES LIMIT 0 %d", key,
+	                       score - 1e-6, score + 1e-6, PAGE);
+	if (!rep) {
+		ctl_redis_error(c, key);
+		return -1;
+	}
+	int stop = 0;
+	for (size_t i = 0; i + 1 < rep->elements && !stop; i += 2) {
+		const redisReply *m = rep->element[i], *sc = rep->element[i + 1];
+		struct entry e = { .set = set, .key = (char *)key, .raw = m->str, .raw_len = m->len,
+		                   .score = strtod(sc->str, NULL), .has_score = 1 };
+		stop = consider(&e, f, collect, out);
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
+/* The size of the list or sorted set a page is read from; -1 after an error (said). */
+static long long set_size(struct ctl *c, int set, const char *queue)
+{
+	redisReply *rep = set == S_QUEUED ? rcmd(&c->r, "LLEN " K_QUEUE "%s", queue)
+	                                  : rcmd(&c->r, "ZCARD %s", jobs_zset_keys[set]);
+	if (!rep) {
+		ctl_redis_error(c, set == S_QUEUED ? "LLEN" : jobs_zset_keys[set]);
+		return -1;
+	}
+	long long n = reply_integer(rep, 0);
+	freeReplyObject(rep);
+	return n;
+}
+
+int jobs_page(struct ctl *c, int set, const struct filter *f, long from, int limit,
+              long budget, struct found *out, struct page *pg)
+{
+	memset(pg, 0, sizeof *pg);
+	pg->from = from;
+	pg->next = -1;
+	out->limit = limit;
+	if (set == S_QUEUED && !f->queue) {
+		ctl_error("a page of queued jobs needs a queue");
+		return -1;
+	}
+	if (jobs_zset_keys[set] || set == S_QUEUED) {
+		if ((pg->total = set_size(c, set, f->queue)) < 0)
+			return -1;
+		struct window w = { .from = from, .budget = budget, .next = -1 };
+		if (scan(c, set, f, 0, collect, out, &w) < 0)
+			return -1;
+		pg->read = w.read;
+		pg->next = w.next >= 0 && w.next < pg->total ? w.next : -1;
+		return 0;
+	}
+	/* running: as many as the fleet runs at once, read whole and cut here */
+	struct found all = { 0 };
+	if (scan(c, set, f, 0, collect, &all, NULL) < 0) {
+		jobs_found_free(&all);
+		return -1;
+	}
+	pg->total = all.n;
+	pg->read = all.n;
+	for (int i = 0; i < all.n; i++) {
+		if (i >= from && out->n < limit) {
+			if (out->n == out->cap) {
+				out->cap = out->cap ? out->cap * 2 : 16;
+				out->v = xrealloc(out->v, sizeof *out->v * (size_t)out->cap);
+			}
+			out->v[out->n++] = all.v[i];
+			memset(&all.v[i], 0, sizeof all.v[i]);
+		} else if (i >= from && pg->next < 0) {
+			pg->next = i;
+		}
+	}
+	jobs_found_free(&all);
 	return 0;
 }
 

@@ -263,47 +263,84 @@ static void json_run(struct sbuf *b, const char *jid, long long n, const long lo
 	sb_addc(b, '}');
 }
 
+/* What one look at a followed run found. */
+enum look_state { LOOK_RUNNING, LOOK_ENDED, LOOK_GONE, LOOK_DIED, LOOK_ERROR };
+struct look {
+	enum look_state state;
+	unsigned long long skipped; /* bytes not kept between the last look and text */
+	const char *text;           /* the output new since the last look (within t) */
+	size_t len;
+	struct runrec r;            /* the run's record (LOOK_ENDED: how it ended) */
+	struct text t;
+};
+
+static void look_free(struct look *k)
+{
+	free(k->t.s);
+	runrec_free(&k->r);
+}
+
+/*
+ * Read run n of jid once and say what is new since *pos (advanced): its new output, and
+ * whether it ended, is no longer kept, or was left unfinished by a process now gone
+ * (checked every GONE_CHECK_EVERY, *next_check). --follow and the dashboard's stream both
+ * loop over it.
+ */
+static enum look_state follow_look(struct ctl *c, const char *jid, long long n,
+                                   unsigned long long *pos, double *next_check, struct look *k)
+{
+	memset(k, 0, sizeof *k);
+	int got = read_run(c, jid, n, &k->r, &k->t);
+	if (got <= 0)
+		return k->state = got < 0 ? LOOK_ERROR : LOOK_GONE;
+	unsigned long long have_from = k->r.dropped;
+	if (*pos < have_from) {
+		k->skipped = have_from - *pos;
+		*pos = have_from;
+	}
+	if (*pos < have_from + k->t.len) {
+		k->text = k->t.s + (*pos - have_from);
+		k->len = (size_t)(have_from + k->t.len - *pos);
+	}
+	*pos = have_from + k->t.len;
+	if (k->r.finished >= 0)
+		return k->state = LOOK_ENDED;
+	if (mono_now() >= *next_check) {
+		*next_check = mono_now() + GONE_CHECK_EVERY;
+		if (k->r.identity && !process_alive(c, k->r.identity))
+			return k->state = LOOK_DIED;
+	}
+	return k->state = LOOK_RUNNING;
+}
+
 /* Print run n as it grows until it ends; the exit status. */
 static int follow(struct ctl *c, const char *jid, long long n)
 {
 	unsigned long long pos = 0;
-	double next_gone_check = mono_now() + GONE_CHECK_EVERY;
+	double next_check = mono_now() + GONE_CHECK_EVERY;
 	for (;;) {
-		struct runrec r;
-		struct text text;
-		int got = read_run(c, jid, n, &r, &text);
-		if (got < 0)
-			return CTL_USAGE;
-		if (got == 0) {
+		struct look k;
+		enum look_state st = follow_look(c, jid, n, &pos, &next_check, &k);
+		if (st == LOOK_ERROR || st == LOOK_GONE) {
+			look_free(&k);
+			if (st == LOOK_ERROR)
+				return CTL_USAGE;
 			ctl_error("run %lld of %s is no longer kept (expired, or trimmed by newer runs)",
 			          n, jid);
 			return CTL_NOTHING;
 		}
-		unsigned long long have_from = r.dropped;
-		size_t len = text.len;
-		if (pos < have_from) {
-			fprintf(stderr, "[… %llu bytes not kept …]\n", have_from - pos);
-			pos = have_from;
-		}
-		if (pos < have_from + len)
-			write_out(text.s + (pos - have_from), (size_t)(have_from + len - pos));
-		pos = have_from + len;
-		free(text.s);
-		if (r.finished >= 0) {
-			say_outcome(&r, n);
-			runrec_free(&r);
-			return CTL_OK;
-		}
-		if (mono_now() >= next_gone_check) {
-			next_gone_check = mono_now() + GONE_CHECK_EVERY;
-			if (r.identity && !process_alive(c, r.identity)) {
-				ctl_error("process %s is gone: run %lld was left unfinished (its job is "
-				          "recovered by another process)", r.identity, n);
-				runrec_free(&r);
-				return CTL_NOTHING;
-			}
-		}
-		runrec_free(&r);
+		if (k.skipped)
+			fprintf(stderr, "[… %llu bytes not kept …]\n", k.skipped);
+		if (k.len)
+			write_out(k.text, k.len);
+		if (st == LOOK_ENDED)
+			say_outcome(&k.r, n);
+		else if (st == LOOK_DIED)
+			ctl_error("process %s is gone: run %lld was left unfinished (its job is "
+			          "recovered by another process)", k.r.identity, n);
+		look_free(&k);
+		if (st != LOOK_RUNNING)
+			return st == LOOK_ENDED ? CTL_OK : CTL_NOTHING;
 		sleep_seconds(FOLLOW_EVERY);
 	}
 }
@@ -402,6 +439,129 @@ int jobs_log(struct ctl *c, const char *jid, long long want, int follow_it)
 	runrec_free(&r);
 	free(kept);
 	return status;
+}
+
+/* ---- the dashboard's stream ---- */
+
+static void event(struct sbuf *b, const char *name, const struct sbuf *data)
+{
+	sb_printf(b, "event: %s\ndata: %s\n\n", name, data->s);
+}
+
+static void run_event(struct sbuf *ev, long long n, const struct runrec *r)
+{
+	struct sbuf d;
+	sb_init(&d);
+	sb_printf(&d, "{\"run\":%lld,\"class\":", n);
+	jstr(&d, r->cls);
+	sb_adds(&d, ",\"identity\":");
+	jstr(&d, r->identity);
+	sb_adds(&d, ",\"started_at\":");
+	jnum(&d, r->started);
+	sb_printf(&d, ",\"dropped\":%llu}", r->dropped);
+	event(ev, "run", &d);
+	sb_free(&d);
+}
+
+static void end_event(struct sbuf *ev, const char *state, const struct runrec *r,
+                      const char *message)
+{
+	struct sbuf d;
+	sb_init(&d);
+	sb_printf(&d, "{\"state\":\"%s\",\"message\":", state);
+	jstr(&d, message);
+	if (r && r->obj) {
+		sb_adds(&d, ",\"outcome\":");
+		jstr(&d, r->outcome);
+		sb_adds(&d, ",\"error_class\":");
+		jstr(&d, r->error_class);
+		sb_adds(&d, ",\"error_message\":");
+		jstr(&d, r->error_message);
+		sb_adds(&d, ",\"finished_at\":");
+		r->finished >= 0 ? jnum(&d, r->finished) : sb_adds(&d, "null");
+	}
+	sb_addc(&d, '}');
+	event(ev, "end", &d);
+	sb_free(&d);
+}
+
+/* The run to follow, once one is kept: the one asked for, else the newest. 0 while none
+ * is; -1 when none will come (an "end" event is in ev). */
+static long long first_run(struct ctl *c, struct follow_state *st, struct sbuf *ev)
+{
+	if (mono_now() >= st->next_check) {
+		st->next_check = mono_now() + GONE_CHECK_EVERY;
+		mark_followed(c, st->jid, 1);       /* renewed well within its TTL */
+		st->on_its_way = will_run(c, st->jid);
+	}
+	long long *kept = NULL;
+	int nkept = kept_runs(c, st->jid, &kept);
+	long long n = nkept > 0 ? (st->run > 0 ? st->run : kept[nkept - 1]) : 0;
+	free(kept);
+	if (nkept < 0)
+		return 0;
+	if (n > 0) {
+		mark_followed(c, st->jid, 0);
+		return n;
+	}
+	if (st->on_its_way == 0) {
+		mark_followed(c, st->jid, 0);
+		end_event(ev, "none", NULL, "no output kept for this job, and it is not on its way "
+		          "to a run (never run here, a short run that succeeded without printing, "
+		          "output_keep = 0, or expired after output_ttl)");
+		return -1;
+	}
+	if (!st->waiting_said++)
+		sb_adds(ev, "event: waiting\ndata: {}\n\n");
+	return 0;
+}
+
+int jobs_follow_events(struct ctl *c, struct follow_state *st, struct sbuf *ev)
+{
+	if (!st->following) {
+		long long n = first_run(c, st, ev);
+		if (n <= 0)
+			return n < 0;
+		st->run = n;
+		st->following = 1;
+		st->next_check = mono_now() + GONE_CHECK_EVERY;
+	}
+	struct look k;
+	enum look_state s = follow_look(c, st->jid, st->run, &st->pos, &st->next_check, &k);
+	if (s == LOOK_ERROR) {
+		struct sbuf d;
+		sb_init(&d);
+		sb_adds(&d, "{\"error\":");
+		jstr(&d, c->r.err[0] ? c->r.err : "Redis error");
+		sb_printf(&d, ",\"unavailable\":%s}", c->r.unavailable ? "true" : "false");
+		event(ev, "error", &d);
+		sb_free(&d);
+		look_free(&k);
+		return 0;
+	}
+	if (!st->announced && k.r.obj) {
+		run_event(ev, st->run, &k.r);
+		st->announced = 1;
+	}
+	if (k.len || k.skipped) {
+		struct sbuf d;
+		sb_init(&d);
+		sb_adds(&d, "{\"text\":");
+		jstrn(&d, k.text ? k.text : "", k.len);
+		sb_printf(&d, ",\"skipped\":%llu}", k.skipped);
+		event(ev, "output", &d);
+		sb_free(&d);
+	}
+	if (s == LOOK_GONE)
+		end_event(ev, "gone", NULL, "this run is no longer kept (expired, or trimmed by newer "
+		          "runs)");
+	else if (s == LOOK_ENDED)
+		end_event(ev, "ended", &k.r, NULL);
+	else if (s == LOOK_DIED)
+		end_event(ev, "died", &k.r, "its process is gone: the run was left unfinished (its "
+		          "job is recovered by another process)");
+	look_free(&k);
+	return s != LOOK_RUNNING;
 }
 
 /* ---- cancel ---- */

@@ -172,6 +172,32 @@ int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
 	return CTL_OK;
 }
 
+int jobs_list_page(struct ctl *c, int set, const struct filter *f, long from, int limit,
+                   long budget)
+{
+	struct found fd = { 0 };
+	struct page pg;
+	if (jobs_page(c, set, f, from, limit, budget, &fd, &pg) < 0) {
+		jobs_found_free(&fd);
+		return CTL_USAGE;
+	}
+	struct sbuf b;
+	sb_init(&b);
+	sb_printf(&b, "{\"set\":\"%s\",\"total\":%lld,\"from\":%ld,\"read\":%ld,\"next\":",
+	          jobs_set_names[set], pg.total, pg.from, pg.read);
+	pg.next >= 0 ? sb_printf(&b, "%ld", pg.next) : sb_adds(&b, "null");
+	sb_adds(&b, ",\"jobs\":[");
+	for (int i = 0; i < fd.n; i++) {
+		if (i)
+			sb_addc(&b, ',');
+		entry_json(&b, &fd.v[i], 0);
+	}
+	sb_adds(&b, "]}");
+	jprint(&b);
+	jobs_found_free(&fd);
+	return CTL_OK;
+}
+
 /* ---- jobs show ---- */
 
 /* Characters of args, payload and error shown before the cut (without --full). */
@@ -377,12 +403,13 @@ static void status_human(const redisReply *st, double now)
 	}
 }
 
-int jobs_show(struct ctl *c, const char *arg, int full)
+int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at)
 {
 	struct filter f = { .arg = arg };
 	struct found fd = { 0 };
-	unsigned sets = BIT(S_QUEUED) | ZSETS | RUN_SETS;
-	if (jobs_find(c, sets, &f, 1, &fd) < 0) {
+	unsigned sets = at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | RUN_SETS;
+	if ((at && jobs_find_at(c, at->set, at->score, &f, &fd) < 0) ||
+	    jobs_find(c, sets, &f, 1, &fd) < 0) {
 		jobs_found_free(&fd);
 		return CTL_USAGE;
 	}

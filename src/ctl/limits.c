@@ -142,6 +142,11 @@ int cmd_limits(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
+	return ctl_limits(c);
+}
+
+int ctl_limits(struct ctl *c)
+{
 	double now = ctl_now(c);
 	if (now < 0)
 		return ctl_redis_error(c, "TIME");

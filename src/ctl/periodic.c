@@ -144,7 +144,7 @@ static int read_entries(struct ctl *c, double now, struct pentry **out, int *n)
 	return 0;
 }
 
-static int list_periodic(struct ctl *c)
+int ctl_periodic_list(struct ctl *c)
 {
 	double now = ctl_now(c);
 	if (now < 0)
@@ -340,7 +340,7 @@ int cmd_periodic(struct ctl *c, int argc, char **argv)
 		}
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
-		return list_periodic(c);
+		return ctl_periodic_list(c);
 	}
 	const char *sub = args[0];
 	int which = strcmp(sub, "run") == 0 ? 1 : strcmp(sub, "enable") == 0 ? 2
@@ -355,8 +355,19 @@ int cmd_periodic(struct ctl *c, int argc, char **argv)
 	}
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
+	return ctl_periodic_act(c, sub, args[1]);
+}
+
+int ctl_periodic_act(struct ctl *c, const char *what, const char *arg)
+{
+	int which = strcmp(what, "run") == 0 ? 1 : strcmp(what, "enable") == 0 ? 2
+	          : strcmp(what, "disable") == 0 ? 3 : 0;
+	if (!which || !*arg) {
+		ctl_error("periodic: %s %s: no such action (run, enable, disable PJID)", what, arg);
+		return CTL_USAGE;
+	}
 	char *pjid, *entry;
-	int s = resolve(c, args[1], &pjid, &entry);
+	int s = resolve(c, arg, &pjid, &entry);
 	if (s)
 		return s;
 	if (which == 1)

@@ -159,7 +159,7 @@ static double beat_age(const struct ctl *c, const struct process_info *p)
 	return age < 0 ? 0 : age;
 }
 
-static int list_processes(struct ctl *c)
+int ctl_processes_list(struct ctl *c)
 {
 	struct process_info *p;
 	int n;
@@ -314,7 +314,7 @@ static const char *resolve_process(const struct process_info *p, int n, const ch
 	return NULL;
 }
 
-static int signal_processes(struct ctl *c, const char *msg, int all, int nids, char **ids)
+int ctl_processes_signal(struct ctl *c, const char *msg, int all, int nids, char **ids)
 {
 	if (all && nids) {
 		ctl_error("processes %s: give identities or --all, not both", msg);
@@ -385,12 +385,12 @@ int cmd_processes(struct ctl *c, int argc, char **argv)
 		}
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
-		return list_processes(c);
+		return ctl_processes_list(c);
 	}
 	const char *sub = args[0];
 	if (strcmp(sub, "quiet") != 0 && strcmp(sub, "resume") != 0 && strcmp(sub, "stop") != 0) {
 		ctl_error("processes: unknown subcommand \"%s\" (list, quiet, resume, stop)", sub);
 		return CTL_USAGE;
 	}
-	return signal_processes(c, sub, all, nargs - 1, args + 1);
+	return ctl_processes_signal(c, sub, all, nargs - 1, args + 1);
 }
