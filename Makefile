@@ -172,7 +172,7 @@ $(BUILD)/bench/spawn_path: tests/bench/spawn_ceiling.c $(LIB_OBJ)
 # build/fuzz/corpus/NAME/, crashes to build/fuzz/crash-NAME-*. Not part of make check: a run
 # long enough to find anything does not fit its budget.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= job json conf cron warm
+FUZZ_TARGETS ?= job json conf cron warm web
 FUZZ_CC      ?= clang
 FUZZ_DIR     := build/fuzz
 FUZZ_CFLAGS  := $(filter-out -O2 -fsanitize=%,$(CFLAGS)) -O1 -fno-omit-frame-pointer \
@@ -188,6 +188,11 @@ $(FUZZ_DIR)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -c -o $@ $<
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+# The dashboard's request parsing lives with cogworkerctl (src/ctl/web_http.c), not in the
+# library: its harness links that file too.
+$(FUZZ_DIR)/fuzz_web: tests/fuzz/fuzz_web.c tests/fuzz/fuzz.h $(FUZZ_DIR)/src/ctl/web_http.o $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -Isrc/ctl -o $@ $< \
+	    $(FUZZ_DIR)/src/ctl/web_http.o $(FUZZ_LIB) $(LDLIBS)
 
 fuzz-build:
 	@sh tests/fuzz/deps.sh

@@ -16,8 +16,8 @@
 
 const POLL_MS = 2000;           // overview refresh
 const CHART_POINTS = 90;        // 3 minutes of 2-s samples
+const CHART_W = 1200;           // the charts' width in their own units (about the page's)
 const PAGE_SIZE = 50;
-const JOB_SETS = ["running", "scheduled", "retry", "dead", "waiting", "queued"];
 
 const state = { session: null };
 
@@ -33,7 +33,7 @@ function el(tag, attrs, ...kids) {
 		else if (k === "href") e.setAttribute("href", safeHref(v));
 		else e.setAttribute(k, v === true ? "" : String(v));
 	}
-	for (const kid of kids.flat()) {
+	for (const kid of kids.flat(Infinity)) {
 		if (kid === null || kid === undefined || kid === false) continue;
 		e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
 	}
@@ -176,8 +176,22 @@ function actionButton(label, path, form, confirmText, after, danger) {
 // ---- pages ----
 
 const pages = [
-	{ path: "/", title: "Overview", draw: drawOverview },
-	{ path: "/queues", title: "Queues", draw: drawQueues },
+	{ path: "/", title: "Overview", draw: () => drawOverview() },
+	{ path: "/queues", title: "Queues", draw: () => drawQueues() },
+	{ path: "/jobs/running", title: "Running", draw: () => drawJobList("running") },
+	{ path: "/jobs/scheduled", title: "Scheduled", draw: () => drawJobList("scheduled") },
+	{ path: "/jobs/retry", title: "Retries", draw: () => drawJobList("retry") },
+	{ path: "/jobs/dead", title: "Dead", draw: () => drawJobList("dead") },
+	{ path: "/jobs/waiting", title: "Waiting", draw: () => drawWaiting() },
+	{ path: "/jobs/queued", title: "Queued", nav: false, draw: () => drawJobList("queued") },
+	{ path: "/processes", title: "Processes", draw: () => drawProcesses() },
+	{ path: "/periodic", title: "Periodic", draw: () => drawPeriodic() },
+	{ path: "/limits", title: "Limits", draw: () => drawLimits() },
+	{ path: "/history", title: "History", draw: () => drawHistory() },
+	{ path: "/metrics", title: "Metrics", draw: () => drawMetrics() },
+	{ path: "/login", title: "Log in", nav: false, draw: () => showLogin() },
+	{ title: "Job", nav: false, match: (p) => /^\/jobs\/[^/]+$/.test(p),
+		draw: () => drawJob(decodeURIComponent(location.pathname.split("/")[2])) },
 ];
 
 let timer = null;
@@ -195,8 +209,8 @@ async function drawOverview() {
 	const chart = el("div", { class: "panel" },
 		el("div", { class: "legend" }, el("span", { class: "p" }, "— processed/s"), el("span", { class: "f" }, "— failed/s"),
 			el("span", { class: "muted", id: "rate" }, "")),
-		svg("svg", { class: "chart", id: "live", viewBox: "0 0 600 180", preserveAspectRatio: "none" }));
-	const hours = el("div", { class: "panel" }, svg("svg", { class: "chart", id: "hours", viewBox: "0 0 600 180", preserveAspectRatio: "none" }));
+		svg("svg", { class: "chart", id: "live", viewBox: "0 0 " + CHART_W + " 180", preserveAspectRatio: "none" }));
+	const hours = el("div", { class: "panel" }, svg("svg", { class: "chart", id: "hours", viewBox: "0 0 " + CHART_W + " 180", preserveAspectRatio: "none" }));
 	const queues = el("div", { id: "ov-queues" });
 	setMain(el("h1", {}, "Overview"), cards, el("h2", {}, "Live"), chart,
 		el("h2", {}, "Last 24 hours (UTC)"), hours, el("h2", {}, "Queues"), queues);
@@ -244,11 +258,13 @@ function drawLive() {
 	if (!g) return;
 	const pts = live.points;
 	const max = Math.max(1, ...pts.map((x) => Math.max(x.p, x.f)));
-	const xy = (i, v) => (i * 600 / (CHART_POINTS - 1)).toFixed(1) + "," + (170 - v / max * 160).toFixed(1);
+	// The newest point at the right edge; older ones scroll left.
+	const x0 = CHART_POINTS - pts.length;
+	const xy = (i, v) => ((x0 + i) * CHART_W / (CHART_POINTS - 1)).toFixed(1) + "," + (170 - v / max * 160).toFixed(1);
 	const line = (k, cls) => svg("polyline", { class: cls, points: pts.map((x, i) => xy(i, x[k])).join(" ") });
 	g.replaceChildren(
-		svg("line", { class: "grid", x1: 0, y1: 170, x2: 600, y2: 170 }),
-		svg("line", { class: "grid", x1: 0, y1: 10, x2: 600, y2: 10 }),
+		svg("line", { class: "grid", x1: 0, y1: 170, x2: CHART_W, y2: 170 }),
+		svg("line", { class: "grid", x1: 0, y1: 10, x2: CHART_W, y2: 10 }),
 		line("p", "processed"), line("f", "failed"));
 	const t = svg("text", { x: 4, y: 20 });
 	t.textContent = max.toFixed(1) + "/s";
@@ -264,11 +280,11 @@ function drawHours(tp) {
 	bars(g, tp.map((h) => ({ ok: h.processed, bad: h.failed, label: fmtTime(h.hour).slice(11, 16) })));
 }
 
-// Stacked bars (ok below, bad on top), one per item, into an svg of 600×180.
+// Stacked bars (ok below, bad on top), one per item, into an svg of CHART_W×180.
 function bars(g, items) {
 	const max = Math.max(1, ...items.map((x) => x.ok + x.bad));
-	const w = 600 / Math.max(1, items.length);
-	const kids = [svg("line", { class: "grid", x1: 0, y1: 160, x2: 600, y2: 160 })];
+	const w = CHART_W / Math.max(1, items.length);
+	const kids = [svg("line", { class: "grid", x1: 0, y1: 160, x2: CHART_W, y2: 160 })];
 	items.forEach((x, i) => {
 		const hOk = x.ok / max * 145, hBad = x.bad / max * 145;
 		kids.push(svg("rect", { class: "bar-ok", x: i * w + 1, y: 160 - hOk, width: Math.max(1, w - 2), height: hOk }));
@@ -312,6 +328,390 @@ async function drawQueues() {
 	const r = await api("/api/queues");
 	if (!r.ok) return setMain(el("h1", {}, "Queues"), el("p", { class: "muted" }, r.data && r.data.error || "unavailable"));
 	setMain(el("h1", {}, "Queues"), queueTable(r.data, true));
+}
+
+// ---- job lists ----
+
+const SET_TITLES = { running: "Running", scheduled: "Scheduled", retry: "Retries", dead: "Dead",
+	waiting: "Waiting for a slot", queued: "Queued" };
+// What can be done to entries of each set (the API's set/action pairs).
+const SET_ACTIONS = {
+	scheduled: [["retry", "Run now"], ["delete", "Delete"], ["kill", "Kill"]],
+	retry: [["retry", "Retry now"], ["delete", "Delete"], ["kill", "Kill"]],
+	dead: [["retry", "Retry"], ["delete", "Delete"]],
+	queued: [["delete", "Delete"]],
+	running: [],
+};
+
+function params() { return new URLSearchParams(location.search); }
+
+function jobHref(j) {
+	const q = new URLSearchParams();
+	if (j.set === "scheduled" || j.set === "retry" || j.set === "dead") {
+		q.set("set", j.set);
+		q.set("score", String(j.score));
+	}
+	return "/jobs/" + encodeURIComponent(j.jid || "") + (q.toString() ? "?" + q.toString() : "");
+}
+
+function errorText(j) {
+	if (!j.error_class && !j.error_message) return "";
+	return (j.error_class || "") + (j.error_class && j.error_message ? ": " : "") + (j.error_message || "");
+}
+
+function whenOf(j) {
+	if (j.set === "running") return j.run_at;
+	if (j.score !== null && j.score !== undefined) return j.score;
+	return j.enqueued_at || j.created_at;
+}
+
+async function drawJobList(set) {
+	const p = params();
+	const from = Number(p.get("from") || 0);
+	const filt = { class: p.get("class") || "", queue: p.get("queue") || "", q: p.get("q") || "" };
+	const query = new URLSearchParams({ from: String(from), limit: String(PAGE_SIZE) });
+	for (const [k, v] of Object.entries(filt)) if (v) query.set(k, v);
+	const title = SET_TITLES[set] + (set === "queued" && filt.queue ? ": " + filt.queue : "");
+	const form = el("form", { class: "filters", id: "filters", onsubmit: (ev) => {
+		ev.preventDefault();
+		const q = new URLSearchParams();
+		for (const name of ["class", "queue", "q"]) {
+			const v = form.elements[name].value.trim();
+			if (v) q.set(name, v);
+		}
+		location.search = q.toString();
+	} },
+	el("input", { name: "class", placeholder: "class", value: filt.class }),
+	el("input", { name: "queue", placeholder: "queue", value: filt.queue }),
+	el("input", { name: "q", placeholder: "text in the job", value: filt.q }),
+	el("button", { type: "submit" }, "Filter"),
+	el("a", { href: location.pathname + (set === "queued" && filt.queue ? "?queue=" + encodeURIComponent(filt.queue) : "") }, "clear"));
+	setMain(el("h1", {}, title), form, el("p", { class: "muted" }, "Loading…"));
+	if (set === "queued" && !filt.queue) return setMain(el("h1", {}, title), form,
+		el("p", {}, "Choose a queue on the ", el("a", { href: "/queues" }, "queues page"), "."));
+	const r = await api("/api/jobs/" + set + "?" + query.toString());
+	if (!r.ok) return setMain(el("h1", {}, title), form, el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+	const d = r.data;
+	const filtered = filt.class || filt.q || (filt.queue && set !== "queued");
+	const actions = canAct() ? SET_ACTIONS[set] || [] : [];
+	const boxes = [];
+	const rows = d.jobs.map((j) => {
+		const box = actions.length ? el("input", { type: "checkbox", class: "pick" }) : null;
+		if (box) { box.entry = j.raw; boxes.push(box); }
+		return el("tr", { "data-jid": j.jid || "" },
+			actions.length ? el("td", {}, box) : null,
+			timeCell(whenOf(j)),
+			el("td", { class: "code" }, el("a", { href: jobHref(j) }, j.jid || "(no jid)")),
+			el("td", {}, j.class),
+			el("td", {}, j.queue || "-"),
+			el("td", { class: "code args" }, cut(j.args === null ? j.raw : compactJSON(j.args), 160)),
+			set === "running" ? el("td", { class: "code" }, j.process || "") : el("td", {}, cut(errorText(j), 200)));
+	});
+	const heads = [actions.length ? "" : null, set === "running" ? "Started" : set === "queued" ? "Enqueued" : set === "dead" ? "Died" : "Due",
+		"Job", "Class", "Queue", "Args", set === "running" ? "Process" : "Error"].filter((h) => h !== null);
+	const range = d.jobs.length ? "entries " + fmtNum(d.from + 1) + "–" + fmtNum(d.next === null ? d.total : d.next) : "no entries";
+	const summary = el("p", { class: "muted", id: "summary" }, fmtNum(d.total) + " in all; " + range +
+		(filtered ? " looked at (" + fmtNum(d.read) + " read), " + fmtNum(d.jobs.length) + " match" : ""));
+	const nav = el("div", { class: "pager" },
+		from > 0 ? el("a", { href: pageHref(0) }, "« first") : null,
+		from > 0 && !filtered ? el("a", { href: pageHref(Math.max(0, from - PAGE_SIZE)) }, "‹ previous") : null,
+		d.next !== null ? el("a", { href: pageHref(d.next), id: "next" }, "next ›") : null);
+	const bulk = actions.length ? el("div", { class: "toolbar" },
+		el("span", { class: "muted" }, "Selected:"),
+		actions.map(([a, label]) => el("button", { type: "button", "data-action": a, onclick: () => {
+			const picked = boxes.filter((b) => b.checked).map((b) => b.entry);
+			if (!picked.length) return banner("Select entries first.", "");
+			const form = { entry: picked };
+			if (set === "queued") form.queue = filt.queue;
+			act("/api/jobs/" + set + "/" + a, form, a === "retry" ? null : label + " " + picked.length + " job(s)?", render);
+		} }, label)),
+		el("span", { class: "muted" }, " All that match:"),
+		actions.filter(([a]) => a !== "reschedule").map(([a, label]) => el("button", { type: "button", class: "danger", "data-all": a, onclick: () => {
+			const form = Object.assign({ all: "1" }, filt);
+			act("/api/jobs/" + set + "/" + a, form, label + " every " + (filtered ? "matching " : "") + "job in " + SET_TITLES[set].toLowerCase() +
+				(filtered ? "" : " (" + fmtNum(d.total) + ")") + "?", render);
+		} }, label + " all"))) : null;
+	const all = actions.length ? el("input", { type: "checkbox", title: "select all", onchange: (ev) => boxes.forEach((b) => { b.checked = ev.target.checked; }) }) : null;
+	const tbl = d.jobs.length ? table(heads, rows) : el("p", { class: "muted" }, filtered ? "Nothing matches on this page." : "Empty.");
+	if (all && d.jobs.length) tbl.querySelector("th").append(all);
+	setMain(el("h1", {}, title), form, summary, bulk, tbl, nav);
+}
+
+function pageHref(from) {
+	const q = params();
+	if (from > 0) q.set("from", String(from)); else q.delete("from");
+	const s = q.toString();
+	return location.pathname + (s ? "?" + s : "");
+}
+
+async function drawWaiting() {
+	const r = await api("/api/jobs/waiting");
+	if (!r.ok) return setMain(el("h1", {}, SET_TITLES.waiting), el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+	const kids = [el("h1", {}, SET_TITLES.waiting),
+		el("p", { class: "muted" }, "Jobs a fleet_concurrency or rate_limit turned away; each waits in the schedule set for its next try.")];
+	if (!r.data.classes.length) kids.push(el("p", { class: "muted" }, "No class has fleet limits (yet)."));
+	for (const c of r.data.classes) {
+		kids.push(el("h2", {}, c.class + " — " + fmtNum(c.waiting) + " waiting"));
+		if (c.jobs.length) kids.push(table(["Job", "Next try"], c.jobs.map((j) => el("tr", { "data-jid": j.jid },
+			el("td", { class: "code" }, el("a", { href: jobHref({ jid: j.jid, set: "scheduled", score: j.next_try }) }, j.jid)),
+			timeCell(j.next_try)))));
+	}
+	setMain(kids);
+}
+
+// ---- one job ----
+
+const stream = { es: null };
+
+function kv(pairs) {
+	return el("dl", { class: "kv" }, pairs.filter((x) => x && x[1] !== null && x[1] !== undefined && x[1] !== "")
+		.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+function prettyJSON(v, raw) {
+	if (v === null || v === undefined) return raw || "null";
+	try { return JSON.stringify(v, null, 2); } catch (e) { return raw || String(v); }
+}
+
+function locationPanel(jid, loc) {
+	const base = "/api/jobs/" + loc.set + "/";
+	const form = { entry: loc.raw };
+	if (loc.set === "queued") form.queue = loc.queue;
+	const back = () => location.replace("/jobs/" + (loc.set === "running" || loc.set === "inprogress" ? "running" : loc.set));
+	const btns = [];
+	if (canAct()) {
+		if (["scheduled", "retry", "dead"].includes(loc.set))
+			btns.push(actionButton(loc.set === "scheduled" ? "Run now" : "Retry now", base + "retry", form, null, back));
+		if (["scheduled", "retry"].includes(loc.set)) {
+			btns.push(el("button", { type: "button", onclick: () => {
+				const m = window.prompt("Run it in how many minutes (1 to 10080)?", "60");
+				if (m) act(base + "reschedule", Object.assign({ minutes: m }, form), null, render);
+			} }, "Reschedule"));
+			btns.push(actionButton("Kill (to dead)", base + "kill", form, "Move this job to dead?", back, true));
+		}
+		if (["scheduled", "retry", "dead", "queued"].includes(loc.set))
+			btns.push(actionButton("Delete", base + "delete", form, "Delete this job?", back, true));
+		if (loc.set === "running" || loc.set === "inprogress") {
+			const cancelPath = "/api/jobs/" + encodeURIComponent(jid) + "/cancel";
+			btns.push(actionButton("Cancel", cancelPath, {}, "Stop this job's handler? It goes to dead as cancelled.", render, true));
+			btns.push(actionButton("Cancel and discard", cancelPath, { discard: "1" }, "Stop this job's handler and drop the job?", render, true));
+		}
+	}
+	const where = loc.set + (loc.process ? " on " + loc.process : "") + " (" + loc.key + ")";
+	return el("div", { class: "panel location", "data-set": loc.set },
+		kv([["where", where], ["class", loc.class], ["queue", loc.queue],
+			[loc.set === "dead" ? "died" : "due", loc.score ? fmtTime(loc.score) + " (" + fmtRelative(loc.score) + ")" : null],
+			["started", loc.run_at ? fmtTime(loc.run_at) + " (" + fmtRelative(loc.run_at) + ")" : null],
+			["created", loc.created_at ? fmtTime(loc.created_at) : null],
+			["enqueued", loc.enqueued_at ? fmtTime(loc.enqueued_at) : null],
+			["failed", loc.failed_at ? fmtTime(loc.failed_at) : null],
+			["retries", loc.retry_count !== null ? String(loc.retry_count) + " failure(s); retry " + compactJSON(loc.retry) : null],
+			["error", errorText(loc) || null], ["parse error", loc.parse_error || null]]),
+		el("h3", {}, "Args"), el("pre", { class: "light args" }, prettyJSON(loc.args, loc.raw)),
+		el("details", {}, el("summary", {}, "The whole payload"), el("pre", { class: "light payload" }, prettyJSON(loc.payload, loc.raw))),
+		btns.length ? el("div", { class: "toolbar" }, btns) : null);
+}
+
+async function drawJob(jid) {
+	if (stream.es) { stream.es.close(); stream.es = null; }
+	const p = params();
+	const q = new URLSearchParams();
+	if (p.get("set")) q.set("set", p.get("set"));
+	if (p.get("score")) q.set("score", p.get("score"));
+	const r = await api("/api/jobs/" + encodeURIComponent(jid) + (q.toString() ? "?" + q : ""));
+	const head = el("h1", {}, "Job ", el("span", { class: "code" }, jid));
+	if (!r.ok) return setMain(head, el("p", { class: "muted", id: "not-found" }, (r.data && r.data.error) || "unavailable",
+		r.status === 404 && !p.get("set") ? " (each set is searched as far as its first 10 000 entries: open the job from its list to find it further)" : ""));
+	const d = r.data;
+	const kids = [head];
+	if (!d.locations.length) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
+	// A running job is also on its process's in-progress list: one panel says it.
+	const runningOn = new Set(d.locations.filter((l) => l.set === "running").map((l) => l.process));
+	d.locations.filter((l) => !(l.set === "inprogress" && runningOn.has(l.process)))
+		.forEach((loc) => kids.push(locationPanel(jid, loc)));
+	if (d.status) {
+		const st = d.status;
+		const pct = Number(st.pct);
+		kids.push(el("h2", {}, "Status"), el("div", { class: "panel", id: "status" },
+			kv([["status", st.status], ["updated", st.update_time ? fmtTime(Number(st.update_time)) + " (" + fmtRelative(Number(st.update_time)) + ")" : null],
+				["progress", isNaN(pct) ? null : el("span", {}, el("progress", { max: "100", value: String(pct) }), " " + pct + "% " + (st.message || ""))],
+				...Object.entries(st).filter(([k]) => !["status", "update_time", "pct", "message"].includes(k))])));
+	}
+	kids.push(el("h2", {}, "Attempts (" + d.attempts.length + ")"));
+	if (d.attempts.length) kids.push(table(["#", "Failed", "Outcome", "Error"], d.attempts.map((a, i) => typeof a === "object" && a !== null
+		? el("tr", {}, el("td", {}, String(a.attempt || i + 1)), timeCell(a.failed_at), el("td", {}, a.outcome || ""),
+			el("td", {}, cut((a.error_class || "") + ": " + (a.error_message || ""), 300)))
+		: el("tr", {}, el("td", {}, String(i + 1)), el("td", { colspan: "3", class: "code" }, String(a))))));
+	const out = el("pre", { id: "output" }, "");
+	const outInfo = el("p", { class: "muted", id: "output-info" }, "");
+	kids.push(el("h2", {}, "Output"), outInfo, out);
+	setMain(kids);
+	const running = d.locations.some((l) => l.set === "running" || l.set === "inprogress");
+	const o = await api("/api/jobs/" + encodeURIComponent(jid) + "/output");
+	if (o.ok) {
+		const x = o.data;
+		out.textContent = x.output || "";
+		outInfo.textContent = "run " + x.run + " of " + x.runs.join(", ") + " · " + (x.identity || "?") +
+			" · started " + fmtTime(x.started_at) + (x.dropped ? " · the first " + fmtNum(x.dropped) + " bytes were not kept" : "") +
+			(x.finished_at ? " · " + (x.outcome || "?") + (x.error_class ? " (" + x.error_class + ": " + (x.error_message || "") + ")" : "") : " · running");
+		if (!x.finished_at) follow(jid, x.run, out, outInfo, true);
+	} else if (running) {
+		follow(jid, 0, out, outInfo, false);
+	} else {
+		outInfo.textContent = (o.data && o.data.error) || "no output kept";
+		out.hidden = true;
+	}
+}
+
+// Live output over server-sent events: the events of `jobs log --follow`.
+function follow(jid, run, out, info, have) {
+	const es = new EventSource("/api/jobs/" + encodeURIComponent(jid) + "/output/stream" + (run ? "?run=" + run : ""));
+	stream.es = es;
+	if (have) out.textContent = "";
+	info.textContent = "following live…";
+	const parse = (ev) => { try { return JSON.parse(ev.data); } catch (e) { return {}; } };
+	es.addEventListener("waiting", () => { info.textContent = "waiting for the job to start…"; });
+	es.addEventListener("run", (ev) => {
+		const x = parse(ev);
+		info.textContent = "run " + x.run + " · " + (x.identity || "?") + " · started " + fmtTime(x.started_at) + " · following live…";
+	});
+	es.addEventListener("output", (ev) => {
+		const x = parse(ev);
+		if (x.skipped) out.append("[… " + fmtNum(x.skipped) + " bytes not kept …]\n");
+		out.append(x.text || "");
+		out.scrollTop = out.scrollHeight;
+	});
+	es.addEventListener("error", (ev) => {
+		const x = ev.data ? parse(ev) : null;
+		if (x && x.error) banner("Redis does not answer: " + x.error + ". Still following.", "error");
+	});
+	es.addEventListener("end", (ev) => {
+		const x = parse(ev);
+		es.close();
+		stream.es = null;
+		info.textContent = x.state === "ended"
+			? "ended: " + (x.outcome || "?") + (x.error_class ? " (" + x.error_class + ": " + (x.error_message || "") + ")" : "")
+			: x.message || x.state;
+	});
+}
+
+// ---- processes, periodic, limits, history, metrics ----
+
+async function drawProcesses() {
+	const [r, run] = await Promise.all([api("/api/processes"), api("/api/jobs/running?limit=200")]);
+	if (!r.ok) return setMain(el("h1", {}, "Processes"), el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+	const jobs = run.ok ? run.data.jobs : [];
+	const kids = [el("h1", {}, "Processes (" + r.data.length + ")")];
+	if (!r.data.length) kids.push(el("p", { class: "muted" }, "No live process."));
+	for (const p of r.data) {
+		const base = "/api/processes/" + encodeURIComponent(p.identity) + "/";
+		const mine = jobs.filter((j) => j.process === p.identity);
+		kids.push(el("div", { class: "panel process", "data-identity": p.identity },
+			el("h2", {}, el("span", { class: "code" }, p.identity), " ", p.quiet ? el("span", { class: "tag warn" }, "quiet") : el("span", { class: "tag good" }, "active")),
+			kv([["host", p.hostname], ["pid", p.pid === null ? "?" : String(p.pid)],
+				["busy", fmtNum(p.busy) + " / " + (p.concurrency === null ? "?" : fmtNum(p.concurrency))],
+				["queues", p.queues.join(", ")], ["last beat", p.beat_age === null ? "?" : fmtDuration(p.beat_age) + " ago"],
+				["started", p.started_at ? fmtTime(p.started_at) + " (" + fmtRelative(p.started_at) + ")" : null],
+				["memory", p.rss_kb === null ? null : (p.rss_kb / 1024).toFixed(1) + " MB"]]),
+			canAct() ? el("div", { class: "toolbar" },
+				p.quiet ? actionButton("Resume", base + "resume", {}, null) : actionButton("Quiet", base + "quiet", {}, null),
+				actionButton("Stop", base + "stop", {}, "Stop " + p.identity + "? It finishes its jobs and exits.", null, true)) : null,
+			mine.length ? table(["Job", "Class", "Queue", "Started", "Args"], mine.map((j) => el("tr", { "data-jid": j.jid || "" },
+				el("td", { class: "code" }, el("a", { href: jobHref(j) }, j.jid || "?")), el("td", {}, j.class), el("td", {}, j.queue || "-"),
+				timeCell(j.run_at), el("td", { class: "code args" }, cut(compactJSON(j.args), 120))))) : el("p", { class: "muted" }, "No job running.")));
+	}
+	setMain(kids);
+}
+
+async function drawPeriodic() {
+	const r = await api("/api/periodic");
+	if (!r.ok) return setMain(el("h1", {}, "Periodic"), el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+	const rows = r.data.map((e) => {
+		const base = "/api/periodic/" + encodeURIComponent(e.pjid) + "/";
+		return el("tr", { "data-pjid": e.pjid },
+			el("td", { class: "code", title: e.pjid }, e.pjid.slice(0, 12)), el("td", { class: "code" }, e.cron || "?"),
+			el("td", {}, e.class || "?"), el("td", { class: "code args" }, cut(compactJSON(e.args), 100)), el("td", {}, e.queue || "default"),
+			timeCell(e.last_run), timeCell(e.next_run),
+			el("td", {}, e.enabled ? el("span", { class: "tag good" }, "enabled") : el("span", { class: "tag warn" }, "disabled")),
+			canAct() ? el("td", {}, actionButton("Run now", base + "run", {}, "Push a job of " + (e.class || "?") + " now?"), " ",
+				e.enabled ? actionButton("Disable", base + "disable", {}, null) : actionButton("Enable", base + "enable", {}, null)) : null);
+	});
+	const heads = ["Entry", "Cron", "Class", "Args", "Queue", "Last run", "Next run", "State"];
+	if (canAct()) heads.push("");
+	setMain(el("h1", {}, "Periodic (" + r.data.length + ")"),
+		r.data.length ? table(heads, rows) : el("p", { class: "muted" }, "No periodic entries (periodic:schedule is empty)."));
+}
+
+async function drawLimits() {
+	const r = await api("/api/limits");
+	if (!r.ok) return setMain(el("h1", {}, "Limits"), el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+	const now = Date.now() / 1000;
+	const kids = [el("h1", {}, "Limits"), el("p", { class: "muted" },
+		"Fleet-wide limits as Redis holds them. max_concurrency is per process: see each daemon's /metrics.")];
+	if (!r.data.length) kids.push(el("p", { class: "muted" }, "No limits seen yet (a class shows up once a job of it starts under fleet_concurrency or rate_limit)."));
+	else kids.push(table(["Class", "Fleet slots", "Waiting", "Rate", "In window", "Room"], r.data.map((l) => el("tr", { "data-class": l.class },
+		el("td", {}, l.class), el("td", { class: "num" }, l.fleet_concurrency ? l.holders.length + " / " + l.fleet_concurrency : "-"),
+		el("td", { class: "num" }, el("a", { href: "/jobs/waiting" }, fmtNum(l.waiters))), el("td", {}, l.rate_limit || "-"),
+		el("td", { class: "num" }, l.rate_limit ? fmtNum(l.window_starts) : "-"),
+		el("td", {}, l.rate_limit ? (l.next_room && l.next_room > now ? fmtRelative(l.next_room) : "now") : "-"))), [1, 2, 4]));
+	for (const l of r.data.filter((x) => x.holders.length)) {
+		kids.push(el("h2", {}, "Holders of " + l.class), table(["Process", "Fetcher", "Job", "Lease"], l.holders.map((h) => el("tr", {},
+			el("td", { class: "code" }, h.identity), el("td", {}, h.fetcher), el("td", { class: "code" }, el("a", { href: "/jobs/" + encodeURIComponent(h.jid) }, h.jid)),
+			timeCell(h.expires_at)))));
+	}
+	setMain(kids);
+}
+
+async function drawHistory() {
+	const p = params();
+	const from = Number(p.get("from") || 0);
+	const q = new URLSearchParams({ from: String(from), limit: String(PAGE_SIZE), days: "14" });
+	if (p.get("class")) q.set("class", p.get("class"));
+	if (p.get("status")) q.set("status", p.get("status"));
+	const r = await api("/api/history?" + q);
+	const form = el("form", { class: "filters", onsubmit: (ev) => {
+		ev.preventDefault();
+		const n = new URLSearchParams();
+		if (form.elements.class.value.trim()) n.set("class", form.elements.class.value.trim());
+		if (form.elements.status.value) n.set("status", form.elements.status.value);
+		location.search = n.toString();
+	} }, el("input", { name: "class", placeholder: "class", value: p.get("class") || "" }),
+	el("select", { name: "status" }, ["", "success", "failed"].map((s) => el("option", { value: s, selected: (p.get("status") || "") === s }, s || "any status"))),
+	el("button", { type: "submit" }, "Filter"));
+	if (!r.ok) return setMain(el("h1", {}, "History"), form, el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+	const d = r.data;
+	const chart = svg("svg", { class: "chart", id: "days", viewBox: "0 0 " + CHART_W + " 180", preserveAspectRatio: "none" });
+	const byDay = new Map(d.daily.map((x) => [x.day, x]));
+	const days = [];
+	for (let i = 13; i >= 0; i--) {
+		const day = new Date(Date.now() - i * 86400000).toISOString().slice(0, 10);
+		const x = byDay.get(day) || { success: 0, failed: 0 };
+		days.push({ ok: x.success, bad: x.failed, label: day.slice(5) });
+	}
+	bars(chart, days);
+	const rows = d.runs.map((x) => typeof x !== "object" || x === null
+		? el("tr", {}, el("td", { colspan: "8", class: "code" }, "(unreadable) " + String(x)))
+		: el("tr", { "data-jid": x.jid || "" }, timeCell(x.finished_at),
+			el("td", {}, el("span", { class: "tag " + (x.status === "success" ? "good" : "bad") }, x.status || "?")),
+			el("td", {}, x.class || "?"), el("td", {}, x.queue || "-"),
+			el("td", { class: "code" }, x.jid ? el("a", { href: "/jobs/" + encodeURIComponent(x.jid) }, x.jid) : "-"),
+			el("td", { class: "num" }, x.finished_at && x.started_at ? fmtDuration(x.finished_at - x.started_at) : "-"),
+			el("td", { class: "code args" }, x.args === undefined ? "" : cut(compactJSON(x.args), 120)),
+			el("td", {}, cut(errorText(x), 200))));
+	setMain(el("h1", {}, "History"), el("h2", {}, "Per day, last 14 days (UTC)"), el("div", { class: "panel" }, chart,
+		el("div", { class: "legend" }, el("span", { class: "p" }, "■ success"), el("span", { class: "f" }, "■ failed"))),
+	el("h2", {}, "Runs, newest first"), form,
+	d.runs.length ? table(["Finished", "Status", "Class", "Queue", "Job", "Took", "Args", "Error"], rows, [5])
+		: el("p", { class: "muted" }, "No runs recorded (history is written by daemons with history_retention_days > 0)."),
+	el("div", { class: "pager" }, from > 0 ? el("a", { href: pageHref(0) }, "« newest") : null,
+		d.next !== null ? el("a", { href: pageHref(d.next), id: "next" }, "older ›") : null));
+}
+
+async function drawMetrics() {
+	const r = await api("/api/metrics");
+	setMain(el("h1", {}, "Metrics"), el("p", { class: "muted" },
+		"cogworker's eight fleet-wide metrics, as `cogworkerctl metrics` prints them (each daemon's own /metrics has more)."),
+	el("pre", { class: "light", id: "metrics" }, r.ok ? r.data : (r.data && r.data.error) || "unavailable"));
 }
 
 // ---- login ----
@@ -368,6 +768,8 @@ async function render() {
 	if (!page) return setMain(el("h1", {}, "Not found"), el("p", {}, "No page here."));
 	document.title = page.title + " · cogworkerd";
 	await page.draw();
+	// When the page was drawn, in ms from the start of its navigation (the tests read it).
+	document.documentElement.dataset.drawn = String(Math.round(performance.now()));
 }
 
 async function start() {

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include "ctl.h"
+#include "jobs.h"
 
 /* ---- build/web_assets.c ---- */
 struct web_asset {
@@ -147,7 +148,7 @@ struct web_reply {
 	unsigned status;
 	struct sbuf body;
 	const char *type;           /* Content-Type; JSON unless the route says otherwise */
-	int stream;                 /* the route streams (server-sent events): see web_stream */
+	int stream;                 /* the route streams (server-sent events): web_follow_step */
 	char *stream_jid;
 	long long stream_run;
 };
@@ -157,14 +158,12 @@ void web_api(struct web_req *q, struct web_reply *r);
 int web_api_is_action(const char *method);
 
 /* Server-sent events of one run's output (GET /api/jobs/<jid>/output/stream): the next
- * chunk of the stream into b, after waiting at most a poll interval; 0 more to come, 1
- * ended (b holds the last event). */
+ * part of the stream into b, after waiting a poll interval (but the first time); 0 more to
+ * come, 1 ended (b holds the last event). */
 struct web_follow {
 	char *jid;
-	long long run;              /* 0 until known */
-	unsigned long long pos;     /* bytes of the run's output sent so far */
-	double next_look;           /* monotonic: when to check the process / the job again */
-	int started;                /* the first event has gone out */
+	struct follow_state st;     /* jobs_run.c's: the stream is `jobs log --follow`'s */
+	int looked;
 };
 int web_follow_step(struct web_follow *f, struct sbuf *b);
 

@@ -308,7 +308,7 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, struct web_reply
 	struct stream *st = xcalloc(1, sizeof *st);
 	sb_init(&st->pending);
 	st->f.jid = rp->stream_jid;
-	st->f.run = rp->stream_run;
+	st->f.st.run = rp->stream_run;
 	rp->stream_jid = NULL;
 	struct MHD_Response *res = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
 	                                                             stream_read, st, stream_free);

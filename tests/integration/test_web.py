@@ -16,9 +16,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (DaemonTestCase, RedisTestCase, binary, free_port, handler,  # noqa: E402
-                     job, wait_for)
-from webkit import WebServer, browser, shot, text_of, wait_until  # noqa: E402
+from harness import RedisTestCase, binary, free_port, handler, job, wait_for  # noqa: E402
+from webkit import BrowserCase, WebServer, shot, text_of, wait_until  # noqa: E402
 
 PAUSED = b"cogworker:paused_queues"
 QUEUES = b"cogworker:queues"
@@ -214,19 +213,8 @@ class Serving(RedisTestCase):
                  message="the API back with Redis")
 
 
-class Pages(DaemonTestCase):
+class Pages(BrowserCase):
     """The pages in Chromium against a daemon; one browser for the class."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.b = browser()
-        cls.addClassCleanup(cls.b.quit)
-
-    def web(self, *args):
-        w = WebServer(self.server.url, args=args).start()
-        self.addCleanup(w.stop)
-        return w
 
     def test_web7_overview_shows_the_numbers(self):
         d = self.daemon(handlers=[{"class": "Ok", "command": handler("ok")}], concurrency=2)
@@ -248,10 +236,22 @@ class Pages(DaemonTestCase):
         for cid, n in expect.items():
             self.assertEqual(text_of(self.b, "#%s .n" % cid, contains=n).strip(), n, cid)
         self.assertIn("low", text_of(self.b, "#ov-queues", contains="low"))
-        # The live chart has its lines once two reads of the counters were made.
+        # The live chart: jobs flowing for a few refreshes draw a line above zero.
         wait_until(lambda: self.b.execute_script(
             "return document.querySelectorAll('#live polyline').length") == 2)
-        time.sleep(2.5)
+        t_end = time.monotonic() + 8
+        n = 0
+        while time.monotonic() < t_end:
+            self.push(job("Ok", [n]))
+            n += 1
+            time.sleep(0.05)
+        wait_for(lambda: self.r.get(b"cogworker:stats:processed") == str(5 + n).encode(),
+                 timeout=30, message="the flow processed")
+        text_of(self.b, "#c-processed .n", contains="{:,}".format(5 + n), timeout=10)
+        rate = text_of(self.b, "#rate")
+        self.assertRegex(rate, r"^\d+\.\d processed/s, 0\.0 failed/s$")
+        self.assertTrue(self.b.execute_script(
+            "return live.points.some(p => p.p > 1)"), "a point above 1 processed/s")
         shot(self.b, "overview")
         self.assertIsNotNone(d.identity)
 

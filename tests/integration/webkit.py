@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import binary, build_dir, free_port, wait_for, _die_with_parent
+from harness import DaemonTestCase, binary, build_dir, free_port, wait_for, _die_with_parent
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -152,14 +152,34 @@ def browser():
     return drv
 
 
+class BrowserCase(DaemonTestCase):
+    """A DaemonTestCase with one headless Chromium for the class (self.b) and a
+    `cogworkerctl web` on this test's Redis per call of web()."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = browser()
+        cls.addClassCleanup(cls.b.quit)
+
+    def web(self, *args):
+        w = WebServer(self.server.url, args=args).start()
+        self.addCleanup(w.stop)
+        return w
+
+
 def shot(drv, name):
-    """A screenshot of the whole page into <build>/web-screenshots/<name>.png."""
-    from selenium.webdriver.common.by import By
+    """A screenshot of the whole page (beyond the window) into
+    <build>/web-screenshots/<name>.png."""
+    import base64
     path = os.path.join(screenshot_dir(), name + ".png")
-    height = drv.execute_script("return document.documentElement.scrollHeight")
-    drv.set_window_size(1280, max(900, min(int(height) + 40, 4000)))
-    drv.find_element(By.TAG_NAME, "body").screenshot(path)
-    drv.set_window_size(1280, 900)
+    size = drv.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    png = drv.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 6000),
+                 "scale": 1}})["data"]
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(png))
     return path
 
 

@@ -1,0 +1,437 @@
+# SPDX-License-Identifier: MIT
+"""WEB — the dashboard's pages in a real headless Chromium (doc/behaviours.md group WEB,
+WEB-11 on; doc/protocol.md §7.33): each page against what Redis holds, each action clicked
+and its effect checked in Redis, hostile job data shown as text, a running job's output
+followed live, 100 000 dead entries paged, and what one open tab costs Redis. Screenshots
+of every page go to <build>/web-screenshots/.
+
+Run: python3 tests/integration/run.py test_web_pages
+"""
+
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import handler, job, new_jid, wait_for  # noqa: E402
+from webkit import BrowserCase, no_alert, shot, text_of, wait_until  # noqa: E402
+
+DEAD = b"cogworker:dead"
+RETRY = b"cogworker:retry"
+SCHEDULE = b"cogworker:schedule"
+QUEUES = b"cogworker:queues"
+
+XSS_SCRIPT = "<script>window.__xss=1;alert(1)</script>"
+XSS_IMG = '"><img src=x onerror="window.__xss=2;alert(2)">'
+XSS_URL = "javascript:window.__xss=3;alert(3)"
+
+
+def failed(cls="Work", args=(1,), queue="default", jid=None, **extra):
+    """A retry or dead entry as the daemon files it."""
+    now = time.time() - 50
+    fields = {"error_class": "Cogworker::HandlerFailed", "error_message": "exit status 1",
+              "failed_at": now, "retry_count": 0}
+    fields.update(extra)
+    return job(cls, list(args), queue=queue, jid=jid or new_jid(), retry=True, **fields)
+
+
+def sh(script):
+    return ["/bin/sh", "-c", script]
+
+
+class PagesCase(BrowserCase):
+    """One browser for the class; a `cogworkerctl web` per test."""
+
+    def open(self, w, path):
+        self.b.get(w.url(path))
+        text_of(self.b, "main h1")
+        self.assertTrue(no_alert(self.b))
+
+    def rows(self, css="main tbody tr"):
+        from selenium.webdriver.common.by import By
+        return self.b.find_elements(By.CSS_SELECTOR, css)
+
+    def click(self, css, text=None):
+        """Click the first element matching css (with that text); the pages redraw, so an
+        element replaced under the click is looked up again."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        from selenium.webdriver.common.by import By
+
+        def find_and_click():
+            try:
+                for e in self.b.find_elements(By.CSS_SELECTOR, css):
+                    if text is None or e.text == text:
+                        e.click()
+                        return True
+            except StaleElementReferenceException:
+                pass
+            return False
+        wait_until(find_and_click, message="%s %s" % (css, text or ""))
+
+    def drawn(self, path):
+        """Open path; the ms from the start of its navigation until the page was drawn."""
+        self.b.get("about:blank")
+        self.b.get(self.w.url(path))
+        return int(wait_until(lambda: self.b.execute_script(
+            "return document.documentElement.dataset.drawn"), message="%s drawn" % path))
+
+    def accept(self, expect=None, answer=None):
+        alert = wait_until(lambda: self.b.switch_to.alert, message="a dialog")
+        if expect:
+            self.assertIn(expect, alert.text)
+        if answer is not None:
+            alert.send_keys(answer)
+        alert.accept()
+
+    def pick(self, jids):
+        from selenium.webdriver.common.by import By
+        for jid in jids:
+            self.b.find_element(By.CSS_SELECTOR, 'tr[data-jid="%s"] input.pick' % jid).click()
+
+
+class JobLists(PagesCase):
+
+    def test_web11_lists_filters_and_actions(self):
+        now = time.time()
+        dead = [failed("Mail", [i], jid="d%023d" % i) for i in range(3)]
+        dead.append(failed("Report", [9], jid="d%023d" % 9, queue="low"))
+        self.r.zadd(DEAD, {d: now - 100 + i for i, d in enumerate(dead)})
+        retry = failed("Mail", [7], jid="r%023d" % 7)
+        self.r.zadd(RETRY, {retry: now + 600})
+        sched = job("Later", [1], jid="s%023d" % 1)
+        self.r.zadd(SCHEDULE, {sched: now + 3600})
+        self.r.sadd(QUEUES, "default")
+        w = self.web()
+        self.open(w, "/jobs/dead")
+        self.assertEqual(len(self.rows()), 4)
+        self.assertIn("4 in all", text_of(self.b, "#summary"))
+        # newest first, as the Web UI lists dead jobs
+        self.assertEqual(self.rows()[0].get_attribute("data-jid"), "d%023d" % 9)
+        shot(self.b, "dead")
+        self.open(w, "/jobs/dead?class=Mail")
+        self.assertEqual(len(self.rows()), 3)
+        self.open(w, "/jobs/dead?queue=low")
+        self.assertEqual([r.get_attribute("data-jid") for r in self.rows()], ["d%023d" % 9])
+        self.open(w, "/jobs/dead?q=%5B2%5D")
+        self.assertEqual([r.get_attribute("data-jid") for r in self.rows()], ["d%023d" % 2])
+        # Retry two chosen: they leave dead and are queued, byte for byte but enqueued_at.
+        self.open(w, "/jobs/dead")
+        self.pick(["d%023d" % 0, "d%023d" % 1])
+        self.click("button[data-action=retry]")
+        wait_until(lambda: self.r.zcard(DEAD) == 2, message="two retried")
+        queued = [json.loads(x)["jid"] for x in self.r.lrange(b"cogworker:queue:default", 0, -1)]
+        self.assertEqual(sorted(queued), ["d%023d" % 0, "d%023d" % 1])
+        # Delete one chosen, asked first.
+        text_of(self.b, "#summary", contains="2 in all")
+        self.pick(["d%023d" % 2])
+        self.click("button[data-action=delete]")
+        self.accept("Delete 1 job(s)?")
+        wait_until(lambda: self.r.zcard(DEAD) == 1, message="one deleted")
+        # Kill from retry: to dead.
+        self.open(w, "/jobs/retry")
+        self.pick(["r%023d" % 7])
+        self.click("button[data-action=kill]")
+        self.accept("Kill 1 job(s)?")
+        wait_until(lambda: self.r.zcard(RETRY) == 0 and self.r.zcard(DEAD) == 2, message="killed")
+        # All that match a filter, asked first: only those.
+        self.open(w, "/jobs/dead?class=Report")
+        self.click("button[data-all=delete]")
+        self.accept("Delete every matching job in dead?")
+        wait_until(lambda: self.r.zcard(DEAD) == 1, message="the Report entry deleted")
+        self.assertEqual(json.loads(self.r.zrange(DEAD, 0, -1)[0])["jid"], "r%023d" % 7)
+        self.open(w, "/jobs/scheduled")
+        self.assertEqual([r.get_attribute("data-jid") for r in self.rows()], ["s%023d" % 1])
+        shot(self.b, "scheduled")
+        self.open(w, "/jobs/queued?queue=default")
+        self.assertEqual(len(self.rows()), 2)
+        log = w.log()
+        self.assertIn("POST /api/jobs/dead/retry: 200", log)
+        self.assertIn('"jid":"d%023d","set":"dead","result":"retried"' % 0, log)
+        self.assertIn("POST /api/jobs/retry/kill: 200", log)
+
+    def test_web12_hostile_args_and_output_are_text(self):
+        d = self.daemon(handlers=[{"class": "Evil", "command": sh(
+            'printf "%s\\n%s\\n%s\\n" "$EV1" "$EV2" "$EV3"; exit 1'), "env": [
+            "EV1=" + XSS_SCRIPT, "EV2=" + XSS_IMG, "EV3=" + XSS_URL]}],
+            history_retention_days=1)
+        jid = new_jid()
+        self.push(job("Evil", [XSS_SCRIPT, XSS_IMG, XSS_URL, {"u": XSS_URL}], jid=jid,
+                      retry=False))
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=20, message="the job dead")
+        score = self.r.zrange(DEAD, 0, 0, withscores=True)[0][1]
+        w = self.web()
+        for path in ("/jobs/dead", "/jobs/%s?set=dead&score=%r" % (jid, score), "/history"):
+            with self.subTest(path):
+                self.open(w, path)
+                if "set=dead" in path:
+                    out = text_of(self.b, "#output", contains=XSS_URL)
+                    self.assertEqual(out.splitlines(), [XSS_SCRIPT, XSS_IMG, XSS_URL])
+                    args = text_of(self.b, "pre.args")
+                    for x in (XSS_SCRIPT, XSS_URL):
+                        self.assertIn(json.dumps(x), args)
+                    shot(self.b, "job")
+                else:
+                    self.assertIn("script", text_of(self.b, "main"))
+                time.sleep(0.5)
+                self.assertTrue(no_alert(self.b))
+                self.assertIsNone(self.b.execute_script("return window.__xss"))
+                self.assertEqual(self.b.execute_script(
+                    "return document.querySelectorAll('main img, main script, main iframe').length"), 0)
+                self.assertEqual(self.b.execute_script(
+                    "return document.querySelectorAll('script').length"), 1)
+                self.assertEqual(self.b.execute_script(
+                    "return [...document.querySelectorAll('a')].filter(a => !a.getAttribute('href')"
+                    ".startsWith('/')).length"), 0)
+        self.assertIsNotNone(d.identity)
+
+
+class JobPage(PagesCase):
+
+    def test_web13_job_page_actions(self):
+        now = time.time()
+        jid = "r%023d" % 1
+        entry = failed("Mail", [1], jid=jid)
+        self.r.zadd(RETRY, {entry: now + 600})
+        self.r.rpush(("cogworker:job_attempts:" + jid).encode(), json.dumps(
+            {"attempt": 1, "failed_at": now - 50, "outcome": "retrying",
+             "error_class": "Cogworker::HandlerFailed", "error_message": "exit status 1"}))
+        w = self.web()
+        self.open(w, "/jobs/%s?set=retry&score=%r" % (jid, now + 600))
+        self.assertIn("Cogworker::HandlerFailed", text_of(self.b, "main table"))
+        self.click("main .location button", "Reschedule")
+        self.accept("how many minutes", answer="120")
+        wait_until(lambda: abs(self.r.zscore(RETRY, entry) - (time.time() + 7200)) < 30,
+                   message="rescheduled two hours on")
+        score = self.r.zscore(RETRY, entry)
+        self.open(w, "/jobs/%s?set=retry&score=%r" % (jid, score))
+        self.click("main .location button", "Kill (to dead)")
+        self.accept("Move this job to dead?")
+        wait_until(lambda: self.r.zcard(RETRY) == 0 and self.r.zcard(DEAD) == 1, message="killed")
+        wait_until(lambda: self.b.current_url.endswith("/jobs/retry"))
+        score = self.r.zrange(DEAD, 0, 0, withscores=True)[0][1]
+        self.open(w, "/jobs/%s?set=dead&score=%r" % (jid, score))
+        self.click("main .location button", "Retry now")
+        wait_until(lambda: self.r.llen(b"cogworker:queue:default") == 1, message="retried")
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        # Without a hint, a job still found (first entries of each set) and deleted.
+        self.open(w, "/jobs/" + jid)
+        self.assertIn("queued", text_of(self.b, "main .location"))
+        self.click("main .location button", "Delete")
+        self.accept("Delete this job?")
+        wait_until(lambda: self.r.llen(b"cogworker:queue:default") == 0, message="deleted")
+        self.open(w, "/jobs/0123456789abcdef01234567")
+        self.assertIn("no job 0123456789abcdef01234567", text_of(self.b, "#not-found"))
+
+    def test_web14_live_output_and_cancel(self):
+        d = self.daemon(handlers=[{"class": "Talk", "kill_grace": 1, "command": sh(
+            'i=0; while [ $i -lt 600 ]; do echo "tick $i"; i=$((i+1)); '
+            'if [ -f "$GATES/$COGWORKER_JID" ]; then exit 0; fi; sleep 0.2; done')}],
+            heartbeat_interval=1)
+        jid = new_jid()
+        self.push(job("Talk", [], jid=jid))
+        w = self.web()
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 1,
+                 timeout=15, message="the job running")
+        self.open(w, "/jobs/" + jid)
+        first = text_of(self.b, "#output", contains="tick 2", timeout=15)
+        later = text_of(self.b, "#output", contains="tick %d" % (len(first.splitlines()) + 5),
+                        timeout=15)
+        self.assertTrue(later.startswith("tick 0\ntick 1\n"), later[:40])
+        self.assertIn("following live", text_of(self.b, "#output-info"))
+        shot(self.b, "job-running")
+        self.click("main .location button", "Cancel")
+        self.accept("Stop this job's handler?")
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=20, message="cancelled to dead")
+        self.assertEqual(json.loads(self.r.zrange(DEAD, 0, 0)[0])["error_class"],
+                         "Cogworker::Cancelled")
+        wait_for(lambda: "POST /api/jobs/%s/cancel: 200" % jid in w.log(), timeout=15,
+                 message="the cancel logged")
+        # The stream of a job that ends: its outcome.
+        jid2 = new_jid()
+        self.push(job("Talk", [], jid=jid2))
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 1,
+                 timeout=15, message="the second job running")
+        self.open(w, "/jobs/" + jid2)
+        text_of(self.b, "#output", contains="tick 1", timeout=15)
+        d.open_gate(jid2)
+        self.assertIn("ended: success", text_of(self.b, "#output-info", contains="ended",
+                                                timeout=15))
+
+
+class OtherPages(PagesCase):
+
+    def test_web15_processes_quiet_and_their_jobs(self):
+        d = self.daemon(handlers=[{"class": "Hold", "command": handler("gate")}],
+                        concurrency=3, heartbeat_interval=1)
+        jid = new_jid()
+        self.push(job("Hold", ["x"], jid=jid))
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 1,
+                 timeout=15, message="the job running")
+        w = self.web()
+        self.open(w, "/processes")
+        panel = '.process[data-identity="%s"]' % d.identity
+        text = text_of(self.b, panel, contains=jid)
+        self.assertIn("1 / 3", text)
+        self.assertIn("Hold", text)
+        shot(self.b, "processes")
+        self.click(panel + " button", "Quiet")
+        wait_for(lambda: self.r.hget(("cogworker:process:%s" % d.identity).encode(), b"quiet")
+                 == b"true", timeout=10, message="the process quiet")
+        self.open(w, "/processes")
+        text_of(self.b, panel, contains="quiet")
+        self.click(panel + " button", "Resume")
+        wait_for(lambda: self.r.hget(("cogworker:process:%s" % d.identity).encode(), b"quiet")
+                 == b"false", timeout=10, message="the process active again")
+        d.open_gate(jid)
+        self.open(w, "/jobs/running")
+        self.assertIn("Running", text_of(self.b, "main h1"))
+
+    def test_web16_periodic_run_disable_enable(self):
+        pjid = "ab12cd34ef56" + "0" * 28
+        self.r.hset(b"periodic:schedule", pjid, json.dumps(
+            {"cron": "0 3 * * *", "class": "Nightly", "args": [1, "a"]}))
+        self.r.set(("periodic:last_slot:" + pjid).encode(), str(int(time.time()) - 3600))
+        w = self.web()
+        self.open(w, "/periodic")
+        row = 'tr[data-pjid="%s"]' % pjid
+        text = text_of(self.b, row, contains="Nightly")
+        self.assertIn("0 3 * * *", text)
+        self.assertIn("enabled", text)
+        shot(self.b, "periodic")
+        self.click(row + " button", "Run now")
+        self.accept("Push a job of Nightly now?")
+        wait_until(lambda: self.r.llen(b"cogworker:queue:default") == 1, message="pushed")
+        j = json.loads(self.r.lindex(b"cogworker:queue:default", 0))
+        self.assertEqual((j["class"], j["args"]), ("Nightly", [1, "a"]))
+        self.click(row + " button", "Disable")
+        wait_until(lambda: self.r.sismember(b"periodic:disabled", pjid), message="disabled")
+        text_of(self.b, row, contains="disabled")
+        self.click(row + " button", "Enable")
+        wait_until(lambda: not self.r.sismember(b"periodic:disabled", pjid), message="enabled")
+
+    def test_web17_limits_and_waiting(self):
+        now = time.time()
+        self.r.hset(b"cogworker:limits", "Api", json.dumps({"fleet_concurrency": 2,
+                                                             "rate_limit": "10/60"}))
+        self.r.zadd(b"cogworker:limit:Api", {"host:1:abc fetcher-0 " + "a" * 24: now + 60})
+        waiting = "w%023d" % 1
+        self.r.zadd(b"cogworker:limit_waiters:Api", {waiting: now + 30})
+        self.r.zadd(SCHEDULE, {job("Api", [1], jid=waiting): now + 30})
+        self.r.zadd(b"cogworker:rate:Api", {"%f x" % (now - 5): now - 5})
+        w = self.web()
+        self.open(w, "/limits")
+        text = text_of(self.b, 'tr[data-class="Api"]', contains="Api")
+        self.assertIn("1 / 2", text)
+        self.assertIn("10/60s", text)
+        self.assertIn("a" * 24, text_of(self.b, "main", contains="Holders of Api"))
+        shot(self.b, "limits")
+        self.open(w, "/jobs/waiting")
+        self.assertIn("1 waiting", text_of(self.b, "main h2"))
+        shot(self.b, "waiting")
+        self.click('tr[data-jid="%s"] a' % waiting)
+        self.assertIn("scheduled", text_of(self.b, "main .location", contains="scheduled"))
+
+    def test_web18_history_and_metrics(self):
+        now = time.time()
+        day = time.strftime("%Y-%m-%d", time.gmtime(now))
+        runs = {}
+        for i in range(3):
+            st = "failed" if i == 1 else "success"
+            e = {"jid": "h%023d" % i, "class": "Mail", "queue": "default", "status": st,
+                 "started_at": now - 100 + i, "finished_at": now - 99 + i, "args": [i]}
+            if st == "failed":
+                e.update(error_class="Cogworker::HandlerFailed", error_message="exit status 1")
+            runs[json.dumps(e)] = e["finished_at"]
+            self.r.zadd(("cogworker:history:" + st).encode(), {json.dumps(e): e["finished_at"]})
+        self.r.zadd(b"cogworker:history:all", runs)
+        self.r.hset(("cogworker:history:daily:" + day).encode(), mapping={"success": 2,
+                                                                          "failed": 1})
+        w = self.web()
+        self.open(w, "/history")
+        self.assertEqual([r.get_attribute("data-jid") for r in self.rows()],
+                         ["h%023d" % 2, "h%023d" % 1, "h%023d" % 0])
+        self.assertEqual(self.b.execute_script(
+            "return document.querySelectorAll('#days rect.bar-ok').length"), 14)
+        shot(self.b, "history")
+        self.open(w, "/history?status=failed")
+        self.assertEqual([r.get_attribute("data-jid") for r in self.rows()], ["h%023d" % 1])
+        self.r.incrby(b"cogworker:stats:processed", 42)
+        self.open(w, "/metrics")
+        self.assertIn("cogworker_processed_total 42", text_of(self.b, "#metrics"))
+        shot(self.b, "metrics")
+
+
+class Scale(PagesCase):
+
+    def test_web19_hundred_thousand_dead_page_fast(self):
+        n = 100000
+        now = time.time()
+        p = self.r.pipeline(transaction=False)
+        for i in range(n):
+            cls = "Rare" if i % 1000 == 7 else "Bulk"
+            p.zadd(DEAD, {'{"class":"%s","args":[%d],"queue":"default","jid":"%024x",'
+                          '"error_class":"E","error_message":"m"}' % (cls, i, i): now - i})
+            if i % 5000 == 4999:
+                p.execute()
+        p.execute()
+        self.assertEqual(self.r.zcard(DEAD), n)
+        w = self.web()
+        cookie, _ = w.session()
+        times = {}
+        for name, q in (("first", ""), ("middle", "from=50000"), ("last", "from=99950"),
+                        ("class filter", "class=Rare"), ("text filter", "q=%22args%22:%5B99007%5D")):
+            t0 = time.monotonic()
+            st, _, body = w.request("GET", "/api/jobs/dead?" + q, cookie=cookie)
+            times["api " + name] = time.monotonic() - t0
+            self.assertEqual(st, 200, body)
+        self.w = w
+        self.drawn("/")                         # a first navigation warms the browser up
+        for name, path in (("first", "/jobs/dead"), ("middle", "/jobs/dead?from=50000"),
+                           ("last", "/jobs/dead?from=99950"),
+                           ("class filter", "/jobs/dead?class=Rare")):
+            times["page " + name] = self.drawn(path) / 1000.0
+        self.assertIn("100,000 in all", text_of(self.b, "#summary"))
+        self.assertEqual(len(self.rows()), 5)     # Rare: one in a thousand of 5 000 read
+        self.assertIn("5,000 read", text_of(self.b, "#summary"))
+        self.open(w, "/jobs/dead?from=50000")
+        first = self.rows()[0]
+        self.assertEqual(first.get_attribute("data-jid"), "%024x" % 50000)
+        jid = "%024x" % 50000
+        href = self.b.find_element("css selector", 'tr[data-jid="%s"] a' % jid).get_attribute("href")
+        times["page job"] = self.drawn(href[href.index("/jobs/"):]) / 1000.0
+        self.assertIn("dead", text_of(self.b, "main .location"))
+        print("\nWEB-19 times with %d dead entries: %s" % (n, ", ".join(
+            "%s %.0f ms" % (k, v * 1000) for k, v in times.items())), file=sys.stderr)
+        for k, v in times.items():
+            self.assertLess(v, 1.0, k)
+
+    def test_web20_what_one_open_tab_costs_redis(self):
+        self.r.sadd(QUEUES, "default")
+        w = self.web()
+        self.open(w, "/")
+        text_of(self.b, "#c-processed .n")
+        time.sleep(2.5)
+
+        def calls():
+            info = self.r.info("commandstats")
+            return sum(v["calls"] for k, v in info.items() if k != "cmdstat_info")
+        c0, t0 = calls(), time.monotonic()
+        time.sleep(10)
+        c1, t1 = calls(), time.monotonic()
+        rate = (c1 - c0) / (t1 - t0)
+        print("\nWEB-20 an open overview (1 queue, no process): %.1f Redis commands/s"
+              % rate, file=sys.stderr)
+        self.assertGreater(rate, 5)          # it does refresh
+        self.assertLess(rate, 25)            # 18 + 2 per queue + 2 per process
+        self.open(w, "/jobs/dead")
+        time.sleep(1)
+        c0, t0 = calls(), time.monotonic()
+        time.sleep(4)
+        idle = (calls() - c0) / (time.monotonic() - t0)
+        self.assertLess(idle, 1, "a list page does not poll")
+
+
+if __name__ == "__main__":
+    unittest.main()
