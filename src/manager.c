@@ -339,6 +339,13 @@ static int shutdown_daemon(void)
 	} else {
 		log_error("stopping without the shutdown requeue: Redis unreachable (%s); unfinished "
 		          "jobs stay in " K_INPROGRESS "%s for recovery", mconn.err, D.identity);
+		struct pending *owed = pending_take_all();
+		pending_acks_lost(owed, mconn.err);
+		while (owed) {
+			struct pending *p = owed;
+			owed = p->next;
+			pending_free(p);
+		}
 	}
 	subscriber_stop();
 	sentinel_watch_stop();

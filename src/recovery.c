@@ -815,8 +815,11 @@ int reconcile_own(struct rconn *r, struct log_site *site)
 			strs_add(&strays, e->str, e->len);
 	}
 	freeReplyObject(rep);
-	/* A stray with a pending settlement is settled, never re-run (lessons 18, 19). */
-	if (owed.n > 0 && !atomic_load(&D.stopping))
+	/* A stray with a pending settlement is settled, never re-run (lessons 18, 19). So is
+	 * one that is no longer listed: an ack whose reply was lost may have been made, and
+	 * its settling says so in the log instead of leaving "not acknowledged" as the last
+	 * word. */
+	if (!atomic_load(&D.stopping))
 		settle_pending_all(r, site);
 	/* The two-look rule: requeue only what was a stray on a look at least `gap` earlier
 	 * too (the previous pass's, or the one before if that came too soon after it). */

@@ -316,12 +316,15 @@ static int ack_attempts(struct rconn *r, const char *raw, size_t len, const char
 		}
 	}
 	if (!ok) {
-		log_error("couldn't acknowledge finished job jid=%s after 3 attempts: %s",
-		          jid ? jid : "?", r->err);
+		/* Not final: reconcile retries it, and an attempt whose reply was lost may have
+		 * been made after all (a stalled server runs what it was sent). */
+		log_warn("couldn't acknowledge finished job jid=%s yet (3 attempts failed: %s): "
+		         "retried once Redis answers", jid ? jid : "?", r->err);
 		struct pending *p = xcalloc(1, sizeof *p);
 		p->raw = xstrndup(raw, len);
 		p->is_ack = 1;
 		p->jid = jid ? xstrdup(jid) : NULL;
+		p->since = now_float();
 		pending_add(p);
 	}
 	free(list);
@@ -656,6 +659,10 @@ static int settle_one(struct rconn *r, struct pending *p)
 			return -1;
 		freeReplyObject(rep);
 		finished_note(p->raw, strlen(p->raw));
+		char late[32];
+		human_duration(now_float() - p->since, 1, late, sizeof late);
+		log_info("acknowledged finished job jid=%s %s after its ack first failed",
+		         p->jid ? p->jid : "?", late);
 		return 0;
 	}
 	int filed = interrupt_write(r, p->raw, strlen(p->raw), p->jid, p->set, p->score, p->payload);
@@ -672,6 +679,15 @@ static int settle_one(struct rconn *r, struct pending *p)
 		                 delay > 0 ? delay : 0);
 	}
 	return 0;
+}
+
+void pending_acks_lost(const struct pending *list, const char *why)
+{
+	for (const struct pending *p = list; p; p = p->next)
+		if (p->is_ack)
+			log_error("finished job jid=%s was never acknowledged (%s): it stays in "
+			          K_INPROGRESS "%s, and its recovery will run it again",
+			          p->jid ? p->jid : "?", why, D.identity);
 }
 
 /* Held for a whole settling pass: the stop sequence's pass waits for a reconcile pass the

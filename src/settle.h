@@ -33,6 +33,7 @@ struct pending {
 	int unique;
 	char *queue;
 	char *args_json;
+	double since;           /* an ack: when it was first owed (epoch s), for its log line */
 };
 
 /* What a run leaves to settle. */
@@ -112,6 +113,9 @@ void settle_pending_all(struct rconn *r, struct log_site *site);
  * settle_pending_all; free each with pending_free. */
 struct pending *pending_take_all(void);
 void pending_free(struct pending *p);
+/* The acks in list will never be made: one ERROR each (why: the last Redis error). Only
+ * now is a failed ack final: until the stop, reconcile retries it. */
+void pending_acks_lost(const struct pending *list, const char *why);
 
 /* ---- owned keys (doc/protocol.md §7.20) ---- */
 void release_owned(struct rconn *r, const char *key, const char *jid);

@@ -85,6 +85,7 @@ static void requeue_reliable(struct rconn *r, const struct conf *c)
 	if (!rep) {
 		log_error("shutdown requeue failed (the jobs stay in %s for recovery): %s", list,
 		          r->err);
+		pending_acks_lost(left, r->err);
 	} else {
 		if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 && rep->element[0]->integer > 0)
 			log_info("requeued %lld unfinished job(s)", rep->element[0]->integer);

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Redis faults while the daemon runs, and its logging (issue 2 "Redis faults";
-doc/behaviours.md HB-7, HB-9, HB-13, HB-24–26, RE-2, RE-5, RE-6, RE-7; doc/protocol.md §7.12,
+doc/behaviours.md HB-7, HB-9, HB-13, HB-24–26, RE-2, RE-5–9; doc/protocol.md §7.12,
 §7.24, §7.25).
 
 [DOWN] comes two ways: SIGSTOP of the redis-server (requests are buffered and run on
@@ -62,6 +62,14 @@ def site_lines(d, phrase):
 
 
 class FaultCase(DaemonTestCase):
+
+    def gate_job_running(self, **settings):
+        """A daemon (beats every second, 1 s Redis timeouts) running a G job: (d, job, jid)."""
+        d = self.daemon(handlers=HANDLERS, heartbeat_interval=1, redis=FAST, **settings)
+        j = job("G")
+        self.push(j)
+        wait_for(lambda: d.runs_of(jid_of(j)) == 1, message="the job running")
+        return d, j, jid_of(j)
 
     def assert_all_ran_once_and_settled(self, d, jobs, timeout=10):
         wait_for(lambda: all(d.runs_of(jid_of(j)) >= 1 for j in jobs), timeout=timeout,
@@ -152,11 +160,7 @@ class KeysLost(FaultCase):
         return json.loads(p.stdout)
 
     def restart_empty_while_running(self, **settings):
-        d = self.daemon(handlers=HANDLERS, concurrency=2, heartbeat_interval=1, redis=FAST,
-                        **settings)
-        g = job("G")
-        self.push(g)
-        wait_for(lambda: d.runs_of(jid_of(g)) == 1, message="the job running")
+        d, g, _ = self.gate_job_running(concurrency=2, **settings)
         workers = b"cogworker:workers:" + d.identity.encode()
         wait_for(lambda: self.r.hlen(workers) == 1, message="its workers entry")
         self.server.restart()
@@ -295,6 +299,39 @@ class Outages(FaultCase):
         self.assert_all_ran_once_and_settled(d, [j, k])
         time.sleep(1.5)
         self.assert_one_line_per_episode(d)
+
+    def test_re8_an_ack_that_gets_through_after_an_outage_is_logged_so(self):
+        """Issue 21, item 18: a job finishes while Redis is stopped; its ack is owed, which
+        is a warning, not an error, and the ack that gets through once Redis is back says
+        so. No ERROR line about a job whose ack was not lost."""
+        d, j, jid = self.gate_job_running(orphan_check_interval=1)
+        self.server.pause()
+        try:
+            d.open_gate(jid)
+            owed = d.wait_log("couldn't acknowledge finished job jid=%s yet" % jid, timeout=10)
+        finally:
+            self.server.resume()
+        self.assertIn(" WARN: ", owed)
+        done = d.wait_log("acknowledged finished job jid=%s " % jid, timeout=10)
+        self.assertIn(" INFO: ", done)
+        self.assertEqual([l for l in d.log().splitlines() if " ERROR: " in l and jid in l], [])
+        self.assert_all_ran_once_and_settled(d, [j])
+
+    def test_re9_an_ack_never_made_is_an_error_at_the_stop(self):
+        """The ack is still owed when the daemon stops, and the stop cannot make it either
+        (Redis read-only): then, and only then, an ERROR says so."""
+        d, j, jid = self.gate_job_running(shutdown_timeout=1)
+        self.r.execute_command("REPLICAOF", "127.0.0.1", free_port())
+        try:
+            d.open_gate(jid)
+            d.wait_log("couldn't acknowledge finished job jid=%s yet" % jid, timeout=10)
+            self.assertEqual(d.stop(), 0)
+        finally:
+            self.r.execute_command("REPLICAOF", "NO", "ONE")
+        [line] = [l for l in d.log().splitlines() if " ERROR: " in l and jid in l]
+        self.assertIn("finished job jid=%s was never acknowledged" % jid, line)
+        self.assertIn("its recovery will run it again", line)
+        self.assertEqual(self.r.lrange(inprogress(d.identity), 0, -1), [j.encode()])
 
     def test_hb9_down_at_start_no_presence_no_job_until_it_returns(self):
         proxy = TcpProxy(self.server.port)

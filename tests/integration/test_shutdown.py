@@ -205,7 +205,7 @@ class GracefulStop(DaemonTestCase):
         self.r.execute_command("REPLICAOF", "127.0.0.1", closed)
         try:
             d.open_gate(jid_of(j), 0)
-            d.wait_log("couldn't acknowledge finished job jid=%s after 3 attempts"
+            d.wait_log("couldn't acknowledge finished job jid=%s yet"
                        % jid_of(j), timeout=5)
             time.sleep(3)
         finally:
