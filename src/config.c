@@ -358,6 +358,23 @@ int conf_warnings(const struct conf *c, char ***out)
 			sb_free(&qs);
 		}
 	}
+	for (int i = 0; i < c->nhandlers; i++) {
+		const struct handler *h = &c->handlers[i];
+		const char *file = c->path ? c->path : "(conf)";
+		/* A warm process serves many jobs: its CPU limit is spent over all of them. */
+		if (h->warm && h->rlimit_cpu >= 0)
+			push_owned(out, &n, xasprintf("%s:%d: handler %s: rlimit_cpu on a warm handler "
+			                             "limits each process's CPU over all its jobs, not "
+			                             "each job's (use timeout, or warm_max_jobs to "
+			                             "recycle it sooner)", file, h->line,
+			                             h->class_name));
+		if (h->warm && h->warm_max_rss > 0 && h->rlimit_as >= 0 &&
+		    h->warm_max_rss >= h->rlimit_as)
+			push_owned(out, &n, xasprintf("%s:%d: handler %s: warm_max_rss (%lld) is not "
+			                             "below rlimit_as (%lld): a process hits its address "
+			                             "space limit before it is recycled", file, h->line,
+			                             h->class_name, h->warm_max_rss, h->rlimit_as));
+	}
 	if (c->tick_interval_where)
 		push_owned(out, &n, xasprintf("%s: tick_interval no longer paces the periodic slots "
 		                             "(each fires on time); it only sets how often the "

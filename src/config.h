@@ -152,8 +152,9 @@ void conf_keep_restart_settings(struct conf *fresh, const struct conf *running);
 /*
  * What a conf that loads may still get wrong, one line each, "<file>:<line>: <text>": a
  * periodic entry whose class has no handler here ("periodic job class X can't be
- * resolved") or whose queue this conf does not read, and a setting whose meaning changed
- * (tick_interval). --check prints them and the daemon logs them at start and reload; none
+ * resolved") or whose queue this conf does not read, a setting whose meaning changed
+ * (tick_interval), and a warm handler's rlimit that does not mean what it would for a cold
+ * one (rlimit_cpu over a process's life; warm_max_rss above rlimit_as). --check prints them and the daemon logs them at start and reload; none
  * is an error (another process of the fleet may run the class, or read the queue).
  * Returns how many, in *out (free with conf_warnings_free).
  */

@@ -342,6 +342,25 @@ class Exec(WarmTestCase):
         self.assertEqual(self.warm_pids(), [])
 
 
+class CheckWarnings(WarmTestCase):
+
+    def test_wm19_check_warns_of_limits_that_mean_otherwise_for_a_warm_process(self):
+        conf = self.path("w.conf")
+        with open(conf, "w") as f:
+            f.write('handlers = (\n  { class = "W"; command = ["/bin/true"]; warm = true;\n'
+                    '    rlimit_cpu = 60; warm_max_rss = 2000; rlimit_as = 1000; },\n'
+                    '  { class = "C"; command = ["/bin/true"]; rlimit_cpu = 60; } );\n')
+        p = subprocess.run([binary("cogworkerd"), "--check", "-c", conf],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(p.returncode, 0, p)
+        err = p.stderr.decode()
+        self.assertIn("w.conf:2: handler W: rlimit_cpu on a warm handler limits each "
+                      "process's CPU over all its jobs", err)
+        self.assertIn("w.conf:2: handler W: warm_max_rss (2000) is not below rlimit_as (1000)",
+                      err)
+        self.assertNotIn("handler C", err)
+
+
 class Recycling(WarmTestCase):
 
     def test_wm9_warm_max_jobs(self):
