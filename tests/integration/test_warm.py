@@ -435,6 +435,23 @@ class Recycling(WarmTestCase):
         d.wait_log("its handler changed")
 
 
+    def test_wm13_reload_while_a_warm_job_runs_lets_it_finish_then_replaces(self):
+        d = self.daemon(handlers=[warm(env=["V=1"])])
+        a, _ = self.push_job("sleep", 2)
+        wait_for(lambda: self.pid_of(a), timeout=10, message="running")
+        d.settings["handlers"] = [warm(env=["V=2"])]
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        d.wait_log("reloaded")
+        self.wait_done(d, "W", a)
+        b, _ = self.push_job("ok")
+        self.wait_done(d, "W", b)
+        self.assertNotEqual(self.pid_of(a), self.pid_of(b))
+        with open("/proc/%d/environ" % self.pid_of(b), "rb") as f:
+            self.assertIn(b"V=2\0", f.read())
+        self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
+
+
 class Lifecycle(WarmTestCase):
 
     def test_wm11_cancel_a_running_warm_job(self):
