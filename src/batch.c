@@ -149,74 +149,130 @@ void batch_processed(void)
 	pthread_mutex_unlock(&mu);
 }
 
-/* What one flush sends, taken from the shared state under the lock. */
+/* What one flush sent, for judging its replies. */
 struct flush {
 	long processed;
 	struct hour hours[NHOURS];
 	int nhours;
-	const char **hset;              /* HSET key field value ...: 2 + 2 * nset */
-	char **values;
-	int nset;
-	int *set_slots;
-	const char **hdel;              /* HDEL key field ...: 2 + ndel */
-	int ndel;
-	int *del_slots;
+	int nset, *set_slots;           /* the slots whose entries were written, and erased */
+	int ndel, *del_slots;
 };
 
-static char *entry_value(const struct slot *s)
+/* Anything for a flush to send? (under mu) */
+static int anything(void)
 {
-	char *q = json_quote(s->queue, strlen(s->queue));
-	/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
-	char *v = xasprintf("{\"queue\":%s,\"payload\":%.*s,\"run_at\":%ld}", q, (int)s->len,
-	                    s->raw, s->run_at);
-	free(q);
-	return v;
+	if (processed > 0)
+		return 1;
+	for (int i = 0; i < nslots; i++)
+		if ((slots[i].raw && slots[i].written != slots[i].gen) ||
+		    (!slots[i].raw && slots[i].written != 0))
+			return 1;
+	return 0;
 }
 
-/* Take the counts and the entries to write; 0 when there is nothing to send. */
-static int take(struct flush *f, const char *key)
+/*
+ * HSET of the entries the running jobs still lack, queued on p under the lock: an entry
+ * splices in its job's text, which is the fetcher's and may be freed once the lock is
+ * released, so it is written into the pipeline here, once. It was built on its own first,
+ * and then copied into the pipeline: a 200 MB job cost 400 MB more at each flush.
+ */
+static void add_entries(struct rconn *r, struct rpipe *p, struct flush *f, const char *key)
+{
+	/* HSET key, then per entry its field and its value in three pieces:
+	 * {"queue":<q>,"payload":  <the job>  ,"run_at":<t>} */
+	int argc = 2 + 2 * f->nset, *npieces = xcalloc((size_t)argc, sizeof *npieces);
+	const char **pieces = xcalloc((size_t)argc * 3, sizeof *pieces);
+	size_t *plens = xcalloc((size_t)argc * 3, sizeof *plens);
+	char **owned = xcalloc((size_t)f->nset * 2 + 1, sizeof *owned);
+	int k = 0;
+	pieces[k] = "HSET";
+	plens[k++] = 4;
+	pieces[k] = key;
+	plens[k++] = strlen(key);
+	for (int i = 0; i < 2; i++)
+		npieces[i] = 1;
+	for (int n = 0; n < f->nset; n++) {
+		const struct slot *s = &slots[f->set_slots[n]];
+		char *q = json_quote(s->queue, strlen(s->queue));
+		owned[2 * n] = xasprintf("{\"queue\":%s,\"payload\":", q);
+		owned[2 * n + 1] = xasprintf(",\"run_at\":%ld}", s->run_at);
+		free(q);
+		npieces[2 + 2 * n] = 1;
+		pieces[k] = s->field;
+		plens[k++] = strlen(s->field);
+		npieces[3 + 2 * n] = 3;
+		pieces[k] = owned[2 * n];
+		plens[k++] = strlen(owned[2 * n]);
+		/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
+		pieces[k] = s->raw;
+		plens[k++] = s->len;
+		pieces[k] = owned[2 * n + 1];
+		plens[k++] = strlen(owned[2 * n + 1]);
+	}
+	rpipe_add_pieces(r, p, argc, npieces, pieces, plens);
+	for (int n = 0; n < 2 * f->nset; n++)
+		free(owned[n]);
+	free(owned);
+	free(npieces);
+	free(pieces);
+	free(plens);
+}
+
+/* Take the counts and queue the flush's commands on p (begun), under the lock. */
+static void take(struct rconn *r, struct rpipe *p, struct flush *f, const char *key,
+                 const char *ttl)
 {
 	memset(f, 0, sizeof *f);
+	f->set_slots = xcalloc((size_t)nslots + 1, sizeof *f->set_slots);
+	f->del_slots = xcalloc((size_t)nslots + 1, sizeof *f->del_slots);
+	const char **hdel = xcalloc((size_t)nslots + 2, sizeof *hdel);
 	pthread_mutex_lock(&mu);
 	f->processed = processed;
 	f->nhours = nhours;
 	memcpy(f->hours, hours, sizeof hours);
 	processed = 0;
 	nhours = 0;
-	f->hset = xcalloc((size_t)nslots * 2 + 2, sizeof *f->hset);
-	f->values = xcalloc((size_t)nslots + 1, sizeof *f->values);
-	f->set_slots = xcalloc((size_t)nslots + 1, sizeof *f->set_slots);
-	f->hdel = xcalloc((size_t)nslots + 2, sizeof *f->hdel);
-	f->del_slots = xcalloc((size_t)nslots + 1, sizeof *f->del_slots);
+	if (f->processed > 0) {
+		char n[32];
+		snprintf(n, sizeof n, "%ld", f->processed);
+		rpipe_add(r, p, "INCRBY %s %s", K_PROCESSED, n);
+	}
+	for (int i = 0; i < f->nhours; i++) {
+		rpipe_add(r, p, "HINCRBY " K_THROUGHPUT "%ld processed %ld", f->hours[i].hour,
+		          f->hours[i].n);
+		rpipe_add(r, p, "EXPIRE " K_THROUGHPUT "%ld 90000", f->hours[i].hour);
+	}
 	for (int i = 0; i < nslots; i++) {
 		struct slot *s = &slots[i];
 		if (s->raw && s->written != s->gen) {
-			f->values[f->nset] = entry_value(s);
-			f->hset[2 + 2 * f->nset] = s->field;
-			f->hset[3 + 2 * f->nset] = f->values[f->nset];
 			f->set_slots[f->nset++] = i;
 			s->written = s->gen;
 		} else if (!s->raw && s->written != 0) {
-			f->hdel[2 + f->ndel] = s->field;
+			hdel[2 + f->ndel] = s->field;
 			f->del_slots[f->ndel++] = i;
 			s->written = 0;
 		}
 	}
+	/* The ended entries go before the new ones: a reader between the two commands sees
+	 * fewer jobs running than there are, never more than the fetchers could run. */
+	if (f->ndel) {
+		hdel[0] = "HDEL";
+		hdel[1] = key;
+		rpipe_add_argv(r, p, 2 + f->ndel, hdel, NULL);
+	}
+	if (f->nset) {
+		add_entries(r, p, f, key);
+		/* The beat's EXPIRE finds no hash before the first entry exists: without its own
+		 * TTL here, a kill -9 before the next beat would leave the entry for ever. */
+		rpipe_add(r, p, "EXPIRE %s %s", key, ttl);
+	}
 	pthread_mutex_unlock(&mu);
-	f->hset[0] = "HSET";
-	f->hdel[0] = "HDEL";
-	f->hset[1] = f->hdel[1] = key;
-	return f->processed > 0 || f->nset > 0 || f->ndel > 0;
+	free(hdel);
 }
 
 static void flush_free(struct flush *f)
 {
-	for (int i = 0; i < f->nset; i++)
-		free(f->values[i]);
-	free(f->values);
-	free(f->hset);
 	free(f->set_slots);
-	free(f->hdel);
 	free(f->del_slots);
 }
 
@@ -250,39 +306,20 @@ static int judged(struct rconn *r, redisReply *rep, const char *what)
 
 int batch_flush(struct rconn *r)
 {
-	char *key = xasprintf(K_WORKERS "%s", D.identity);
-	struct flush f;
-	if (!take(&f, key)) {
-		flush_free(&f);
-		free(key);
+	pthread_mutex_lock(&mu);
+	int any = anything();
+	pthread_mutex_unlock(&mu);
+	if (!any)
 		return 0;
-	}
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	char ttl[32];
+	struct conf *c = conf_acquire();
+	snprintf(ttl, sizeof ttl, "%ld", (long)c->process_ttl);
+	conf_release(c);
+	struct flush f;
 	struct rpipe p;
 	rpipe_begin(r, &p);
-	if (f.processed > 0) {
-		char n[32];
-		snprintf(n, sizeof n, "%ld", f.processed);
-		rpipe_add(r, &p, "INCRBY %s %s", K_PROCESSED, n);
-	}
-	for (int i = 0; i < f.nhours; i++) {
-		rpipe_add(r, &p, "HINCRBY " K_THROUGHPUT "%ld processed %ld", f.hours[i].hour,
-		          f.hours[i].n);
-		rpipe_add(r, &p, "EXPIRE " K_THROUGHPUT "%ld 90000", f.hours[i].hour);
-	}
-	/* The ended entries go before the new ones: a reader between the two commands sees
-	 * fewer jobs running than there are, never more than the fetchers could run. */
-	if (f.ndel)
-		rpipe_add_argv(r, &p, 2 + f.ndel, f.hdel, NULL);
-	if (f.nset) {
-		char ttl[32];
-		rpipe_add_argv(r, &p, 2 + 2 * f.nset, f.hset, NULL);
-		/* The beat's EXPIRE finds no hash before the first entry exists: without its own
-		 * TTL here, a kill -9 before the next beat would leave the entry for ever. */
-		struct conf *c = conf_acquire();
-		snprintf(ttl, sizeof ttl, "%ld", (long)c->process_ttl);
-		conf_release(c);
-		rpipe_add(r, &p, "EXPIRE %s %s", key, ttl);
-	}
+	take(r, &p, &f, key, ttl);
 	redisReply *rep;
 	long back = 0;
 	struct hour back_hours[NHOURS];

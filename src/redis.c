@@ -431,10 +431,16 @@ void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...)
 void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **argv,
                     const size_t *lens)
 {
-	if (!p->failed_conn && injected(r, argv[0], strlen(argv[0])))
+	rpipe_add_pieces(r, p, argc, NULL, argv, lens);
+}
+
+void rpipe_add_pieces(struct rconn *r, struct rpipe *p, int argc, const int *npieces,
+                      const char **pieces, const size_t *plens)
+{
+	if (!p->failed_conn && injected(r, pieces[0], plens ? plens[0] : strlen(pieces[0])))
 		p->failed_conn = 1;
 	if (!p->failed_conn)
-		rlink_append_argv(r->link, argc, argv, lens);
+		rlink_append_pieces(r->link, argc, npieces, pieces, plens);
 	p->n++;
 }
 

@@ -69,6 +69,9 @@ void rpipe_begin(struct rconn *r, struct rpipe *p);
 void rpipe_add(struct rconn *r, struct rpipe *p, const char *fmt, ...);
 void rpipe_add_argv(struct rconn *r, struct rpipe *p, int argc, const char **argv,
                     const size_t *lens);
+/* An argv whose argument i is made of npieces[i] consecutive pieces (rlink.h). */
+void rpipe_add_pieces(struct rconn *r, struct rpipe *p, int argc, const int *npieces,
+                      const char **pieces, const size_t *plens);
 /* An embedded script (EVALSHA, or EVAL for a plain_eval one); a NOSCRIPT reply comes back
  * as a failed reply with r->err "NOSCRIPT ...": the caller runs rscript then. */
 void rpipe_add_script(struct rconn *r, struct rpipe *p, const char *name, int nkeys,

@@ -20,6 +20,12 @@
  * - A link that failed once (I/O error, timeout, EOF, protocol error) keeps its error and
  *   refuses every further call: after a timeout the reply may still come, and would be
  *   taken for the next command's.
+ * - Neither buffer keeps the size of the largest thing it carried. hiredis 0.14's reader
+ *   frees its buffer only when new bytes come while it is empty and oversized, which a
+ *   batched fetch (several replies in one read) seldom allows: each fetcher kept a buffer
+ *   the size of the largest job it had read. So once a reply is taken and nothing is left
+ *   buffered, a buffer past the reader's own bound (maxbuf, 16 KiB) is dropped here, and
+ *   the output buffer past OUT_KEEP once it is sent.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +44,7 @@
 #include "util.h"
 
 #define READ_CHUNK 16384
+#define OUT_KEEP 65536          /* the output buffer kept between commands */
 #define KEEPALIVE_IDLE 15
 
 struct rlink {
@@ -259,22 +266,44 @@ static char *resp_header(char *p, char kind, size_t n)
 	return p;
 }
 
-void rlink_append_argv(struct rlink *l, int argc, const char **argv, const size_t *lens)
+/* The length of argument i, whose pieces start at pieces[*k] (and *k moves past them). */
+static size_t piece_len(int i, const int *npieces, const char **pieces, const size_t *plens,
+                        int *k)
+{
+	int n = npieces ? npieces[i] : 1;
+	size_t len = 0;
+	for (int j = 0; j < n; j++, (*k)++)
+		len += plens ? plens[*k] : strlen(pieces[*k]);
+	return len;
+}
+
+void rlink_append_pieces(struct rlink *l, int argc, const int *npieces, const char **pieces,
+                         const size_t *plens)
 {
 	size_t total = 16;
+	int k = 0;
 	for (int i = 0; i < argc; i++)
-		total += (lens ? lens[i] : strlen(argv[i])) + 24;
+		total += piece_len(i, npieces, pieces, plens, &k) + 24;
 	char *start = out_room(l, total), *p = start;
 	p = resp_header(p, '*', (size_t)argc);
+	k = 0;
 	for (int i = 0; i < argc; i++) {
-		size_t n = lens ? lens[i] : strlen(argv[i]);
-		p = resp_header(p, '$', n);
-		memcpy(p, argv[i], n);
-		p += n;
+		int first = k;
+		p = resp_header(p, '$', piece_len(i, npieces, pieces, plens, &k));
+		for (int j = first; j < k; j++) {
+			size_t n = plens ? plens[j] : strlen(pieces[j]);
+			memcpy(p, pieces[j], n);
+			p += n;
+		}
 		*p++ = '\r';
 		*p++ = '\n';
 	}
 	l->olen += (size_t)(p - start);
+}
+
+void rlink_append_argv(struct rlink *l, int argc, const char **argv, const size_t *lens)
+{
+	rlink_append_pieces(l, argc, NULL, argv, lens);
 }
 
 /* ---- the bytes on the wire ---- */
@@ -300,6 +329,11 @@ static int flush(struct rlink *l)
 		done += (size_t)n;
 	}
 	l->olen = 0;
+	if (l->ocap > OUT_KEEP) {
+		free(l->out);
+		l->out = NULL;
+		l->ocap = 0;
+	}
 	return 0;
 }
 
@@ -328,18 +362,32 @@ static int buffered(struct rlink *l, void **reply)
 	return 0;
 }
 
+/* After a reply: an emptied read buffer past the reader's bound goes (the opening
+ * comment). The same as hiredis does itself when it finds it so at its next read. */
+static void reader_shrink(struct rlink *l)
+{
+	redisReader *rd = l->reader;
+	if (rd->pos < rd->len || sdsalloc(rd->buf) <= rd->maxbuf)
+		return;
+	sds empty = sdsempty();
+	if (!empty)
+		abort();                /* out of memory, as the x* allocators */
+	sdsfree(rd->buf);
+	rd->buf = empty;
+	rd->pos = rd->len = 0;
+}
+
 int rlink_reply(struct rlink *l, void **reply)
 {
 	*reply = NULL;
 	if (l->err[0] || buffered(l, reply) != 0)
 		return -1;
-	if (*reply)
-		return 0;
-	if (flush(l) != 0)
+	if (!*reply && flush(l) != 0)
 		return -1;
 	while (!*reply)
 		if (fill(l) != 0 || buffered(l, reply) != 0)
 			return -1;
+	reader_shrink(l);
 	return 0;
 }
 

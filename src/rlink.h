@@ -39,6 +39,11 @@ const char *rlink_error(const struct rlink *l);
  * or argc strings of lens bytes (strlen when lens is NULL). 0, or -1 on a bad format. */
 int rlink_appendv(struct rlink *l, const char *fmt, va_list ap);
 void rlink_append_argv(struct rlink *l, int argc, const char **argv, const size_t *lens);
+/* The same with argument i made of npieces[i] consecutive pieces (one each when npieces is
+ * NULL), written where it goes: an argument that splices a large text into others' (a
+ * workers entry and its job) is not first built on its own. */
+void rlink_append_pieces(struct rlink *l, int argc, const int *npieces, const char **pieces,
+                         const size_t *plens);
 /* Send what is queued, then read until the next reply. 0 with *reply (free with
  * freeReplyObject), or -1 with the link broken. */
 int rlink_reply(struct rlink *l, void **reply);
