@@ -20,6 +20,7 @@
  * keep the handler they started with.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -361,8 +362,21 @@ static int shutdown_daemon(void)
 	return 0;
 }
 
+/*
+ * glibc raises its mmap threshold up to 32 MiB each time a mapped block is freed, so after a
+ * few large jobs their buffers came from the heap arenas (one per fetcher thread), and an
+ * arena keeps what is freed: six 10 MB jobs left 150 MB behind. A fixed threshold (the
+ * default's starting value, 128 KiB) keeps every block that large mapped and unmapped
+ * again on free; the daemon's own steady allocations are all smaller (doc/performance.md).
+ */
+static void memory_setup(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
 int manager_run(const char *path, const struct conf_overrides *ov, struct conf *conf)
 {
+	memory_setup();
 	conf_path = path;
 	overrides = *ov;
 	state_init(conf);
