@@ -165,18 +165,23 @@ static int dedup(char **v, int n)
 	return m;
 }
 
-static int take(const redisReply *rep, const char *queue, struct fetched *out)
+/* The job is the reply's string itself, not a copy of it (a large job was held twice
+ * here): hiredis 0.14 allocates it with malloc and frees it with free, so it is taken
+ * over and the reply left without it. */
+static int take(redisReply *rep, const char *queue, struct fetched *out)
 {
 	if (!rep || rep->type != REDIS_REPLY_STRING)
 		return 0;
-	out->raw = xstrndup(rep->str, rep->len);
+	out->raw = rep->str;
 	out->len = rep->len;
+	rep->str = NULL;
+	rep->len = 0;
 	out->queue = xstrdup(queue);
 	return 1;
 }
 
 /* {cogworker:queue:<q>, raw} (the FETCH script, BRPOP) into out. */
-static int take_pair(const redisReply *rep, struct fetched *out)
+static int take_pair(redisReply *rep, struct fetched *out)
 {
 	size_t plen = strlen(K_QUEUE);
 	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||

@@ -15,7 +15,7 @@
 #include "state.h"
 
 struct fetched {
-	char *raw;
+	char *raw;              /* malloc'd, a NUL after its len bytes: job_take takes it */
 	size_t len;
 	char *queue;            /* the queue name it came from */
 };

@@ -354,7 +354,8 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 		return;
 	}
 	struct job j;
-	job_parse(&j, fj->raw, fj->len, fj->queue);
+	job_take(&j, fj->raw, fj->len, fj->queue);
+	fj->raw = NULL;
 	/* Its deadline and its handler's limits: a job that may not start now has been seen
 	 * to (doc/protocol.md §7.30, §7.31). */
 	log_job_begin(j.cls, j.jid, j.queue);
@@ -377,6 +378,7 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an
 		 * on_death hook: that runs for as long as it takes. */
 		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid);
+		j.raw = NULL;                   /* the held ack has it now */
 	} else {
 		if (disp == DISP_ACK)
 			settle_ack(&f->r, j.raw, j.raw_len, j.jid);

@@ -286,14 +286,39 @@ static char *parse_error_text(const char *raw, size_t len, size_t at)
 	return msg;
 }
 
-void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_from)
+static int is_read_member(const char *name)
 {
-	memset(j, 0, sizeof *j);
-	j->raw = xstrndup(raw, len);
-	j->raw_len = len;
+	static const char *const names[] = { JOB_READ_MEMBERS };
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The members of v the daemon reads (every occurrence, in order: some are read first-wins,
+ * some last-wins), moved into a new object; v is deleted. */
+static cJSON *read_members_only(cJSON *v)
+{
+	cJSON *lean = cJSON_CreateObject();
+	if (!lean)
+		abort();                /* out of memory, as the x* allocators */
+	for (cJSON *c = v->child, *next; c; c = next) {
+		next = c->next;
+		if (c->string && is_read_member(c->string))
+			cJSON_AddItemToObject(lean, c->string, cJSON_DetachItemViaPointer(v, c));
+	}
+	cJSON_Delete(v);
+	return lean;
+}
+
+/* j->raw (j->raw_len bytes) read into j; lean: j->obj keeps only JOB_READ_MEMBERS. */
+static void parse_raw(struct job *j, const char *fetched_from, int lean)
+{
+	const char *raw = j->raw;
+	size_t len = j->raw_len;
 	j->fetched_from = fetched_from ? xstrdup(fetched_from) : NULL;
 	size_t at = 0;
-	cJSON *v = parse_strict(j->raw, len, &at);
+	cJSON *v = parse_strict(raw, len, &at);
 	if (!v) {
 		j->parse_error = parse_error_text(raw, len, at);
 		j->queue = xstrdup("default");
@@ -349,6 +374,24 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	j->interrupted_count = int_field(v, "interrupted_count");
 	j->max_retries = job_max_retries(j->raw + st[6], ln[6]);
 	j->periodic_until_executed = cJSON_IsTrue(member(v, "periodic_until_executed"));
+	if (lean)
+		j->obj = read_members_only(v);
+}
+
+void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_from)
+{
+	memset(j, 0, sizeof *j);
+	j->raw = xstrndup(raw, len);
+	j->raw_len = len;
+	parse_raw(j, fetched_from, 0);
+}
+
+void job_take(struct job *j, char *raw, size_t len, const char *fetched_from)
+{
+	memset(j, 0, sizeof *j);
+	j->raw = raw;
+	j->raw_len = len;
+	parse_raw(j, fetched_from, 1);
 }
 
 int job_gets_on_death(const struct job *j)

@@ -57,6 +57,16 @@ cJSON *job_json_parse(const char *s, size_t len);
  * Redis key built from it could carry faithfully).
  */
 void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_from);
+/*
+ * The same for a job the caller hands over: raw (malloc'd, len bytes and a NUL after them)
+ * becomes j->raw, not a copy, and j->obj holds only the members the daemon reads, listed
+ * in JOB_READ_MEMBERS (every occurrence of each). A large job was held as its text, a
+ * copy of it and cJSON's tree of it (a string arg once more, an args array of small
+ * numbers about 60 bytes a number) while it ran. A member read from obj must be listed.
+ */
+#define JOB_READ_MEMBERS "retry", "retry_count", "interrupted_count", \
+	"periodic_until_executed", "expires_at", "enqueued_at", "at", "created_at", "failed_at"
+void job_take(struct job *j, char *raw, size_t len, const char *fetched_from);
 void job_free(struct job *j);
 
 /* Does an entry put in dead get on_death? Not an unparseable or invalid payload, nor an

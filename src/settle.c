@@ -261,19 +261,9 @@ int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
 static uint64_t finished[FINISHED_KEEP];        /* under settle_mu; 0 = empty */
 static unsigned finished_next;
 
-static uint64_t raw_digest(const char *raw, size_t len)
-{
-	uint64_t h = 14695981039346656037ULL ^ (uint64_t)len;     /* FNV-1a */
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)raw[i];
-		h *= 1099511628211ULL;
-	}
-	return h ? h : 1;
-}
-
 static void finished_note(const char *raw, size_t len)
 {
-	uint64_t d = raw_digest(raw, len);
+	uint64_t d = bytes_digest(raw, len);
 	pthread_mutex_lock(&settle_mu);
 	finished[finished_next] = d;
 	finished_next = (finished_next + 1) % FINISHED_KEEP;
@@ -282,7 +272,7 @@ static void finished_note(const char *raw, size_t len)
 
 int finished_here(const char *raw, size_t len)
 {
-	uint64_t d = raw_digest(raw, len);
+	uint64_t d = bytes_digest(raw, len);
 	int found = 0;
 	pthread_mutex_lock(&settle_mu);
 	for (unsigned i = 0; i < FINISHED_KEEP && !found; i++)
@@ -339,10 +329,10 @@ int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
 	return ack_attempts(r, raw, len, jid, 1);
 }
 
-void ack_hold(struct held_ack *a, const char *raw, size_t len, const char *jid)
+void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid)
 {
 	memset(a, 0, sizeof *a);
-	a->raw = xstrndup(raw, len);
+	a->raw = raw;
 	a->len = len;
 	a->jid = jid ? xstrdup(jid) : NULL;
 }

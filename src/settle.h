@@ -91,7 +91,8 @@ struct held_ack {
 	int unavailable;
 	char err[sizeof ((struct rconn *)0)->err];
 };
-void ack_hold(struct held_ack *a, const char *raw, size_t len, const char *jid);
+/* raw (malloc'd) is the held ack's from then on: a job's text is not copied to be acked. */
+void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid);
 void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a);
 void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a);
 void ack_held_settle(struct rconn *r, struct held_ack *a);

@@ -133,19 +133,42 @@ void wakeup_kick(struct wakeup *w)
 
 /* ---- in-memory records ---- */
 
-static struct raw_count *find(struct raw_count *v, int n, const char *raw)
+/* Who a record stands for: a performing run by the very text it borrowed, a running payload
+ * by digest and length (taken before the lock: it reads the whole payload). */
+struct who {
+	const char *raw;
+	int borrowed;
+	uint64_t digest;
+	size_t len;
+};
+
+static struct who who_of(const char *raw, int borrowed)
+{
+	struct who w = { raw, borrowed, 0, 0 };
+	if (!borrowed) {
+		w.len = strlen(raw);
+		w.digest = bytes_digest(raw, w.len);
+	}
+	return w;
+}
+
+static struct raw_count *find(struct raw_count *v, int n, const struct who *w)
 {
 	for (int i = 0; i < n; i++)
-		if (strcmp(v[i].raw, raw) == 0)
+		if (w->borrowed ? v[i].raw == w->raw
+		    : !v[i].raw && v[i].digest == w->digest && v[i].len == w->len)
 			return &v[i];
 	return NULL;
 }
 
-static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, const char *jid,
-                      const char *pjid, int until_executed)
+/* A running record is counted per distinct payload; a performing one borrows raw and is
+ * one per run (its text must stay valid while another run of the same payload ends). */
+static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, int borrow,
+                      const char *jid, const char *pjid, int until_executed)
 {
+	struct who w = who_of(raw, borrow);
 	pthread_mutex_lock(&D.mu);
-	struct raw_count *e = find(*v, *n, raw);
+	struct raw_count *e = borrow ? NULL : find(*v, *n, &w);
 	if (e) {
 		e->count++;
 	} else {
@@ -155,7 +178,9 @@ static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, c
 		}
 		e = &(*v)[(*n)++];
 		memset(e, 0, sizeof *e);
-		e->raw = xstrdup(raw);
+		e->raw = borrow ? raw : NULL;
+		e->digest = w.digest;
+		e->len = w.len;
 		e->count = 1;
 		e->jid = jid ? xstrdup(jid) : NULL;
 		e->pjid = pjid ? xstrdup(pjid) : NULL;
@@ -165,13 +190,13 @@ static void count_add(struct raw_count **v, int *n, int *cap, const char *raw, c
 }
 
 /* The array is read under the lock: another thread's count_add may move it (realloc). */
-static void count_remove(struct raw_count **vp, int *n, const char *raw)
+static void count_remove(struct raw_count **vp, int *n, const char *raw, int borrowed)
 {
+	struct who w = who_of(raw, borrowed);
 	pthread_mutex_lock(&D.mu);
 	struct raw_count *v = *vp;
-	struct raw_count *e = find(v, *n, raw);
+	struct raw_count *e = find(v, *n, &w);
 	if (e && --e->count == 0) {
-		free(e->raw);
 		free(e->jid);
 		free(e->pjid);
 		*e = v[--(*n)];
@@ -227,30 +252,32 @@ int cancel_request(const char *jid, int how)
 
 void running_add(const char *raw)
 {
-	count_add(&D.running, &D.nrunning, &D.caprunning, raw, NULL, NULL, 0);
+	count_add(&D.running, &D.nrunning, &D.caprunning, raw, 0, NULL, NULL, 0);
 }
 
 void running_remove(const char *raw)
 {
-	count_remove(&D.running, &D.nrunning, raw);
+	count_remove(&D.running, &D.nrunning, raw, 0);
 }
 
 int running_has(const char *raw)
 {
+	struct who w = who_of(raw, 0);
 	pthread_mutex_lock(&D.mu);
-	int has = find(D.running, D.nrunning, raw) != NULL;
+	int has = find(D.running, D.nrunning, &w) != NULL;
 	pthread_mutex_unlock(&D.mu);
 	return has;
 }
 
 void performing_add(const char *raw, const char *jid, const char *pjid, int until_executed)
 {
-	count_add(&D.performing, &D.nperforming, &D.capperforming, raw, jid, pjid, until_executed);
+	count_add(&D.performing, &D.nperforming, &D.capperforming, raw, 1, jid, pjid,
+	          until_executed);
 }
 
 void performing_remove(const char *raw)
 {
-	count_remove(&D.performing, &D.nperforming, raw);
+	count_remove(&D.performing, &D.nperforming, raw, 1);
 }
 
 /* ---- thread registry ---- */

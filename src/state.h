@@ -30,8 +30,13 @@
 
 enum fetch_mode { FETCH_UNRESOLVED, FETCH_RELIABLE, FETCH_BASIC };
 
+/* A payload without a copy of it (a job of 200 MB was held three times over while it ran,
+ * twice here): a running one by its digest and length (util.h bytes_digest), a performing
+ * one by the text it borrows from its fetcher until performing_remove. */
 struct raw_count {
-	char *raw;
+	const char *raw;        /* performing: the run's text; running: NULL */
+	uint64_t digest;        /* running: of the text up to its first NUL, and its length */
+	size_t len;
 	int count;
 	char *jid, *pjid;       /* performing only: for the lock refresh */
 	int until_executed;
@@ -95,6 +100,9 @@ void wakeup_init(struct wakeup *w);
 int wakeup_wait(struct wakeup *w, double s);
 void wakeup_kick(struct wakeup *w);
 
+/* The payloads running and performing here. A running one is told apart by digest (the
+ * text up to its first NUL, as the strcmp it replaced); performing_add borrows raw, which
+ * must stay valid until performing_remove of the same pointer. */
 void running_add(const char *raw);
 void running_remove(const char *raw);
 int running_has(const char *raw);

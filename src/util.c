@@ -233,3 +233,28 @@ char *xstrcat2(const char *a, const char *b)
 	memcpy(s + na, b, nb + 1);
 	return s;
 }
+
+/* FNV-1a over 64-bit words (the tail bytes as a last, shorter word), then a murmur3
+ * finaliser so that every input bit reaches every output bit. */
+uint64_t bytes_digest(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 14695981039346656037ULL ^ (uint64_t)n;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		h = (h ^ w) * 1099511628211ULL;
+		h ^= h >> 29;
+	}
+	uint64_t w = 0;
+	for (size_t k = 0; i + k < n; k++)
+		w |= (uint64_t)b[i + k] << (8 * k);
+	h = (h ^ w) * 1099511628211ULL;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h ? h : 1;
+}
