@@ -53,6 +53,10 @@ Figures (each run several times; the report gives medians):
                queues), without and with keyspace notifications for lists.
   memory       RSS (VmRSS) at concurrency 10, 50, 200: idle, and the peak while every
                fetcher runs a child (2 x concurrency jobs of /bin/sleep 1).
+  large        memory after large jobs (issue 21): the daemon's peak (VmHWM) and its RSS
+               once they are done (the lowest within 10 s after the in-progress list
+               empties), concurrency 6, a handler that reads its stdin: six jobs of a 10 MB
+               string arg at once, one of 200 MB, three of 200 MB one after the other.
   output       the cost of keeping output (output_keep, cogworkerctl jobs log): 5 000 jobs
                at concurrency 4 with output_keep = 0 and = 65536 (the default), for
                /bin/true and for /bin/cat of a 4 KiB file, interleaved, median of the
@@ -169,6 +173,14 @@ def kids_cpu(pid):
         if ppid == pid and not comm.startswith(own):    # not cogworkerd-reap
             out[int(d)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
     return out
+
+
+def proc_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return None
 
 
 def processed(r):
@@ -1153,6 +1165,46 @@ class Bench:
                 c, median(idle) / 1024, peak / 1024, busy_seen))
         self.results["memory"] = res
 
+    # -- memory after large jobs
+
+    LARGE = (("6 x 10 MB at once", [10 ** 7] * 6, False),
+             ("1 x 200 MB", [2 * 10 ** 8], False),
+             ("3 x 200 MB one after the other", [2 * 10 ** 8] * 3, True))
+
+    def large(self):
+        res = {}
+        key = b"cogworker:queue:default"
+        for name, sizes, one_by_one in self.LARGE:
+            r = self.fresh()
+            d = self.daemon(concurrency=6, handlers=[
+                {"class": "Big", "command": ["/bin/sh", "-c", "cat > /dev/null"]}])
+            d.start(wait=False)
+            try:
+                wait_ready(r, d)
+                time.sleep(0.5)
+                base = proc_rss_kib(d.proc.pid)
+                for i, size in enumerate(sizes):
+                    r.lpush(key, job("Big", ["x" * size]))
+                    if one_by_one or i == len(sizes) - 1:
+                        n = i + 1 if one_by_one else len(sizes)
+                        wait_for(lambda: processed(r) >= n, timeout=300, interval=0.05,
+                                 message="%d large jobs done" % n)
+                inprogress = ("cogworker:inprogress:" + self.identity_of(r)).encode()
+                wait_for(lambda: r.llen(inprogress) == 0, timeout=60, interval=0.05)
+                after = []
+                for _ in range(20):
+                    after.append(proc_rss_kib(d.proc.pid))
+                    time.sleep(0.5)
+                peak = proc_hwm_kib(d.proc.pid)
+            finally:
+                d.stop()
+            res[name] = {"base_kib": base, "peak_kib": peak, "after_kib": min(after),
+                         "largest_mb": max(sizes) / 1e6}
+            log("large jobs, %s: peak %.0f MiB (%.1f x the largest), after %.0f MiB "
+                "(base %.0f)" % (name, peak / 1024, peak / 1024 / (max(sizes) / 2 ** 20),
+                                 min(after) / 1024, base / 1024))
+        self.results["large"] = res
+
     def identity_of(self, r):
         m = r.smembers(b"cogworker:processes")
         return next(iter(m)).decode() if m else ""
@@ -1518,6 +1570,16 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                 L.append("| %s | %.1f MiB | %.1f MiB | %d |" % (
                     c, v["idle_kib"] / 1024, v["load_kib"] / 1024, v["busy_seen"]))
             L.append("")
+        big = self.results.get("large")
+        if big:
+            L.append("## Memory after large jobs (VmRSS and VmHWM of the daemon)\n")
+            L.append("Concurrency 6, handler `cat > /dev/null`; after: the lowest RSS within "
+                     "10 s once the in-progress list is empty.\n")
+            L.append("| jobs | before | peak | after |\n|---|---:|---:|---:|")
+            for name, v in big.items():
+                L.append("| %s | %.0f MiB | %.0f MiB | %.0f MiB |" % (
+                    name, v["base_kib"] / 1024, v["peak_kib"] / 1024, v["after_kib"] / 1024))
+            L.append("")
         L.append("## Recovery after SIGKILL\n")
         rec = self.results.get("recovery", "skipped")
         if rec is None:
@@ -1632,7 +1694,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
         log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
             self.results["machine"])
         figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
-                   "cron", "idle", "pause", "fewer", "memory", "recovery", "limits"]
+                   "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """HD — what a hostile payload or handler can still try (doc/behaviours.md §38): objects
 that are not jobs, NUL inside strings, a huge args array, an output flood of empty lines,
-an rlimit that does nothing. Each scenario is observed as a user would: the dead set, the
-handler's own records, the daemon's log and its CPU time.
+an rlimit that does nothing, large jobs. Each scenario is observed as a user would: the
+dead set, the handler's own records, the daemon's log, its CPU time and its memory.
 
 Run: python3 tests/integration/run.py test_hardening
 """
@@ -19,6 +19,15 @@ from runkit import (DEAD, FAILED, RETRY, JobTestCase, loads, recorder_cmd,  # no
 
 # Records every run: the handler's stdin, one line per run.
 RECORD_STDIN = 'cat >> "$RUNS.stdin"; echo >> "$RUNS.stdin"; echo "$COGWORKER_JID" >> "$RUNS"'
+
+
+def memory_mb(pid, field="VmRSS"):
+    """A line of /proc/PID/status in MB: VmRSS now, VmHWM the peak so far."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no %s for pid %d" % (field, pid))
 
 
 def cpu_seconds(pid):
@@ -196,6 +205,30 @@ class Hardening(JobTestCase):
         self.assertGreater(logged, 1000 * 1000)         # the plain lines all fitted
         self.assertEqual(len([l for l, e in mine if "is not logged" in e["msg"]]), 1)
         self.assertEqual(len([l for l, e in mine if e["msg"].endswith("a" * 1000)]), 850)
+
+    def test_hd11_a_large_job_costs_a_few_times_its_size_and_its_memory_comes_back(self):
+        """A 200 MB job peaked at 1.76 GB (8.8 times its size: the reply, copies of the text,
+        cJSON's tree, the workers entry built apart) and six 10 MB jobs left 150 MB behind
+        (each fetcher's read buffer, glibc's arenas). Here: one 40 MB job on a fresh daemon
+        must not raise its peak by 5 times its size, and after six 10 MB jobs at
+        concurrency 4 its RSS must come back within 30 MB of where it started."""
+        read = sh("cat > /dev/null")
+        d = self.daemon(concurrency=4, handlers=[{"class": "Big", "command": read}])
+        time.sleep(0.5)
+        pid = d.proc.pid
+        base = memory_mb(pid)
+        jid = loads(self.push(job("Big", ["x" * 40000000])))["jid"]
+        self.wait_done(d, "Big", jid, timeout=60)
+        grown = memory_mb(pid, "VmHWM") - base
+        self.assertLess(grown, 5 * 40, "a 40 MB job raised the peak by %d MB" % grown)
+        jids = [loads(self.push(job("Big", ["y" * 10000000])))["jid"] for _ in range(6)]
+        for j in jids:
+            self.wait_done(d, "Big", j, timeout=60)
+        self.wait_settled(d, timeout=20)
+        try:
+            wait_for(lambda: memory_mb(pid) < base + 30, timeout=10)
+        except AssertionError:
+            self.fail("RSS %d MB after the jobs, %d MB before" % (memory_mb(pid), base))
 
     def test_hd8_rlimit_nproc_without_user_is_warned_about_at_start(self):
         d = self.daemon(handlers=[{"class": "N", "command": handler("ok"), "rlimit_nproc": 50},
