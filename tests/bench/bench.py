@@ -142,10 +142,11 @@ def proc_cpu(pid):
     return [int(x) / CLK_TCK for x in fields[11:15]]
 
 
-def proc_rss_kib(pid):
+def proc_rss_kib(pid, field="VmRSS"):
+    """A line of /proc/PID/status in KiB: VmRSS, or VmHWM (the peak so far)."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return None
 
@@ -173,14 +174,6 @@ def kids_cpu(pid):
         if ppid == pid and not comm.startswith(own):    # not cogworkerd-reap
             out[int(d)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
     return out
-
-
-def proc_hwm_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return None
 
 
 def processed(r):
@@ -1195,7 +1188,7 @@ class Bench:
                 for _ in range(20):
                     after.append(proc_rss_kib(d.proc.pid))
                     time.sleep(0.5)
-                peak = proc_hwm_kib(d.proc.pid)
+                peak = proc_rss_kib(d.proc.pid, "VmHWM")
             finally:
                 d.stop()
             res[name] = {"base_kib": base, "peak_kib": peak, "after_kib": min(after),
