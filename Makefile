@@ -289,7 +289,7 @@ install: all
 	else \
 	    install -m 0640 conf/cogworkerd.conf "$$conf"; \
 	fi
-	for u in cogworkerd.service cogworkerd@.service; do \
+	for u in cogworkerd.service cogworkerd@.service cogworkerd-web.service; do \
 	    $(INSTALL_SED) systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
 	    chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
 	done

@@ -154,8 +154,6 @@ struct web_reply {
 };
 /* Answer one API request (GET or POST, already allowed by web_serve.c). */
 void web_api(struct web_req *q, struct web_reply *r);
-/* An API route that changes something (a POST), for the action log and --read-only. */
-int web_api_is_action(const char *method);
 
 /* Server-sent events of one run's output (GET /api/jobs/<jid>/output/stream): the next
  * part of the stream into b, after waiting a poll interval (but the first time); 0 more to

@@ -350,11 +350,6 @@ static int matches(const struct route *rt, const struct web_req *q)
 	return 1;
 }
 
-int web_api_is_action(const char *method)
-{
-	return strcmp(method, "POST") == 0;
-}
-
 static void error_body(struct sbuf *b, const char *msg, int unavailable, const struct sbuf *doc)
 {
 	sb_adds(b, "{\"error\":");

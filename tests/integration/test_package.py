@@ -8,7 +8,8 @@ and removes and purges cleanly.
   libraries in /usr/share/cogworkerd/handlers (the sh example runnable); the cogworker
   system user (sysusers.d), /etc/cogworkerd 0750 and the conf 0640,
   both root:cogworker (dpkg statoverrides), the conf a conffile, the unit enabled but not
-  started, the template not enabled; `cogworkerd --check` passes on the installed conf as
+  started, the template not enabled, the dashboard's unit (cogworkerd-web) neither, and it
+  starts on loopback under its hardening when asked; `cogworkerd --check` passes on the installed conf as
   root and as cogworker (the daemon's user reads it), while another user cannot read it;
   the binary's version is the package's.
 - Reinstall: a changed conf is kept, with its mode.
@@ -92,6 +93,7 @@ class PackageTest(unittest.TestCase):
         for f in ("/usr/sbin/cogworkerd", "/usr/bin/cogworkerctl",
                   "/lib/systemd/system/cogworkerd.service",
                   "/lib/systemd/system/cogworkerd@.service",
+                  "/lib/systemd/system/cogworkerd-web.service",
                   "/usr/lib/sysusers.d/cogworkerd.conf", "/usr/lib/tmpfiles.d/cogworkerd.conf",
                   "/usr/share/man/man8/cogworkerd.8.gz",
                   "/usr/share/man/man5/cogworkerd.conf.5.gz",
@@ -121,6 +123,19 @@ class PackageTest(unittest.TestCase):
                                check=False).stdout.strip(), "inactive", "installing starts nothing")
         self.assertNotIn("cogworkerd@", c.run("ls", "/etc/systemd/system/multi-user.target.wants")
                          .stdout)
+        self.assertEqual(c.run("systemctl", "is-enabled", "cogworkerd-web",
+                               check=False).stdout.strip(), "disabled", "the dashboard is off")
+        # Turned on, it serves on loopback under its sandbox (no Redis needed to start).
+        c.run("systemctl", "start", "cogworkerd-web")
+        for _ in range(50):
+            log = c.run("journalctl", "-u", "cogworkerd-web", "--no-pager", check=False).stdout
+            if "dashboard on http://127.0.0.1:9395/" in log:
+                break
+            time.sleep(0.1)
+        self.assertIn("dashboard on http://127.0.0.1:9395/", log)
+        self.assertEqual(c.run("systemctl", "is-active", "cogworkerd-web",
+                               check=False).stdout.strip(), "active")
+        c.run("systemctl", "stop", "cogworkerd-web")
 
         check = c.run("cogworkerd", "--check", "-c", CONF)
         self.assertIn("configuration OK", check.stdout + check.stderr)
