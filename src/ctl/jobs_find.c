@@ -171,7 +171,9 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 	if (set == S_QUEUED) {
 		struct queue_info *qi = NULL;
 		int nqi = 0;
-		if (!f->queue && ctl_queue_names(c, 1, 1, &qi, &nqi) != 0)
+		/* Under a scan budget (the dashboard), no SCAN of the keyspace either: the queues
+		 * listed or paused only. */
+		if (!f->queue && ctl_queue_names(c, 1, c->scan_budget == 0, &qi, &nqi) != 0)
 			return -1;
 		size_t nq = f->queue ? 1 : (size_t)nqi;
 		char **qs = xcalloc(nq + 1, sizeof *qs);

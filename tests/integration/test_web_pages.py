@@ -215,6 +215,7 @@ class JobPage(PagesCase):
         self.click("main .location button", "Retry now")
         wait_until(lambda: self.r.llen(b"cogworker:queue:default") == 1, message="retried")
         self.assertEqual(self.r.zcard(DEAD), 0)
+        wait_until(lambda: self.b.current_url.endswith("/jobs/dead"), message="back to dead")
         # Without a hint, a job still found (first entries of each set) and deleted.
         self.open(w, "/jobs/" + jid)
         self.assertIn("queued", text_of(self.b, "main .location"))
