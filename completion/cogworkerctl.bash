@@ -43,7 +43,7 @@ _cogworkerctl()
 
 	case $prev in
 	-c|--config|--auth-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--set) COMPREPLY=($(compgen -W "queued scheduled retry dead running" -- "$cur")); return ;;
+	--set) COMPREPLY=($(compgen -W "queued scheduled retry dead running waiting" -- "$cur")); return ;;
 	--status) COMPREPLY=($(compgen -W "success failed" -- "$cur")); return ;;
 	--retry) COMPREPLY=($(compgen -W "true false 0 1 3 5 10 25" -- "$cur")); return ;;
 	--queue) COMPREPLY=($(compgen -W "$(_cogworkerctl_queues "$conf")" -- "$cur")); return ;;

@@ -16,6 +16,8 @@
  * behind it (at the front, every free fetcher would take it again at once). The fetcher
  * that gave one back pauses (0.05 s doubling to 1 s) before its next fetch, so a queue
  * holding only such jobs is not spun through. Quiet and stop hand the waiting jobs back.
+ * The waiting jobs are listed for the heartbeat to publish (limits_waiting_json), so that
+ * cogworkerctl can show them as waiting for a slot rather than not at all.
  *
  * fleet_concurrency and rate_limit (every process sharing the Redis). One ADMIT script per
  * start counts the leases (a sorted set scored by expiry on Redis's clock) and the starts
@@ -40,6 +42,7 @@
 #include "deadline.h"
 #include "exporter.h"
 #include "job.h"
+#include "json.h"
 #include "keys.h"
 #include "admission.h"
 #include "settle.h"
@@ -58,6 +61,9 @@ struct held {
 	char *raw;
 	size_t len;
 	char *queue;
+	char *jid, *cls;                /* as the job says (NULL: none), for the published list */
+	int limit;                      /* the max_concurrency it waits under */
+	double since;                   /* epoch seconds */
 };
 
 struct local {
@@ -78,6 +84,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct local **locals;
 static int nlocals;
 static struct lease *leases;
+static unsigned long waiting_gen;       /* changes of the waiting jobs, for their publisher */
 
 /* How many jobs this fetcher thread gave back in a row (its pause). */
 static __thread int give_backs;
@@ -136,6 +143,11 @@ static enum local_gate local_gate(const struct handler *h, const struct job *j, 
 		w->raw = xstrndup(j->raw, j->raw_len);
 		w->len = j->raw_len;
 		w->queue = xstrdup(j->fetched_from ? j->fetched_from : j->queue);
+		w->jid = j->jid ? xstrdup(j->jid) : NULL;
+		w->cls = j->cls ? xstrdup(j->cls) : NULL;
+		w->limit = h->max_concurrency;
+		w->since = now_float();
+		waiting_gen++;
 		running_add(j->raw);    /* not a stray for reconcile */
 		g = LOCAL_HELD;
 	} else {
@@ -199,10 +211,13 @@ int limits_take_held(struct fetched *out)
 		 * keep this job waiting again, and no reservation can leak. */
 		struct held w = l->held[0];
 		memmove(l->held, l->held + 1, (size_t)--l->nheld * sizeof *l->held);
+		waiting_gen++;
 		running_remove(w.raw);
 		out->raw = w.raw;
 		out->len = w.len;
 		out->queue = w.queue;
+		free(w.jid);
+		free(w.cls);
 		got = 1;
 	}
 	pthread_mutex_unlock(&mu);
@@ -224,6 +239,8 @@ void limits_give_back_held(struct rconn *r)
 		n += l->nheld;
 		l->nheld = 0;
 	}
+	if (n)
+		waiting_gen++;
 	pthread_mutex_unlock(&mu);
 	/* Newest first: each goes to the front of its queue, so the oldest ends up first. */
 	for (int i = n - 1; i >= 0; i--) {
@@ -231,8 +248,38 @@ void limits_give_back_held(struct rconn *r)
 		running_remove(all[i].raw);
 		free(all[i].raw);
 		free(all[i].queue);
+		free(all[i].jid);
+		free(all[i].cls);
 	}
 	free(all);
+}
+
+char *limits_waiting_json(unsigned long *gen, int *n)
+{
+	struct sbuf b;
+	sb_init(&b);
+	sb_addc(&b, '[');
+	*n = 0;
+	pthread_mutex_lock(&mu);
+	*gen = waiting_gen;
+	for (int i = 0; i < nlocals; i++)
+		for (int k = 0; k < locals[i]->nheld; k++) {
+			const struct held *w = &locals[i]->held[k];
+			char *jid = w->jid ? json_quote(w->jid, strlen(w->jid)) : xstrdup("null");
+			char *cls = w->cls ? json_quote(w->cls, strlen(w->cls)) : xstrdup("null");
+			char *q = json_quote(w->queue, strlen(w->queue));
+			char *h = json_quote(locals[i]->cls, strlen(locals[i]->cls));
+			sb_printf(&b, "%s{\"jid\":%s,\"class\":%s,\"queue\":%s,\"handler\":%s,"
+			          "\"limit\":%d,\"since\":%.3f}", (*n)++ ? "," : "", jid, cls, q, h,
+			          w->limit, w->since);
+			free(jid);
+			free(cls);
+			free(q);
+			free(h);
+		}
+	pthread_mutex_unlock(&mu);
+	sb_addc(&b, ']');
+	return sb_steal(&b);
 }
 
 void limits_each_held(void (*fn)(void *ctx, const char *raw, size_t len), void *ctx)

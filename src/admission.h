@@ -39,6 +39,11 @@ void limits_release(struct rconn *r, struct admission *a);
 int limits_take_held(struct fetched *out);
 /* Quiet or stop: every waiting job goes back to the front of its queue. */
 void limits_give_back_held(struct rconn *r);
+/* The jobs waiting here for a max_concurrency slot, as the JSON array published in
+ * cogworker:waiting:<id> (doc/protocol.md §7.30): [{"jid", "class", "queue", "handler",
+ * "limit", "since"}, ...], oldest first per handler; *n of them, and *gen, which changes
+ * whenever the list does. */
+char *limits_waiting_json(unsigned long *gen, int *n);
 /* Call fn with each job waiting here (raw as fetched), under the lock: fn must not call
  * Redis. For the re-filing of jobs Redis lost (recovery.h, refile_own). */
 void limits_each_held(void (*fn)(void *ctx, const char *raw, size_t len), void *ctx);

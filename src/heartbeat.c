@@ -14,6 +14,7 @@
  * socket every 250 ms, so stopping it is quick and it is stopped *before* its connection is
  * closed (closing first hung the stop, lesson 47).
  */
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +234,7 @@ int heartbeat_beat(struct rconn *r)
 		 * at-most-once classes are for whoever recovers our jobs (§7.32). */
 		limits_refresh_leases(r, c->process_ttl, retake);
 		at_most_once_publish(r, c);
+		waiting_publish(r, 1);
 		if (refile_owed && refile_own(r) >= 0)
 			refile_owed = 0;
 		deferred_releases_retry(r);
@@ -244,21 +246,58 @@ int heartbeat_beat(struct rconn *r)
 	return ok ? 0 : -1;
 }
 
+/*
+ * The waiting jobs live in memory (admission.c); cogworkerctl shows them from this key. Its
+ * own key, not a field of the presence hash: the beat tells "Redis came back empty" from a
+ * presence hash it has to create whole, which a write between beats must not do. Written
+ * when the list changed (within a second, as the workers entries are), and on each beat
+ * while jobs wait, so the TTL (process_ttl) outlives no crash and a Redis that came back
+ * empty gets it again; DEL when none wait. Only the manager thread calls this.
+ */
+void waiting_publish(struct rconn *r, int beat)
+{
+	static unsigned long published = ULONG_MAX;
+	unsigned long gen;
+	int n;
+	char *list = limits_waiting_json(&gen, &n);
+	if (gen != published || (beat && n > 0)) {
+		struct conf *c = conf_acquire();
+		char ttl[32];
+		snprintf(ttl, sizeof ttl, "%ld", (long)c->process_ttl);
+		conf_release(c);
+		char *key = xasprintf(K_WAITING "%s", D.identity);
+		const char *set[] = { "SET", key, list, "EX", ttl };
+		const char *del[] = { "DEL", key };
+		redisReply *rep = n > 0 ? rcmd_argv(r, 5, set, NULL) : rcmd_argv(r, 2, del, NULL);
+		if (rep) {
+			published = gen;
+			freeReplyObject(rep);
+		} else if (!r->unavailable) {
+			log_error("%s not written: %s", key, r->err);
+		}
+		free(key);
+	}
+	free(list);
+}
+
 void presence_remove(struct rconn *r)
 {
 	char *process = xasprintf(K_PROCESS "%s", D.identity);
 	char *workers = xasprintf(K_WORKERS "%s", D.identity);
 	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char *waiting = xasprintf(K_WAITING "%s", D.identity);
 	struct rpipe p;
-	redisReply *rep[4];
+	redisReply *rep[5];
 	rpipe_begin(r, &p);
 	rpipe_add(r, &p, "DEL %s", process);
 	rpipe_add(r, &p, "DEL %s", workers);
 	rpipe_add(r, &p, "SREM %s %s", K_PROCESSES, D.identity);
 	rpipe_add(r, &p, "LLEN %s", list);
+	rpipe_add(r, &p, "DEL %s", waiting);
 	rpipe_exec(r, &p, rep);
+	free(waiting);
 	int empty = rep[3] && rep[3]->type == REDIS_REPLY_INTEGER && rep[3]->integer == 0;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (rep[i])
 			freeReplyObject(rep[i]);
 	if (empty) {

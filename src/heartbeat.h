@@ -13,5 +13,9 @@ int heartbeat_beat(struct rconn *r);
 int subscriber_start(void);
 void subscriber_stop(void);
 void presence_remove(struct rconn *r);
+/* Publish the jobs waiting here for a max_concurrency slot in cogworker:waiting:<id> when
+ * they changed since the last publication (the manager asks once a second), and on a beat
+ * renew the key's TTL too. */
+void waiting_publish(struct rconn *r, int beat);
 
 #endif

@@ -39,6 +39,9 @@
 /* set of the identities that may own a K_INPROGRESS list */
 #define K_IDENTITIES "cogworker:inprogress_identities"
 #define K_LAST_BEAT "cogworker:last_beat"       /* hash id -> last beat, Redis clock */
+/* + <id>: string, the JSON array of the jobs waiting in that process for a max_concurrency
+ * slot (a daemon addition, doc/protocol.md §7.30); absent when none wait */
+#define K_WAITING "cogworker:waiting:"
 
 /* ---- orphans and failed filings ---- */
 #define K_REPEAT_ORPHANS "cogworker:repeat_orphans"     /* list of jobs orphaned too often */

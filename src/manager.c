@@ -456,8 +456,10 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 			/* Nothing to send: no Redis call. After a failed beat the counts wait in
 			 * memory for the beat that finds Redis back: a flush per second into an
 			 * outage would hold up this loop (signals, the stop) in Redis timeouts. */
-			if (!atomic_load(&D.prev_beat_failed))
+			if (!atomic_load(&D.prev_beat_failed)) {
 				batch_flush(&mconn);
+				waiting_publish(&mconn, 0);
+			}
 			next_flush = mono_now() + BATCH_INTERVAL;
 		}
 		if (mono_now() >= next_beat) {

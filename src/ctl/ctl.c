@@ -64,7 +64,7 @@ static const struct command commands[] = {
 	  "latency is the age of a queue's oldest job. A paused queue keeps its jobs; no\n"
 	  "process takes any from it until it is resumed." },
 	{ "jobs", cmd_jobs,
-	  "jobs list [--set queued|scheduled|retry|dead|running] [--queue Q] [--class C]\n"
+	  "jobs list [--set queued|scheduled|retry|dead|running|waiting] [--queue Q] [--class C]\n"
 	  "          [--limit N]\n"
 	  "jobs show [--full] JID\n"
 	  "jobs retry [--set S] [--expires-in D] JID...\n"

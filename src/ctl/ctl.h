@@ -159,6 +159,7 @@ struct queue_info {
 	long long size;
 	double latency;             /* seconds, ≥ 0; 0 for an empty queue */
 	int paused;
+	int waiting;                /* its jobs live processes hold for a slot (queues only) */
 };
 /*
  * Queue names (size and latency left 0): the members of cogworker:queues, plus paused
@@ -186,11 +187,24 @@ struct process_info {
 	double started_at;          /* 0 when unknown */
 	long long rss_kb;           /* -1 when unknown */
 	long long warm;             /* warm handler processes, -1 when unknown */
+	char *waiting;              /* cogworker:waiting:<id> (JSON), or NULL: none wait */
 };
 /* The live processes (presence hash exists), sorted by identity. Members of
  * cogworker:processes without a presence hash are SREMed when prune. */
 int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int *n);
 void ctl_free_processes(struct process_info *p, int n);
+
+/* A job waiting in a live process for a max_concurrency slot, as it publishes them
+ * (cogworker:waiting:<id>, doc/protocol.md §7.30). */
+struct waiting_job {
+	const char *identity;       /* the process's (owned by the process list) */
+	char *jid, *cls, *queue, *handler;      /* NULL when the record lacks one */
+	int limit;                  /* the handler's max_concurrency */
+	double since;               /* epoch seconds */
+};
+/* Every such job of the processes p (from ctl_read_processes), oldest first. */
+void ctl_waiting_jobs(const struct process_info *p, int n, struct waiting_job **out, int *nout);
+void ctl_free_waiting(struct waiting_job *w, int n);
 
 /*
  * The work of a command once its command line is read and Redis connected, printing what

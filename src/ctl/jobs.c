@@ -2,7 +2,8 @@
 /*
  * jobs.c: `cogworkerctl jobs`: the Web UI's job pages and buttons (doc/protocol.md §7.28).
  *
- *   jobs list [--set S] [--queue Q] [--class C] [--limit N]
+ *   jobs list [--set S] [--queue Q] [--class C] [--limit N]   (S: waiting too, the jobs a
+ *                                                              process holds for a slot)
  *   jobs show [--full] JID
  *   jobs retry [--expires-in D] JID... | jobs retry --all --set retry|dead|scheduled [filters]
  *   jobs delete JID...         | jobs delete --all --set S [filters] --yes
@@ -33,6 +34,8 @@ static int parse_set(const char *s)
 		return S_DEAD;
 	if (!strcmp(s, "running") || !strcmp(s, "busy"))
 		return S_RUNNING;
+	if (!strcmp(s, "waiting"))
+		return S_WAITING;
 	return -1;
 }
 
@@ -97,7 +100,8 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 		switch (ch) {
 		case 's':
 			if ((set = parse_set(optarg)) < 0) {
-				ctl_error("jobs: unknown set \"%s\" (queued, scheduled, retry, dead, running)",
+				ctl_error("jobs: unknown set \"%s\" (queued, scheduled, retry, dead, running, "
+				          "waiting)",
 				          optarg);
 				return CTL_USAGE;
 			}
@@ -143,7 +147,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 			return CTL_USAGE;
 		}
 		unsigned sets = set >= 0 ? BIT(set)
-		                         : BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING);
+		                         : BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING);
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
 		return jobs_list(c, sets, &f, (int)limit);

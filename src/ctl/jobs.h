@@ -14,7 +14,8 @@
 #include "job.h"
 
 /* Where a job can be; also the order in which sets are searched and listed. */
-enum set_id { S_QUEUED, S_SCHEDULED, S_RETRY, S_DEAD, S_RUNNING, S_INPROGRESS, S_COUNT };
+enum set_id { S_QUEUED, S_SCHEDULED, S_RETRY, S_DEAD, S_RUNNING, S_WAITING, S_INPROGRESS,
+              S_COUNT };
 extern const char *const jobs_set_names[S_COUNT];      /* as --set and the output say them */
 extern const char *const jobs_zset_keys[S_COUNT];      /* the key of a zset set, else NULL */
 #define BIT(s) (1u << (s))
@@ -32,8 +33,11 @@ struct entry {
 	size_t raw_len;
 	double score;
 	int has_score;
-	char *process;              /* running / inprogress: the identity */
+	char *process;              /* running / waiting / inprogress: the identity */
 	long long run_at;           /* running */
+	char *handler;              /* waiting: the handler block's class, its max_concurrency, */
+	int limit;                  /* and since when (epoch s); the payload is its in-progress */
+	double since;               /* entry (basic fetch: class, queue and jid only) */
 	struct job j;               /* parsed (filled while the entry is looked at) */
 };
 
@@ -75,6 +79,7 @@ struct page {
  */
 int jobs_page(struct ctl *c, int set, const struct filter *f, long from, int limit,
               long budget, struct found *out, struct page *pg);
+void jobs_entry_free(struct entry *e);        /* one collected entry's parts */
 /* The names of the sets in a mask, ", "-separated, for messages. */
 void jobs_set_list(unsigned sets, char *out, size_t n);
 /* The entry's queue: the one it sits in, else its payload's; NULL when it has none. */

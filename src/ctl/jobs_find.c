@@ -3,8 +3,10 @@
  * jobs_find.c: where a job is, for every `cogworkerctl jobs` subcommand.
  *
  * Sets: queued (cogworker:queue:<q>), scheduled (cogworker:schedule), retry, dead,
- * running (cogworker:workers:<id> of every process) and in progress (the in-progress lists
- * of reliable fetch, searched by `show` only). They are walked in the Web UI's order, a
+ * running (cogworker:workers:<id> of every process), waiting (the jobs a live process
+ * holds for a max_concurrency slot, cogworker:waiting:<id>, each with its in-progress
+ * entry as payload) and in progress (the in-progress lists of reliable fetch, searched by
+ * `show` only). They are walked in the Web UI's order, a
  * page at a time, so a long set never has to fit in one reply. A JID argument is matched
  * against each entry's jid, or else against the raw member itself, so corrupt entries can
  * be addressed by their exact text. What is found is kept as read, byte for byte: the
@@ -20,29 +22,30 @@
 #include "json.h"
 
 const char *const jobs_set_names[S_COUNT] = {
-	"queued", "scheduled", "retry", "dead", "running", "inprogress",
+	"queued", "scheduled", "retry", "dead", "running", "waiting", "inprogress",
 };
 const char *const jobs_zset_keys[S_COUNT] = {
-	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL,
+	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL, NULL,
 };
 #define PAGE 100
 
 /* Called for each matching entry (parsed); 0 = go on, 1 = stop. */
 typedef int (*entry_cb)(struct entry *e, void *ctx);
 
-static void entry_free(struct entry *e)
+void jobs_entry_free(struct entry *e)
 {
 	free(e->key);
 	free(e->qname);
 	free(e->raw);
 	free(e->process);
+	free(e->handler);
 	job_free(&e->j);
 }
 
 void jobs_found_free(struct found *f)
 {
 	for (int i = 0; i < f->n; i++)
-		entry_free(&f->v[i]);
+		jobs_entry_free(&f->v[i]);
 	free(f->v);
 	memset(f, 0, sizeof *f);
 }
@@ -59,7 +62,8 @@ static int collect(struct entry *e, void *ctx)
 		.set = e->set, .key = xstrdup(e->key), .qname = e->qname ? xstrdup(e->qname) : NULL,
 		.raw = xstrndup(e->raw, e->raw_len), .raw_len = e->raw_len, .score = e->score,
 		.has_score = e->has_score, .process = e->process ? xstrdup(e->process) : NULL,
-		.run_at = e->run_at,
+		.run_at = e->run_at, .handler = e->handler ? xstrdup(e->handler) : NULL,
+		.limit = e->limit, .since = e->since,
 	};
 	job_parse(&c->j, c->raw, c->raw_len, c->qname);
 	return f->limit > 0 && f->n >= f->limit;
@@ -120,6 +124,70 @@ static int window_step(struct window *w, long i)
 	w->read++;
 	w->next = i + 1;
 	return w->budget > 0 && w->read >= w->budget;
+}
+
+/* The in-progress entry of jid among the reply's elements, or NULL. */
+static const redisReply *listed_job(const redisReply *list, const char *jid)
+{
+	for (size_t k = 0; list && jid && k < list->elements; k++) {
+		struct job j;
+		job_parse(&j, list->element[k]->str, list->element[k]->len, NULL);
+		int same = j.obj && j.jid && strcmp(j.jid, jid) == 0;
+		job_free(&j);
+		if (same)
+			return list->element[k];
+	}
+	return NULL;
+}
+
+/* The waiting set: what each live process publishes, each job with its in-progress entry
+ * (read once per process that has any); basic fetch keeps none, and the record's class,
+ * queue and jid stand in for it. 0, 1 (cb stopped), -1 after the message. */
+static int scan_waiting(struct ctl *c, const struct filter *f, entry_cb cb, void *ctx)
+{
+	struct process_info *p;
+	int np;
+	if (ctl_read_processes(c, 0, &p, &np) != 0)
+		return -1;
+	struct waiting_job *w;
+	int nw, stop = 0, rc = 0;
+	ctl_waiting_jobs(p, np, &w, &nw);
+	for (int i = 0; i < np && !stop && !rc; i++) {
+		redisReply *list = NULL;
+		char *key = xasprintf(K_WAITING "%s", p[i].identity);
+		for (int k = 0; k < nw && !stop; k++) {
+			if (w[k].identity != p[i].identity)
+				continue;
+			if (!list && !(list = rcmd(&c->r, "LRANGE " K_INPROGRESS "%s 0 -1", p[i].identity))
+			    && c->r.unavailable) {
+				rc = ctl_redis_error(c, K_INPROGRESS);
+				break;
+			}
+			const redisReply *raw = listed_job(list, w[k].jid);
+			struct sbuf stand_in;
+			sb_init(&stand_in);
+			sb_adds(&stand_in, "{\"class\":");
+			jstr(&stand_in, w[k].cls);
+			sb_adds(&stand_in, ",\"queue\":");
+			jstr(&stand_in, w[k].queue);
+			sb_adds(&stand_in, ",\"jid\":");
+			jstr(&stand_in, w[k].jid);
+			sb_addc(&stand_in, '}');
+			struct entry e = { .set = S_WAITING, .key = key, .process = (char *)p[i].identity,
+			                   .raw = raw ? raw->str : stand_in.s,
+			                   .raw_len = raw ? raw->len : stand_in.len,
+			                   .qname = w[k].queue, .handler = w[k].handler,
+			                   .limit = w[k].limit, .since = w[k].since };
+			stop = consider(&e, f, cb, ctx);
+			sb_free(&stand_in);
+		}
+		if (list)
+			freeReplyObject(list);
+		free(key);
+	}
+	ctl_free_waiting(w, nw);
+	ctl_free_processes(p, np);
+	return rc ? -1 : stop;
 }
 
 /*
@@ -217,6 +285,8 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 		free(qs);
 		return rc ? rc : stop;
 	}
+	if (set == S_WAITING)
+		return scan_waiting(c, f, cb, ctx);
 	/* running (workers hashes) and inprogress (in-progress lists) */
 	const char *reg = set == S_RUNNING ? K_PROCESSES : K_IDENTITIES;
 	redisReply *ids = rcmd(&c->r, "SMEMBERS %s", reg);
@@ -391,7 +461,8 @@ int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)
 {
 	struct found f = { .limit = 1 };
 	struct filter flt = { .arg = jid };
-	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | RUN_SETS, &flt, 1, &f) != 0)
+	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING) | BIT(S_INPROGRESS),
+	              &flt, 1, &f) != 0)
 		return -1;
 	if (f.n == 0) {
 		jobs_found_free(&f);
@@ -406,6 +477,7 @@ int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)
 	case S_RETRY: snprintf(out, n, "in retry, next attempt at %s", iso); break;
 	case S_DEAD: snprintf(out, n, "in dead since %s", iso); break;
 	case S_RUNNING: snprintf(out, n, "running on %s", e->process); break;
+	case S_WAITING: snprintf(out, n, "waiting for a slot on %s", e->process); break;
 	default: snprintf(out, n, "fetched by %s", e->process); break;
 	}
 	jobs_found_free(&f);

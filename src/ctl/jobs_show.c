@@ -53,12 +53,18 @@ static void entry_json(struct sbuf *b, const struct entry *e, int with_payload)
 	jstr(b, jobs_string_member(e, "error_class"));
 	sb_adds(b, ",\"error_message\":");
 	jstr(b, jobs_string_member(e, "error_message"));
-	if (e->set == S_RUNNING || e->set == S_INPROGRESS) {
+	if (e->set == S_RUNNING || e->set == S_WAITING || e->set == S_INPROGRESS) {
 		sb_adds(b, ",\"process\":");
 		jstr(b, e->process);
 	}
 	if (e->set == S_RUNNING)
 		sb_printf(b, ",\"run_at\":%lld", e->run_at);
+	if (e->set == S_WAITING) {
+		sb_adds(b, ",\"handler\":");
+		jstr(b, e->handler);
+		sb_printf(b, ",\"limit\":%d,\"waiting_since\":", e->limit);
+		jnum(b, e->since);
+	}
 	if (!e->j.obj) {
 		sb_adds(b, ",\"parse_error\":");
 		jstr(b, e->j.parse_error);
@@ -94,6 +100,10 @@ static void entry_when(const struct entry *e, double now, char *out, size_t n)
 	case S_RUNNING:
 		t = (double)e->run_at;
 		pre = "started ";
+		break;
+	case S_WAITING:
+		t = e->since;
+		pre = "waiting since ";
 		break;
 	default:
 		t = number_member(e, "enqueued_at");
@@ -152,10 +162,13 @@ int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
 		table_init(&t, 7, heads, limits);
 		for (int i = 0; i < fd.n; i++) {
 			const struct entry *e = &fd.v[i];
-			char when[96];
+			char when[256];
 			entry_when(e, now, when, sizeof when);
 			if (e->set == S_RUNNING && e->process)
 				snprintf(when + strlen(when), sizeof when - strlen(when), " on %s", e->process);
+			if (e->set == S_WAITING && e->process)
+				snprintf(when + strlen(when), sizeof when - strlen(when),
+				         " on %s for a slot (max_concurrency %d)", e->process, e->limit);
 			char *err = entry_error(e);
 			const char *q = jobs_payload_queue(e);
 			const char *cls = jobs_entry_class(e);
@@ -282,6 +295,10 @@ static void show_human(const struct entry *e, double now, int full)
 	printf("where      %s", jobs_set_names[e->set]);
 	if (e->set == S_RUNNING)
 		printf(" on %s (%s)", e->process, e->key);
+	else if (e->set == S_WAITING)
+		printf(" on %s for a max_concurrency slot: its handler %s runs at most %d at a time "
+		       "there, and this job runs when one of them ends (%s)", e->process,
+		       e->handler ? e->handler : "?", e->limit, e->key);
 	else if (e->set == S_INPROGRESS)
 		printf(": in the in-progress list of %s (%s)", e->process, e->key);
 	else
@@ -295,6 +312,11 @@ static void show_human(const struct entry *e, double now, int full)
 		ctl_iso_time((double)e->run_at, iso);
 		ctl_relative((double)e->run_at, now, rel, sizeof rel);
 		printf(", started %s (%s)", iso, rel);
+	}
+	if (e->set == S_WAITING && e->since > 0) {
+		ctl_iso_time(e->since, iso);
+		ctl_relative(e->since, now, rel, sizeof rel);
+		printf(", since %s (%s)", iso, rel);
 	}
 	printf("\n");
 	if (!e->j.obj) {
@@ -403,16 +425,42 @@ static void status_human(const redisReply *st, double now)
 	}
 }
 
+/* A job running or waiting on a process is on that process's in-progress list too: that
+ * entry says nothing more, and shown as well it read as a second copy of the job. */
+static void drop_listed_twice(struct found *fd)
+{
+	int n = 0;
+	for (int i = 0; i < fd->n; i++) {
+		const struct entry *e = &fd->v[i];
+		int twice = 0;
+		for (int k = 0; k < fd->n && e->set == S_INPROGRESS && !twice; k++) {
+			const struct entry *o = &fd->v[k];
+			twice = (o->set == S_RUNNING || o->set == S_WAITING) && o->process &&
+			        strcmp(o->process, e->process) == 0 && e->j.obj && o->j.obj &&
+			        e->j.jid && o->j.jid && strcmp(e->j.jid, o->j.jid) == 0;
+		}
+		if (twice) {
+			struct entry gone = fd->v[i];
+			fd->v[i] = (struct entry){ 0 };
+			jobs_entry_free(&gone);
+		} else {
+			fd->v[n++] = fd->v[i];
+		}
+	}
+	fd->n = n;
+}
+
 int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at)
 {
 	struct filter f = { .arg = arg };
 	struct found fd = { 0 };
-	unsigned sets = at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | RUN_SETS;
+	unsigned sets = BIT(S_WAITING) | (at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | RUN_SETS);
 	if ((at && jobs_find_at(c, at->set, at->score, &f, &fd) < 0) ||
 	    jobs_find(c, sets, &f, 1, &fd) < 0) {
 		jobs_found_free(&fd);
 		return CTL_USAGE;
 	}
+	drop_listed_twice(&fd);
 	const char *jid = NULL;
 	for (int i = 0; i < fd.n && !jid; i++)
 		if (fd.v[i].j.obj && fd.v[i].j.jid)

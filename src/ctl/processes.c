@@ -17,9 +17,12 @@
 #include "ctl.h"
 #include "job.h"
 
+#define PER_PROCESS 5             /* commands read per process */
+
 void ctl_free_processes(struct process_info *p, int n)
 {
 	for (int i = 0; i < n; i++) {
+		free(p[i].waiting);
 		free(p[i].identity);
 		free(p[i].info);
 		free(p[i].hostname);
@@ -82,6 +85,7 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 		rpipe_add(&c->r, &p, "HMGET " K_PROCESS "%b info busy quiet", e->str, e->len);
 		rpipe_add(&c->r, &p, "TTL " K_PROCESS "%b", e->str, e->len);
 		rpipe_add(&c->r, &p, "HLEN " K_WORKERS "%b", e->str, e->len);
+		rpipe_add(&c->r, &p, "GET " K_WAITING "%b", e->str, e->len);
 	}
 	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
 	rpipe_exec(&c->r, &p, reps);
@@ -92,7 +96,7 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 	int ngone = 0;
 	for (size_t i = 0; i < m && !status; i++) {
 		const redisReply *id = ids->element[i];
-		redisReply **r = reps + 4 * i;
+		redisReply **r = reps + PER_PROCESS * i;
 		char *name = xstrndup(id->str, id->len);
 		for (int k = 0; k < 4; k++)
 			if (!r[k]) {
@@ -124,6 +128,9 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 		}
 		pi->ttl = reply_integer(r[2], -1);
 		pi->busy = reply_integer(r[3], 0);
+		/* Best effort, like any view of a damaged key elsewhere: none shown. */
+		if (r[4] && r[4]->type == REDIS_REPLY_STRING)
+			pi->waiting = xstrndup(r[4]->str, r[4]->len);
 		parse_info(pi);
 	}
 	for (int i = 0; i < p.n; i++)
@@ -149,6 +156,74 @@ int ctl_read_processes(struct ctl *c, int prune, struct process_info **out, int 
 	*out = list;
 	*n = count;
 	return 0;
+}
+
+static char *member_string(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(v) ? xstrdup(v->valuestring) : NULL;
+}
+
+static int by_since(const void *a, const void *b)
+{
+	double x = ((const struct waiting_job *)a)->since, y = ((const struct waiting_job *)b)->since;
+	return x < y ? -1 : x > y;
+}
+
+void ctl_waiting_jobs(const struct process_info *p, int n, struct waiting_job **out, int *nout)
+{
+	struct waiting_job *v = NULL;
+	int count = 0;
+	for (int i = 0; i < n; i++) {
+		cJSON *a = p[i].waiting ? job_json_parse(p[i].waiting, strlen(p[i].waiting)) : NULL;
+		const cJSON *e;
+		if (a && !cJSON_IsArray(a)) {
+			cJSON_Delete(a);
+			a = NULL;
+		}
+		cJSON_ArrayForEach(e, a) {
+			if (!cJSON_IsObject(e))
+				continue;
+			v = xrealloc(v, sizeof *v * (size_t)(count + 1));
+			struct waiting_job *w = &v[count++];
+			const cJSON *limit = cJSON_GetObjectItemCaseSensitive(e, "limit");
+			const cJSON *since = cJSON_GetObjectItemCaseSensitive(e, "since");
+			*w = (struct waiting_job){
+				.identity = p[i].identity, .jid = member_string(e, "jid"),
+				.cls = member_string(e, "class"), .queue = member_string(e, "queue"),
+				.handler = member_string(e, "handler"),
+				.limit = cJSON_IsNumber(limit) ? (int)limit->valuedouble : 0,
+				.since = cJSON_IsNumber(since) ? since->valuedouble : 0,
+			};
+		}
+		if (a)
+			cJSON_Delete(a);
+	}
+	if (count)
+		qsort(v, (size_t)count, sizeof *v, by_since);
+	*out = v;
+	*nout = count;
+}
+
+void ctl_free_waiting(struct waiting_job *w, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(w[i].jid);
+		free(w[i].cls);
+		free(w[i].queue);
+		free(w[i].handler);
+	}
+	free(w);
+}
+
+/* Jobs the process holds for a max_concurrency slot. */
+static int waiting_count(const struct process_info *p)
+{
+	struct waiting_job *w;
+	int n;
+	ctl_waiting_jobs(p, 1, &w, &n);
+	ctl_free_waiting(w, n);
+	return n;
 }
 
 static double beat_age(const struct ctl *c, const struct process_info *p)
@@ -194,6 +269,7 @@ int ctl_processes_list(struct ctl *c)
 			p[i].started_at > 0 ? jnum(&b, p[i].started_at) : sb_adds(&b, "null");
 			sb_adds(&b, ",\"rss_kb\":");
 			p[i].rss_kb >= 0 ? sb_printf(&b, "%lld", p[i].rss_kb) : sb_adds(&b, "null");
+			sb_printf(&b, ",\"waiting\":%d", waiting_count(&p[i]));
 			sb_adds(&b, ",\"warm\":");
 			p[i].warm >= 0 ? sb_printf(&b, "%lld", p[i].warm) : sb_adds(&b, "null");
 			sb_addc(&b, '}');
@@ -219,6 +295,10 @@ int ctl_processes_list(struct ctl *c)
 				snprintf(busy, sizeof busy, "%lld / %lld", p[i].busy, p[i].concurrency);
 			else
 				snprintf(busy, sizeof busy, "%lld / ?", p[i].busy);
+			int waiting = waiting_count(&p[i]);
+			if (waiting)
+				snprintf(busy + strlen(busy), sizeof busy - strlen(busy), " +%d waiting",
+				         waiting);
 			double age = beat_age(c, &p[i]);
 			if (age >= 0)
 				ctl_relative(now - age, now, beat, sizeof beat);

@@ -183,6 +183,28 @@ int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
 	return 0;
 }
 
+/* Each queue's jobs that live processes hold for a max_concurrency slot: fetched from it,
+ * so no longer in its size, and not running either. */
+static int count_waiting(struct ctl *c, struct queue_info *q, int n, int *any)
+{
+	struct process_info *p;
+	int np, nw;
+	int s = ctl_read_processes(c, 0, &p, &np);
+	if (s)
+		return s;
+	struct waiting_job *w;
+	ctl_waiting_jobs(p, np, &w, &nw);
+	for (int k = 0; k < nw; k++)
+		for (int i = 0; i < n; i++)
+			if (w[k].queue && strcmp(w[k].queue, q[i].name) == 0) {
+				q[i].waiting++;
+				*any = 1;
+			}
+	ctl_free_waiting(w, nw);
+	ctl_free_processes(p, np);
+	return 0;
+}
+
 int ctl_queues_list(struct ctl *c, int discover)
 {
 	double now = ctl_now(c);
@@ -193,6 +215,11 @@ int ctl_queues_list(struct ctl *c, int discover)
 	int s = ctl_read_queues(c, now, 1, discover, &q, &n);
 	if (s)
 		return s;
+	int any_waiting = 0;
+	if ((s = count_waiting(c, q, n, &any_waiting)) != 0) {
+		ctl_free_queues(q, n);
+		return s;
+	}
 	if (c->json) {
 		struct sbuf b;
 		sb_init(&b);
@@ -200,25 +227,29 @@ int ctl_queues_list(struct ctl *c, int discover)
 		for (int i = 0; i < n; i++) {
 			sb_adds(&b, i ? ",{\"name\":" : "{\"name\":");
 			jstr(&b, q[i].name);
-			sb_printf(&b, ",\"size\":%lld,\"latency\":%.3f,\"paused\":%s}", q[i].size,
-			          q[i].latency, q[i].paused ? "true" : "false");
+			sb_printf(&b, ",\"size\":%lld,\"latency\":%.3f,\"paused\":%s,\"waiting\":%d}",
+			          q[i].size, q[i].latency, q[i].paused ? "true" : "false", q[i].waiting);
 		}
 		sb_addc(&b, ']');
 		jprint(&b);
 	} else if (n == 0) {
 		printf("no queues\n");
 	} else {
-		static const char *heads[] = { "QUEUE", "SIZE", "LATENCY", "PAUSED" };
+		/* WAITING only when some process holds jobs for a slot: the rare case. */
+		static const char *heads[] = { "QUEUE", "SIZE", "LATENCY", "PAUSED", "WAITING" };
 		struct table t;
-		table_init(&t, 4, heads, NULL);
+		table_init(&t, any_waiting ? 5 : 4, heads, NULL);
 		for (int i = 0; i < n; i++) {
-			char size[32], lat[32];
+			char size[32], lat[32], waiting[64];
 			snprintf(size, sizeof size, "%lld", q[i].size);
 			if (q[i].size > 0)
 				ctl_duration(q[i].latency, lat, sizeof lat);
 			else
 				snprintf(lat, sizeof lat, "-");
-			const char *row[] = { q[i].name, size, lat, q[i].paused ? "paused" : "no" };
+			snprintf(waiting, sizeof waiting, q[i].waiting ? "%d for a slot" : "-",
+			         q[i].waiting);
+			const char *row[] = { q[i].name, size, lat, q[i].paused ? "paused" : "no",
+			                      waiting };
 			table_add(&t, row);
 		}
 		table_print(&t);

@@ -2,9 +2,10 @@
 /*
  * top.c: `cogworkerctl top`, a live view of the fleet in the terminal, redrawn every second:
  * processes (busy/concurrency, quiet, RSS, last beat), running jobs (elapsed, a progress
- * bar from the pct and message that `cogworker:progress` lines put into status:<jid>),
- * queues (size, latency, paused), processed and failed per minute with a sparkline, the next
- * periodic slots and the latest failures. Keys act on what is shown: quiet/resume a process,
+ * bar from the pct and message that `cogworker:progress` lines put into status:<jid>), the
+ * jobs a process holds for a max_concurrency slot, queues (size, latency, paused, waiting),
+ * processed and failed per minute with a sparkline, the next periodic slots and the latest
+ * failures. Keys act on what is shown: quiet/resume a process,
  * pause/resume a queue, retry a failed job, cancel a running job (each after a prompt for
  * the row's number, the last two after a y/N confirmation).
  *
@@ -332,6 +333,31 @@ static void show_running(struct ctl *c, struct screen *s, struct top *t, double 
 		cJSON_Delete(doc);
 }
 
+/* Jobs a process holds for a max_concurrency slot: shown only when there are some. */
+static void show_waiting(struct ctl *c, struct screen *s, double now, char **why)
+{
+	const char *argv[] = { "jobs", "list", "--set", "waiting", "--limit", "0" };
+	cJSON *doc = view(c, cmd_jobs, 6, argv, why);
+	int n = cJSON_GetArraySize(doc);
+	if (n > 0) {
+		char title[64];
+		snprintf(title, sizeof title, "WAITING FOR A SLOT (%d)", n);
+		heading(s, title);
+	}
+	const cJSON *e;
+	cJSON_ArrayForEach(e, doc) {
+		char waited[32];
+		ctl_duration(now - jget_num(e, "waiting_since", now), waited, sizeof waited);
+		line(s, "    %-20s %-24s %-12s %7s  max_concurrency %.0f on %s", jget_str(e, "class"),
+		     jget_str(e, "jid"), jget_str(e, "queue"), waited, jget_num(e, "limit", 0),
+		     jget_str(e, "process"));
+	}
+	if (n > 0)
+		line(s, "%s", "");
+	if (doc)
+		cJSON_Delete(doc);
+}
+
 static void show_queues(struct ctl *c, struct screen *s, struct top *t, char **why)
 {
 	const char *argv[] = { "queues" };
@@ -347,8 +373,12 @@ static void show_queues(struct ctl *c, struct screen *s, struct top *t, char **w
 		char lat[32] = "-";
 		if (jget_num(q, "size", 0) > 0)
 			ctl_duration(jget_num(q, "latency", 0), lat, sizeof lat);
-		line(s, "%2d  %-24s %8.0f %10s  %s", t->queues.n, name ? name : "?",
-		     jget_num(q, "size", 0), lat, paused ? "paused" : "");
+		char waiting[48] = "";
+		if (jget_num(q, "waiting", 0) > 0)
+			snprintf(waiting, sizeof waiting, "%s%.0f waiting for a slot", paused ? ", " : "",
+			         jget_num(q, "waiting", 0));
+		line(s, "%2d  %-24s %8.0f %10s  %s%s", t->queues.n, name ? name : "?",
+		     jget_num(q, "size", 0), lat, paused ? "paused" : "", waiting);
 	}
 	if (doc)
 		cJSON_Delete(doc);
@@ -511,6 +541,7 @@ static void frame(struct ctl *c, struct screen *s, struct top *t)
 		line(s, "%s", "");
 		show_running(c, s, t, now, &why);
 		line(s, "%s", "");
+		show_waiting(c, s, now, &why);
 		show_queues(c, s, t, &why);
 		line(s, "%s", "");
 		show_rates(c, s, t);

@@ -339,7 +339,8 @@ class Queues(CtlCase):
         self.assertGreaterEqual(d["latency"], 199)     # the oldest job's age
         self.assertLess(d["latency"], 230)
         self.assertTrue(d["paused"])
-        self.assertEqual(out[1], {"name": "empty", "size": 0, "latency": 0.0, "paused": False})
+        self.assertEqual(out[1], {"name": "empty", "size": 0, "latency": 0.0, "paused": False,
+                                  "waiting": 0})
         rows = self.table_rows(self.ok("queues").out)
         self.assertEqual(rows[0][:2], ["default", "2"])
         # as top and the daemon's log say a duration, not 200.123s
@@ -1255,7 +1256,11 @@ class LiveDaemon(CtlCase):
                                                                          "default", j))
         self.assertLessEqual(abs(e["run_at"] - time.time()), 10)
         shown = self.js("jobs", "show", jid)
-        self.assertEqual([l["set"] for l in shown["locations"]], ["running", "inprogress"])
+        # once: its in-progress entry is not a second copy of it (issue 21 item 20)
+        self.assertEqual([l["set"] for l in shown["locations"]], ["running"])
+        text = self.ok("jobs", "show", jid).out
+        self.assertEqual(text.count("\nwhere "), 1, text)
+        self.assertEqual(text.count("\npayload "), 1, text)
         [p] = self.js("processes")
         self.assertEqual(p["busy"], 1)
         res = self.fails(1, "jobs", "delete", jid)

@@ -253,6 +253,64 @@ class LimitsTest(JobTestCase):
         self.assertIn("holders of Dump", text)
         self.assertIn(d.identity, text)
 
+    def ctl(self, *args):
+        p = subprocess.run([binary("cogworkerctl")] + list(args), env=self.ctl_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.decode()
+
+    def test_lm6_jobs_waiting_for_a_slot_are_shown(self):
+        """LM-6: a job this process holds for a max_concurrency slot is published in
+        cogworker:waiting:<id> and shown as waiting for a slot, with its limit, by jobs list
+        (--set waiting and without --set), jobs show (once, not as "in the in-progress
+        list"), queues, processes and top; once it starts it is shown as running."""
+        d = self.daemon(concurrency=3, handlers=[
+            {"class": "Slow", "command": handler("gate"), "max_concurrency": 1}], **FAST)
+        jids = [json.loads(self.push(job("Slow")))["jid"] for _ in range(2)]
+        self.addCleanup(lambda: [d.open_gate(j) for j in jids])
+        waiting_key = b"cogworker:waiting:" + d.identity.encode()
+        wait_for(lambda: self.workers_of("Slow", [d.identity]) == 1 and
+                 self.r.exists(waiting_key), timeout=10, message="one runs, one waits")
+        [held] = json.loads(self.r.get(waiting_key))
+        running = [j for j in jids if j != held["jid"]][0]
+        self.assertEqual((held["class"], held["queue"], held["handler"], held["limit"]),
+                         ("Slow", "default", "Slow", 1))
+        self.assertLessEqual(self.r.ttl(waiting_key), 3)        # process_ttl
+        [e] = json.loads(self.ctl("--json", "jobs", "list", "--set", "waiting"))
+        self.assertEqual((e["set"], e["jid"], e["process"], e["limit"], e["queue"]),
+                         ("waiting", held["jid"], d.identity, 1, "default"))
+        self.assertEqual(json.loads(e["raw"])["jid"], held["jid"])    # its payload
+        text = self.ctl("jobs", "list", "--set", "waiting")
+        self.assertIn("on %s for a slot (max_concurrency 1)" % d.identity, text)
+        self.assertEqual(sorted((x["set"], x["jid"]) for x in
+                                json.loads(self.ctl("--json", "jobs", "list"))),
+                         sorted([("running", running), ("waiting", held["jid"])]))
+        show = self.ctl("jobs", "show", held["jid"])
+        self.assertIn("where      waiting on %s for a max_concurrency slot: its handler Slow "
+                      "runs at most 1 at a time there" % d.identity, show)
+        self.assertNotIn("in-progress list", show)
+        self.assertEqual([l["set"] for l in json.loads(
+            self.ctl("--json", "jobs", "show", held["jid"]))["locations"]], ["waiting"])
+        # the running one is shown once too, not again from the in-progress list
+        self.assertEqual([l["set"] for l in json.loads(
+            self.ctl("--json", "jobs", "show", running))["locations"]], ["running"])
+        [q] = [q for q in json.loads(self.ctl("--json", "queues")) if q["name"] == "default"]
+        self.assertEqual(q["waiting"], 1)
+        self.assertRegex(self.ctl("queues"), r"(?m)^default +0 +- +no +1 for a slot$")
+        [p] = json.loads(self.ctl("--json", "processes"))
+        self.assertEqual((p["busy"], p["waiting"]), (1, 1))
+        top = self.ctl("top")
+        self.assertIn("WAITING FOR A SLOT (1)", top)
+        self.assertIn("max_concurrency 1 on %s" % d.identity, top)
+        # it starts when the running one ends: no longer waiting, running instead
+        d.open_gate(running)
+        wait_for(lambda: not self.r.exists(waiting_key), timeout=5,
+                 message="the waiting list emptied")
+        self.assertEqual(json.loads(self.ctl("--json", "jobs", "list", "--set", "waiting")), [])
+        wait_for(lambda: [x["jid"] for x in json.loads(
+            self.ctl("--json", "jobs", "list", "--set", "running"))] == [held["jid"]],
+            timeout=5, message="the held job running")
+
     def ctl_env(self):
         e = dict(os.environ)
         e["REDIS_URL"] = self.server.url
