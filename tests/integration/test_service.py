@@ -348,6 +348,7 @@ class Install(unittest.TestCase):
             "etc/cogworkerd/cogworkerd.conf": 0o640,     # it may hold a password
             "usr/local/lib/systemd/system/cogworkerd.service": 0o644,
             "usr/local/lib/systemd/system/cogworkerd@.service": 0o644,
+            "usr/local/lib/systemd/system/cogworkerd-web.service": 0o644,   # the dashboard
             "usr/local/lib/sysusers.d/cogworkerd.conf": 0o644,
             "usr/local/lib/tmpfiles.d/cogworkerd.conf": 0o644,
             "usr/local/share/man/man1/cogworkerctl.1": 0o644,
@@ -355,6 +356,11 @@ class Install(unittest.TestCase):
             "usr/local/share/man/man8/cogworkerd.8": 0o644,
             "usr/local/share/bash-completion/completions/cogworkerctl": 0o644,
             "usr/local/share/zsh/site-functions/_cogworkerctl": 0o644,
+            # the warm handler libraries (doc/protocol.md §1.2, handlers/README.md)
+            "usr/local/share/cogworkerd/handlers/python/cogworker_handler.py": 0o644,
+            "usr/local/share/cogworkerd/handlers/ruby/cogworker_handler.rb": 0o644,
+            "usr/local/share/cogworkerd/handlers/node/cogworker_handler.js": 0o644,
+            "usr/local/share/cogworkerd/handlers/sh/example-warm.sh": 0o755,
         }
         files = set()
         for root, _, names in os.walk(self.dest):
