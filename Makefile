@@ -18,7 +18,7 @@
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
 CC       ?= cc
-PKGS     := hiredis libcjson libconfig libsystemd libmicrohttpd
+PKGS     := hiredis libcjson libconfig libsystemd libmicrohttpd libssl libcrypto
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -pthread -D_GNU_SOURCE \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -424,6 +424,31 @@ static int read_global_on_death(struct loader *L, const config_setting_t *s, con
 
 /* --- redis ------------------------------------------------------------------------------- */
 
+/* redis.tls: the loader (config.c) checks the files and builds the context. */
+static const struct spec tls_specs[] = {
+	{ .name = "ca_file", .kind = K_OPTSTR, .off = offsetof(struct redis_tls, ca_file) },
+	{ .name = "cert_file", .kind = K_OPTSTR, .off = offsetof(struct redis_tls, cert_file) },
+	{ .name = "key_file", .kind = K_OPTSTR, .off = offsetof(struct redis_tls, key_file) },
+	{ .name = "server_name", .kind = K_OPTSTR,
+	  .off = offsetof(struct redis_tls, server_name) },
+	{ .name = "verify", .kind = K_BOOL, .off = offsetof(struct redis_tls, verify) },
+};
+
+static int read_tls(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	struct redis_tls *t = &((struct redis_conf *)base)->tls;
+	if (config_setting_type(s) != CONFIG_TYPE_GROUP)
+		return failf(L, s, "%s must be a group: tls = { ca_file = \"...\"; };", name);
+	if (apply_group(L, s, tls_specs, sizeof tls_specs / sizeof *tls_specs, "redis.tls.", t) < 0)
+		return -1;
+	const config_setting_t *v = config_setting_get_member(s, "verify");
+	if (v && !t->verify) {
+		free(t->verify_where);
+		t->verify_where = setting_where(L, v);
+	}
+	return 0;
+}
+
 static const struct spec redis_specs[] = {
 	{ .name = "url", .kind = K_STRING, .off = offsetof(struct redis_conf, url),
 	  .flags = F_NONEMPTY },
@@ -444,6 +469,8 @@ static const struct spec redis_specs[] = {
 	  .off = offsetof(struct redis_conf, sentinel_password) },
 	{ .name = "sentinel_password_file", .kind = K_OPTSTR,
 	  .off = offsetof(struct redis_conf, sentinel_password_file) },
+	{ .name = "sentinel_tls", .kind = K_BOOL, .off = offsetof(struct redis_conf, sentinel_tls) },
+	{ .name = "tls", .kind = K_CUSTOM, .read = read_tls },
 };
 
 static int read_redis(struct loader *L, const config_setting_t *s, const char *name, void *base)
@@ -877,6 +904,7 @@ void conf_defaults(struct conf *c)
 	c->redis.url = xstrdup(DEFAULT_REDIS_URL);
 	c->redis.connect_timeout = 2.0;
 	c->redis.command_timeout = 5.0;
+	c->redis.tls.verify = 1;
 	c->concurrency = 10;
 	queue_add(&q, "default", why, sizeof why);
 	conf_set_queues(c, &q);

@@ -32,8 +32,11 @@
 #include <string.h>
 #include <libconfig.h>
 
+#include <sys/stat.h>
+
 #include "config.h"
 #include "config_int.h"
+#include "tls.h"
 #include "util.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -142,6 +145,17 @@ static int apply_overrides(struct loader *L, struct conf *c, const struct conf_o
 			                  ov->concurrency, MAX_CONCURRENCY);
 		c->concurrency = ov->concurrency;
 	}
+	struct redis_tls *t = &c->redis.tls;
+	const char *const *flag[] = { &ov->tls_ca_file, &ov->tls_cert_file, &ov->tls_key_file,
+	                              &ov->tls_server_name };
+	char **field[] = { &t->ca_file, &t->cert_file, &t->key_file, &t->server_name };
+	for (size_t i = 0; i < sizeof flag / sizeof *flag; i++)
+		if (*flag[i])
+			set_str(field[i], *flag[i]);
+	if (ov->tls_no_verify) {
+		t->verify = 0;
+		set_str(&t->verify_where, "--tls-no-verify");
+	}
 	if (ov->nqueues > 0) {
 		struct queue_set q = { 0 };
 		char why[512];
@@ -163,7 +177,8 @@ static int apply_sentinel(struct loader *L, struct conf *c)
 	char why[512];
 	const char *lonely = rc->master_name ? "master_name"
 	                     : rc->sentinel_password ? "sentinel_password"
-	                     : rc->sentinel_password_file ? "sentinel_password_file" : NULL;
+	                     : rc->sentinel_password_file ? "sentinel_password_file"
+	                     : rc->sentinel_tls ? "sentinel_tls" : NULL;
 
 	if (rc->sentinels.n == 0) {
 		char key[64];
@@ -191,6 +206,81 @@ static int apply_sentinel(struct loader *L, struct conf *c)
 	return 0;
 }
 
+/* The setting redis.tls.<name> in the file, for the line of an error; NULL when not there. */
+static const config_setting_t *tls_setting(const struct loader *L, const char *name)
+{
+	char key[64];
+	snprintf(key, sizeof key, "redis.tls%s%s", name ? "." : "", name ? name : "");
+	return L->root ? config_setting_lookup(L->root, key) : NULL;
+}
+
+static int tls_given(const struct redis_tls *t)
+{
+	return t->ca_file || t->cert_file || t->key_file || t->server_name || !t->verify;
+}
+
+/*
+ * A file of redis.tls: resolved against the conf's directory, readable, and for the key
+ * not open to others (a key anyone on the host can read authenticates anyone as us).
+ */
+static int tls_file(struct loader *L, const char *name, char **file)
+{
+	if (!*file)
+		return 0;
+	if ((*file)[0] != '/' && L->dir) {
+		char *p = xasprintf("%s/%s", L->dir, *file);
+		free(*file);
+		*file = p;
+	}
+	struct stat st;
+	FILE *f = fopen(*file, "r");
+	int e = errno;
+	if (f)
+		fclose(f);
+	if (!f || stat(*file, &st) < 0)
+		return failf(L, tls_setting(L, name), "cannot read redis.tls.%s '%s': %s", name,
+		             *file, strerror(f ? errno : e));
+	if (strcmp(name, "key_file") == 0 && (st.st_mode & S_IRWXO))
+		return failf(L, tls_setting(L, name), "redis.tls.key_file '%s' is open to others "
+		             "(mode %04o): chmod o-rwx it, a client key must not be readable by "
+		             "every user of the host", *file, (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
+/*
+ * redis.tls, used by a rediss:// url and by sentinel_tls (doc/design.md "Redis"): its files
+ * checked and the context built here, so that a bad CA file or a key that is not the
+ * certificate's is a conf error at start and in --check.
+ */
+static int apply_tls(struct loader *L, struct conf *c)
+{
+	struct redis_conf *rc = &c->redis;
+	struct redis_tls *t = &rc->tls;
+	const config_setting_t *grp = tls_setting(L, NULL);
+	const char *env = getenv("REDIS_URL");
+	char why[512];
+
+	if (!rc->use_tls && !rc->sentinel_tls) {
+		if (!grp && !tls_given(t))
+			return 0;
+		return failf(L, grp, "redis.tls is set, but %s is not rediss:// (nor is "
+		             "redis.sentinel_tls on): the connection would not be encrypted",
+		             env && *env ? "REDIS_URL" : "redis.url");
+	}
+	if (!t->cert_file != !t->key_file)
+		return failf(L, tls_setting(L, t->cert_file ? "cert_file" : "key_file"),
+		             "redis.tls.cert_file and key_file come together (the client "
+		             "certificate and its key)");
+	if (tls_file(L, "ca_file", &t->ca_file) < 0 || tls_file(L, "cert_file", &t->cert_file) < 0 ||
+	    tls_file(L, "key_file", &t->key_file) < 0)
+		return -1;
+	struct tls_settings ts = { .ca_file = t->ca_file, .cert_file = t->cert_file,
+	                           .key_file = t->key_file, .verify = t->verify };
+	if (!(t->ctx = tls_ctx_new(&ts, why, sizeof why)))
+		return failf(L, grp, "%s", why);
+	return 0;
+}
+
 static int apply_redis(struct loader *L, struct conf *c)
 {
 	const char *env = getenv("REDIS_URL");
@@ -209,7 +299,9 @@ static int apply_redis(struct loader *L, struct conf *c)
 	if (c->redis.password_file &&
 	    read_password_file(L, "password_file", &c->redis.password_file, &c->redis.password) < 0)
 		return -1;
-	return apply_sentinel(L, c);
+	if (apply_sentinel(L, c) < 0)
+		return -1;
+	return apply_tls(L, c);
 }
 
 /* Settings checked against each other, so that a live process can never look dead. */
@@ -375,6 +467,11 @@ int conf_warnings(const struct conf *c, char ***out)
 			                             "space limit before it is recycled", file, h->line,
 			                             h->class_name, h->warm_max_rss, h->rlimit_as));
 	}
+	if (!c->redis.tls.verify && c->redis.tls.ctx)
+		push_owned(out, &n, xasprintf("%s: redis.tls.verify = false: the server's certificate "
+		                             "is not checked, so anyone on the way to Redis can read "
+		                             "and change what is sent (jobs run as commands here)",
+		                             c->redis.tls.verify_where));
 	if (c->tick_interval_where)
 		push_owned(out, &n, xasprintf("%s: tick_interval no longer paces the periodic slots "
 		                             "(each fires on time); it only sets how often the "

@@ -71,6 +71,19 @@ struct redis_addr {
 	int port;
 };
 
+/*
+ * redis.tls (doc/design.md "Redis"): how the rediss:// connections, and the sentinels'
+ * with sentinel_tls, are made. Paths resolved against the conf's directory after load.
+ */
+struct redis_tls {
+	char *ca_file;                  /* the CAs to trust; NULL: the system's store */
+	char *cert_file, *key_file;     /* a client certificate and its key, or NULL */
+	char *server_name;              /* SNI and the name checked; NULL: the host reached */
+	int verify;                     /* check the server's certificate (1) */
+	char *verify_where;             /* "<file>:<line>" (or the flag) that turned it off */
+	struct ssl_ctx_st *ctx;         /* built at load when TLS is used (tls.h); shared */
+};
+
 struct redis_conf {
 	char *url;                      /* as configured (after REDIS_URL) */
 	char *password_file;            /* after load: resolved against the conf's directory */
@@ -83,6 +96,7 @@ struct redis_conf {
 	char *master_name;              /* the name the sentinels monitor */
 	char *sentinel_password;        /* AUTH to the sentinels (or from the file), or NULL */
 	char *sentinel_password_file;   /* after load: resolved against the conf's directory */
+	int sentinel_tls;               /* the sentinels are reached in TLS too */
 	struct redis_addr *sentinel;    /* parsed from sentinels: sentinels.n of them */
 	/* parsed from url (+ password_file) */
 	char *host;                     /* NULL for unix sockets */
@@ -92,6 +106,8 @@ struct redis_conf {
 	char *user;                     /* ACL user, or NULL */
 	char *password;                 /* or NULL */
 	char *display;                  /* the target without credentials, for logs */
+	int use_tls;                    /* rediss:// */
+	struct redis_tls tls;
 	int url_from_env;               /* REDIS_URL gave the url */
 	int url_in_file;                /* the file set redis.url (REDIS_URL may replace it) */
 };
@@ -136,6 +152,9 @@ struct conf_overrides {
 	int concurrency;                /* 0 = none */
 	char **queues;                  /* "name[,weight]" strings from -q, or NULL */
 	int nqueues;
+	/* cogworkerctl's --tls-* flags: each replaces its redis.tls setting when set */
+	const char *tls_ca_file, *tls_cert_file, *tls_key_file, *tls_server_name;
+	int tls_no_verify;
 };
 
 /*

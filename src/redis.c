@@ -111,7 +111,7 @@ static int handshake(struct rconn *r)
 		rep = rlink_command(r->link, "AUTH %s", r->rc.password);
 	if (r->rc.password) {
 		if (!rep || rep->type == REDIS_REPLY_ERROR) {
-			set_err(r, rep == NULL, "AUTH failed: %s",
+			set_err(r, rep == NULL, "AUTH to %s failed: %s", r->endpoint,
 			        rep ? rep->str : rlink_error(r->link));
 			if (rep)
 				freeReplyObject(rep);
@@ -122,7 +122,7 @@ static int handshake(struct rconn *r)
 	if (r->rc.db != 0) {
 		rep = rlink_command(r->link, "SELECT %d", r->rc.db);
 		if (!rep || rep->type == REDIS_REPLY_ERROR) {
-			set_err(r, rep == NULL, "SELECT %d failed: %s", r->rc.db,
+			set_err(r, rep == NULL, "SELECT %d on %s failed: %s", r->rc.db, r->endpoint,
 			        rep ? rep->str : rlink_error(r->link));
 			if (rep)
 				freeReplyObject(rep);
@@ -155,8 +155,10 @@ static int open_link(struct rconn *r, const char *host, int port, const char *wh
 	struct rlink_target t = {
 		.host = host, .port = port, .path = r->rc.path,
 		.connect_timeout = r->rc.connect_timeout > 0 ? r->rc.connect_timeout : 2.0,
+		.tls = r->rc.use_tls ? r->rc.tls.ctx : NULL, .server_name = r->rc.tls.server_name,
 	};
 	char why[256];
+	snprintf(r->endpoint, sizeof r->endpoint, "%s", what);
 	if (!(r->link = rlink_open(&t, why, sizeof why))) {
 		set_err(r, 1, "connect to %s failed: %s", what, why);
 		return -1;
@@ -258,7 +260,6 @@ int rconn_connect(struct rconn *r, int force)
 		connect_failed(r);
 		return -1;
 	}
-	r->backoff = 0;
 	if (r->connects++ > 0)
 		metrics_inc(METRIC_REDIS_RECONNECTS);
 	return 0;
@@ -303,17 +304,25 @@ int redis_error_is_demoted(const char *msg)
 	return msg && has_code(msg, demoted_codes, sizeof demoted_codes / sizeof *demoted_codes);
 }
 
-/* Turn hiredis's result into ours: NULL + classified error, or the reply. */
+/*
+ * Turn the link's result into ours: NULL + classified error, or the reply. The first
+ * reconnect after a drop is immediate, unless the link never had a reply: a server that
+ * closes every connection at once (a TLS port, a refused client certificate) must get the
+ * backoff, not a thread that reconnects in a loop. A reply ends the backoff.
+ */
 static redisReply *finish(struct rconn *r, redisReply *rep)
 {
 	if (!rep) {
-		set_err(r, 1, "%s", r->link && rlink_error(r->link)[0] ? rlink_error(r->link)
-		                    : "connection lost");
+		int replied = r->link && rlink_replied(r->link);
+		set_err(r, 1, "%s: %s", r->endpoint, r->link && rlink_error(r->link)[0]
+		        ? rlink_error(r->link) : "connection lost");
 		rconn_close(r);
 		connect_failed(r);
-		r->next_attempt = 0;    /* the first reconnect after a drop is immediate */
+		if (replied)
+			r->next_attempt = 0;
 		return NULL;
 	}
+	r->backoff = 0;
 	r->last_reply = mono_now();
 	if (rep->type == REDIS_REPLY_ERROR) {
 		/* Also inside a script's error ("... WRONGTYPE Operation against a key ..."). */

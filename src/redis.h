@@ -25,6 +25,7 @@ struct rconn {
 	int connects;               /* successful connects, for metrics and tests */
 	double last_reply;          /* monotonic time of the last reply read */
 	char err[512];              /* text of the last error */
+	char endpoint[300];         /* what the link is to, as errors name it */
 	/* Sentinel only */
 	int sentinel_first;         /* the sentinel asked first: the last one that answered */
 	unsigned generation;        /* sentinel_generation() at the last connect attempt */

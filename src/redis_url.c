@@ -7,7 +7,8 @@
  * With sentinels (doc/design.md "Redis") the url says how to talk to the primary once they
  * have named it: its user, password and db are used, its host and port are not (write the
  * master's name there: redis://:secret@mymaster/2). A unix:// url is refused then, since a
- * sentinel names a TCP address. `display` becomes sentinel://<sentinels>/<master>/<db>.
+ * sentinel names a TCP address. `display` becomes sentinel://<sentinels>/<master>/<db>
+ * (sentinel+tls:// with rediss://).
  *
  * The url may hold a password, so it is never repeated: an error says which part is wrong,
  * not what was written; `display` (what logs show) is the target without credentials; and
@@ -15,9 +16,9 @@
  * url after every other source of it (defaults, file, REDIS_URL), then lets a
  * redis.password_file replace the url's password.
  *
- * Only what hiredis 0.14 can do is accepted: rediss:// (TLS) is refused by name rather
- * than as an unknown scheme, and a redis:// url takes no query parameters (the db is its
- * path, /N), so that nothing in the url is silently ignored.
+ * rediss:// is redis:// in TLS (the settings are the redis.tls group's, tls.c). Neither
+ * takes query parameters (the db is the path, /N), so that nothing in the url is silently
+ * ignored: TLS settings in a url (redis-rb's ?ssl_params) would be.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 
 #include "config.h"
 #include "config_int.h"
+#include "tls.h"
 #include "util.h"
 
 static int hexval(int c)
@@ -130,15 +132,17 @@ static const char *split_host_port(const char *hp, size_t n, int dflt, size_t *h
 	return NULL;
 }
 
-/* redis://[user[:password]@]host[:port][/db] (rest = after "redis://"). */
+/* redis[s]://[user[:password]@]host[:port][/db] (rest = after "redis[s]://"). */
 static const char *parse_tcp_url(const char *rest, struct redis_conf *t)
 {
+	const char *scheme = t->use_tls ? "rediss" : "redis";
 	const char *at = strrchr(rest, '@'), *hp = at ? at + 1 : rest;
 	const char *slash = strchr(hp, '/'), *why;
 	size_t hs = 0, hlen = 0;
 
 	if (strchr(hp, '?') || strchr(hp, '#'))
-		return "query parameters are not supported in redis:// urls (the db is the path: /N)";
+		return "query parameters are not supported in redis:// and rediss:// urls (the db is "
+		       "the path: /N; TLS settings are in redis.tls)";
 	if (at) {
 		const char *c = memchr(rest, ':', (size_t)(at - rest));
 		const char *uend = c ? c : at;
@@ -154,7 +158,7 @@ static const char *parse_tcp_url(const char *rest, struct redis_conf *t)
 	if (slash && parse_db(slash + 1, strlen(slash + 1), &t->db) < 0)
 		return "the url's database (after the /) is not a number";
 	t->host = xstrndup(hp + hs, hlen);
-	t->display = xasprintf("redis://%s%s%s:%d/%d", hp[0] == '[' ? "[" : "", t->host,
+	t->display = xasprintf("%s://%s%s%s:%d/%d", scheme, hp[0] == '[' ? "[" : "", t->host,
 	                       hp[0] == '[' ? "]" : "", t->port, t->db);
 	return NULL;
 }
@@ -193,7 +197,18 @@ static void redis_parsed_free(struct redis_conf *rc)
 	free_secret(rc->password);
 	free(rc->display);
 	rc->host = rc->path = rc->user = rc->password = rc->display = NULL;
-	rc->port = rc->db = 0;
+	rc->port = rc->db = rc->use_tls = 0;
+}
+
+static void tls_free(struct redis_tls *t)
+{
+	free(t->ca_file);
+	free(t->cert_file);
+	free(t->key_file);
+	free(t->server_name);
+	free(t->verify_where);
+	tls_ctx_unref(t->ctx);
+	memset(t, 0, sizeof *t);
 }
 
 static void sentinel_addrs_free(struct redis_conf *rc)
@@ -214,6 +229,7 @@ void redis_conf_clear(struct redis_conf *rc)
 	free(rc->master_name);
 	free_secret(rc->sentinel_password);
 	free(rc->sentinel_password_file);
+	tls_free(&rc->tls);
 	memset(rc, 0, sizeof *rc);
 }
 
@@ -235,6 +251,12 @@ void redis_conf_copy(struct redis_conf *dst, const struct redis_conf *src)
 	dst->master_name = dup_or_null(src->master_name);
 	dst->sentinel_password = dup_or_null(src->sentinel_password);
 	dst->sentinel_password_file = dup_or_null(src->sentinel_password_file);
+	dst->tls.ca_file = dup_or_null(src->tls.ca_file);
+	dst->tls.cert_file = dup_or_null(src->tls.cert_file);
+	dst->tls.key_file = dup_or_null(src->tls.key_file);
+	dst->tls.server_name = dup_or_null(src->tls.server_name);
+	dst->tls.verify_where = dup_or_null(src->tls.verify_where);
+	dst->tls.ctx = tls_ctx_ref(src->tls.ctx);
 	memset(&dst->sentinels, 0, sizeof dst->sentinels);
 	dst->sentinel = NULL;
 	for (int i = 0; i < src->sentinels.n; i++)
@@ -269,13 +291,13 @@ int redis_sentinels_parse(struct redis_conf *rc, char *err, size_t errlen)
 	if (rc->sentinels.n == 0)
 		return 0;
 	if (rc->path) {
-		snprintf(err, errlen, "with redis.sentinels the url must be redis://[user[:password]@]"
+		snprintf(err, errlen, "with redis.sentinels the url must be redis[s]://[user[:password]@]"
 		         "name[/db]: the sentinels give the primary's host and port");
 		return -1;
 	}
 	rc->sentinel = xcalloc((size_t)rc->sentinels.n, sizeof *rc->sentinel);
 	sb_init(&d);
-	sb_printf(&d, "sentinel://");
+	sb_printf(&d, "sentinel%s://", rc->use_tls ? "+tls" : "");
 	for (int i = 0; i < rc->sentinels.n; i++) {
 		const char *why = redis_addr_parse(rc->sentinels.v[i], &rc->sentinel[i].host,
 		                                   &rc->sentinel[i].port);
@@ -302,12 +324,14 @@ int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t er
 		why = "the redis url is empty";
 	else if (strncasecmp(url, "redis://", 8) == 0)
 		why = parse_tcp_url(url + 8, &t);
-	else if (strncasecmp(url, "unix://", 7) == 0)
+	else if (strncasecmp(url, "rediss://", 9) == 0) {
+		t.use_tls = 1;
+		why = parse_tcp_url(url + 9, &t);
+	} else if (strncasecmp(url, "unix://", 7) == 0)
 		why = parse_unix_url(url + 7, &t);
-	else if (strncasecmp(url, "rediss://", 9) == 0)
-		why = "TLS is not supported by hiredis 0.14 (use redis:// or unix://)";
 	else
-		why = "unsupported url scheme (use redis://host:port/db or unix:///path?db=N)";
+		why = "unsupported url scheme (use redis://host:port/db, rediss://host:port/db or "
+		      "unix:///path?db=N)";
 	if (why) {
 		redis_parsed_free(&t);
 		if (err && errlen)
@@ -322,5 +346,6 @@ int redis_url_parse(const char *url, struct redis_conf *rc, char *err, size_t er
 	rc->user = t.user;
 	rc->password = t.password;
 	rc->display = t.display;
+	rc->use_tls = t.use_tls;
 	return 0;
 }

@@ -26,9 +26,26 @@
  *   the size of the largest job it had read. So once a reply is taken and nothing is left
  *   buffered, a buffer past the reader's own bound (maxbuf, 16 KiB) is dropped here, and
  *   the output buffer past OUT_KEEP once it is sent.
+ *
+ * TLS (a target with a context, tls.c): the session is an OpenSSL SSL on the same socket.
+ * The handshake runs on the still non-blocking socket, polled until the connect timeout,
+ * so that a server that never answers it (a plaintext port reads a ClientHello as the start
+ * of a command and waits for its end) costs the connect timeout and is named. Afterwards
+ * the socket is blocking with SO_RCVTIMEO/SO_SNDTIMEO as on the plain path, and SSL_read
+ * and SSL_write take one system call each in the common case, so a command costs what it
+ * costs in plain text plus the cipher. Two things differ:
+ * - OpenSSL reads whole records and may hold decrypted bytes poll(2) cannot see, and a
+ *   record that carries no data (a TLS 1.3 session ticket) can make a blocking SSL_read
+ *   wait for data that was never sent. So whatever reads without a request (a subscriber
+ *   woken by poll, the idle check) reads non-blocking until OpenSSL has nothing left.
+ * - The idle check cannot take "readable" for "closed": a ticket is readable too. It reads
+ *   what is there, and only an EOF, an error or bytes nobody asked for close the link.
+ * A plain link whose first bytes are a TLS record, or that the server closes before any
+ * reply, says that the port may be a TLS one.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -40,7 +57,10 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include "rlink.h"
+#include "tls.h"
 #include "util.h"
 
 #define READ_CHUNK 16384
@@ -49,10 +69,14 @@
 
 struct rlink {
 	int fd;
+	SSL *ssl;                   /* NULL: plain text */
+	char name[256];             /* the name the server was reached by, for TLS errors */
+	unsigned long long received;        /* bytes read so far */
 	redisReader *reader;
 	char *out;                  /* queued commands, olen bytes of ocap */
 	size_t olen, ocap;
 	double timeout;             /* seconds, of each read and write */
+	unsigned long long replies; /* replies read by rlink_reply */
 	char err[256];              /* why the link broke; "" while it works */
 };
 
@@ -172,6 +196,70 @@ static int open_tcp(const char *host, int port, double deadline, char *err, size
 	return fd;
 }
 
+static int io_failed(struct rlink *l, const char *what);
+static int tls_failed(struct rlink *l, int ret, const char *what);
+static long long read_ready(struct rlink *l);
+
+/*
+ * What a server that drops a new connection before its first reply most likely means. In
+ * plain text: a TLS port, which takes our command for a broken handshake. In TLS: it did
+ * not accept us as a client (TLS 1.3 tells it after the handshake, and the alert that says
+ * why is lost when our first command makes the server's close a reset).
+ */
+static const char *hint_first(const struct rlink *l)
+{
+	if (!l->ssl)
+		return "a TLS port? then the url is rediss://";
+	if (!tls_ctx_has_cert(SSL_get_SSL_CTX(l->ssl)))
+		return "does the server want a client certificate? redis.tls.cert_file and key_file";
+	return "does the server accept our client certificate?";
+}
+
+/*
+ * TLS 1.3 ends the handshake before the server has checked our certificate: if it refuses
+ * it, its alert comes right after, as the session tickets do when it accepts. Wait for
+ * what comes first (a round trip, bounded by POST_HANDSHAKE_WAIT in case a server sends no
+ * ticket), so that a refusal is named here instead of lost under the first command.
+ */
+#define POST_HANDSHAKE_WAIT 0.25
+static void after_handshake(struct rlink *l, double deadline)
+{
+	if (SSL_version(l->ssl) != TLS1_3_VERSION)
+		return;
+	double until = mono_now() + POST_HANDSHAKE_WAIT;
+	struct pollfd pfd = { .fd = l->fd, .events = POLLIN };
+	int n;
+	while ((n = poll(&pfd, 1, ms_left(until < deadline ? until : deadline))) < 0 &&
+	       errno == EINTR)
+		;
+	if (n > 0 && read_ready(l) > 0)
+		fail(l, "the server sent data before any command");
+}
+
+/* The TLS handshake on l's non-blocking socket, polled until deadline. 0 or -1. */
+static int handshake(struct rlink *l, double deadline, double timeout)
+{
+	for (;;) {
+		ERR_clear_error();
+		int rc = SSL_connect(l->ssl);
+		if (rc == 1)
+			return 0;
+		int e = SSL_get_error(l->ssl, rc);
+		short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev)
+			return tls_failed(l, rc, "handshake");
+		struct pollfd pfd = { .fd = l->fd, .events = ev };
+		int n;
+		while ((n = poll(&pfd, 1, ms_left(deadline))) < 0 && errno == EINTR)
+			;
+		if (n == 0)
+			return fail(l, "no TLS handshake within %gs (a plaintext port? then the url is "
+			            "redis://)", timeout);
+		if (n < 0)
+			return fail(l, "%s", strerror(errno));
+	}
+}
+
 struct rlink *rlink_open(const struct rlink_target *t, char *err, size_t errlen)
 {
 	double deadline = mono_now() + t->connect_timeout;
@@ -179,16 +267,24 @@ struct rlink *rlink_open(const struct rlink_target *t, char *err, size_t errlen)
 	         : open_tcp(t->host, t->port, deadline, err, errlen);
 	if (fd < 0)
 		return NULL;
-	if (set_blocking(fd, 1) < 0) {
-		snprintf(err, errlen, "%s", strerror(errno));
-		close(fd);
-		return NULL;
-	}
 	struct rlink *l = xcalloc(1, sizeof *l);
 	l->fd = fd;
 	l->reader = redisReaderCreate();
 	if (!l->reader)
 		abort();                /* out of memory, as the x* allocators */
+	snprintf(l->name, sizeof l->name, "%s", t->server_name ? t->server_name
+	         : t->host ? t->host : "");
+	if (t->tls && !(l->ssl = tls_session(t->tls, fd, l->name)))
+		fail(l, "TLS: cannot make a session (out of memory?)");
+	if (l->ssl && handshake(l, deadline, t->connect_timeout) == 0)
+		after_handshake(l, deadline);
+	if (!l->err[0] && set_blocking(fd, 1) < 0)
+		fail(l, "%s", strerror(errno));
+	if (l->err[0]) {
+		snprintf(err, errlen, "%s", l->err);
+		rlink_close(l);
+		return NULL;
+	}
 	rlink_set_timeout(l, t->connect_timeout);
 	return l;
 }
@@ -197,6 +293,7 @@ void rlink_close(struct rlink *l)
 {
 	if (!l)
 		return;
+	SSL_free(l->ssl);
 	close(l->fd);
 	redisReaderFree(l->reader);
 	free(l->out);
@@ -221,6 +318,14 @@ int rlink_fd(const struct rlink *l)
 const char *rlink_error(const struct rlink *l)
 {
 	return l->err;
+}
+
+void rlink_tls_summary(const struct rlink *l, char *out, size_t outlen)
+{
+	if (l->ssl)
+		tls_summary(l->ssl, out, outlen);
+	else
+		snprintf(out, outlen, "plain text");
 }
 
 /* ---- queueing commands ---- */
@@ -312,19 +417,93 @@ static int io_failed(struct rlink *l, const char *what)
 {
 	if (errno == EAGAIN || errno == EWOULDBLOCK)
 		return fail(l, "timeout: no %s within %gs", what, l->timeout);
+	if (errno == ECONNRESET && l->received == 0)
+		return fail(l, "%s before any reply (%s)", strerror(errno), hint_first(l));
 	return fail(l, "%s", strerror(errno));
+}
+
+static int closed(struct rlink *l)
+{
+	if (l->received == 0)
+		return fail(l, "the server closed the connection before any reply (%s)",
+		            hint_first(l));
+	return fail(l, "the server closed the connection");
+}
+
+/* An SSL call returned ret: the link's error, from OpenSSL's error or errno. */
+static int tls_failed(struct rlink *l, int ret, const char *what)
+{
+	int saved = errno, e = SSL_get_error(l->ssl, ret);
+	char why[sizeof l->err];
+	errno = saved;
+	switch (e) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:      /* a blocking socket's SO_RCVTIMEO or SO_SNDTIMEO */
+		errno = EAGAIN;
+		return io_failed(l, what);
+	case SSL_ERROR_ZERO_RETURN:
+		return closed(l);
+	case SSL_ERROR_SYSCALL:
+		if (ERR_peek_error() == 0) {
+			if (errno == 0)
+				return closed(l);
+			return io_failed(l, what);
+		}
+		/* fall through */
+	default:
+		if (tls_describe(l->ssl, l->name, why, sizeof why) == 0)
+			return closed(l);
+		return fail(l, "%s", why);
+	}
+}
+
+/* One write of what is queued: bytes written, or -1 with the link broken. */
+static ssize_t link_write(struct rlink *l, const char *buf, size_t n)
+{
+	if (!l->ssl) {
+		ssize_t w;
+		while ((w = write(l->fd, buf, n)) < 0 && errno == EINTR)
+			;
+		return w > 0 ? w : io_failed(l, "room to send");
+	}
+	ERR_clear_error();
+	errno = 0;
+	int w = SSL_write(l->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
+	return w > 0 ? w : tls_failed(l, w, "room to send");
+}
+
+#define NOTHING_NOW (-2)
+/* One read: bytes read (> 0), -1 with the link broken, or NOTHING_NOW when a non-blocking
+ * socket has nothing (TLS: nothing OpenSSL could make a byte of data from). */
+static ssize_t link_read(struct rlink *l, char *buf, size_t n)
+{
+	ssize_t r;
+	if (!l->ssl) {
+		while ((r = read(l->fd, buf, n)) < 0 && errno == EINTR)
+			;
+		if (r < 0)
+			return io_failed(l, "reply");
+		return r > 0 ? r : closed(l);
+	}
+	ERR_clear_error();
+	errno = 0;
+	int rc = SSL_read(l->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
+	if (rc > 0)
+		return rc;
+	if (SSL_get_error(l->ssl, rc) == SSL_ERROR_WANT_READ &&
+	    (fcntl(l->fd, F_GETFL) & O_NONBLOCK))
+		return NOTHING_NOW;
+	return tls_failed(l, rc, "reply");
 }
 
 static int flush(struct rlink *l)
 {
 	size_t done = 0;
 	while (done < l->olen) {
-		ssize_t n = write(l->fd, l->out + done, l->olen - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
+		ssize_t n = link_write(l, l->out + done, l->olen - done);
+		if (n < 0) {
 			l->olen = 0;
-			return io_failed(l, "room to send");
+			return -1;
 		}
 		done += (size_t)n;
 	}
@@ -337,20 +516,52 @@ static int flush(struct rlink *l)
 	return 0;
 }
 
-/* One read(2) into the reader: what the socket has, waiting for it when it has nothing. */
+/* n bytes just read, into the reader. */
+static int feed(struct rlink *l, const char *buf, size_t n)
+{
+	/* 0x15 (alert) or 0x16 (handshake) starts a TLS record; no RESP reply starts so. */
+	if (!l->ssl && l->received == 0 && (buf[0] == 0x15 || buf[0] == 0x16))
+		return fail(l, "the server answered in TLS (a TLS port? then the url is rediss://)");
+	l->received += n;
+	if (redisReaderFeed(l->reader, buf, n) != REDIS_OK)
+		return fail(l, "protocol error: %s", l->reader->errstr);
+	return 0;
+}
+
+/* One read into the reader: what the socket has, waiting for it when it has nothing. */
 static int fill(struct rlink *l)
 {
 	char buf[READ_CHUNK];
-	ssize_t n;
-	while ((n = read(l->fd, buf, sizeof buf)) < 0 && errno == EINTR)
-		;
-	if (n < 0)
-		return io_failed(l, "reply");
-	if (n == 0)
-		return fail(l, "the server closed the connection");
-	if (redisReaderFeed(l->reader, buf, (size_t)n) != REDIS_OK)
-		return fail(l, "protocol error: %s", l->reader->errstr);
-	return 0;
+	ssize_t n = link_read(l, buf, sizeof buf);
+	return n < 0 ? -1 : feed(l, buf, (size_t)n);
+}
+
+/*
+ * Everything that can be read now without waiting (the caller found the socket readable,
+ * or TLS may hold bytes poll cannot see): bytes of data read, or -1 with the link broken.
+ * Plain text: one read, which poll said will not wait.
+ */
+static long long read_ready(struct rlink *l)
+{
+	if (!l->ssl)
+		return fill(l) < 0 ? -1 : 1;
+	char buf[READ_CHUNK];
+	long long total = 0;
+	if (set_blocking(l->fd, 0) < 0)
+		return fail(l, "%s", strerror(errno));
+	for (;;) {
+		ssize_t n = link_read(l, buf, sizeof buf);
+		if (n == NOTHING_NOW)
+			break;
+		if (n < 0 || feed(l, buf, (size_t)n) < 0) {
+			total = -1;
+			break;
+		}
+		total += n;
+	}
+	if (set_blocking(l->fd, 1) < 0)
+		return fail(l, "%s", strerror(errno));
+	return total;
 }
 
 /* The next reply the reader holds, if any (*reply NULL when none). 0 or -1. */
@@ -388,7 +599,13 @@ int rlink_reply(struct rlink *l, void **reply)
 		if (fill(l) != 0 || buffered(l, reply) != 0)
 			return -1;
 	reader_shrink(l);
+	l->replies++;
 	return 0;
+}
+
+int rlink_replied(const struct rlink *l)
+{
+	return l->replies > 0;
 }
 
 redisReply *rlink_command(struct rlink *l, const char *fmt, ...)
@@ -408,7 +625,11 @@ redisReply *rlink_command(struct rlink *l, const char *fmt, ...)
 int rlink_closed_while_idle(struct rlink *l)
 {
 	struct pollfd pfd = { .fd = l->fd, .events = POLLIN | POLLRDHUP };
-	return poll(&pfd, 1, 0) > 0;
+	if (poll(&pfd, 1, 0) <= 0)
+		return 0;
+	if (!l->ssl || (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return 1;
+	return read_ready(l) != 0;
 }
 
 /* ---- subscribed links ---- */
@@ -434,7 +655,7 @@ int rsub_messages(struct rlink *l, rsub_fn on, void *ctx)
 
 int rsub_read(struct rlink *l, rsub_fn on, void *ctx)
 {
-	if (l->err[0] || fill(l) != 0)
+	if (l->err[0] || read_ready(l) < 0)
 		return -1;
 	return rsub_messages(l, on, ctx);
 }

@@ -18,15 +18,20 @@
 
 struct rlink;
 
-/* Where to connect: a TCP host and port, or a unix socket path. */
+struct ssl_ctx_st;
+
+/* Where to connect: a TCP host and port, or a unix socket path; in TLS or not. */
 struct rlink_target {
 	const char *host;
 	int port;
 	const char *path;               /* non-NULL: a unix socket, host and port unused */
-	double connect_timeout;         /* seconds, > 0 */
+	double connect_timeout;         /* seconds, > 0: the connect and the TLS handshake */
+	struct ssl_ctx_st *tls;         /* non-NULL: TLS with this context (tls.h) */
+	const char *server_name;        /* TLS: the name to expect; NULL: host */
 };
 
-/* A connected link (keepalive and TCP_NODELAY on TCP), or NULL with the reason in err. */
+/* A connected link (keepalive and TCP_NODELAY on TCP, the TLS handshake done), or NULL
+ * with the reason in err. */
 struct rlink *rlink_open(const struct rlink_target *t, char *err, size_t errlen);
 void rlink_close(struct rlink *l);
 /* Every later read and write waits at most s seconds. */
@@ -34,6 +39,11 @@ void rlink_set_timeout(struct rlink *l, double s);
 int rlink_fd(const struct rlink *l);
 /* Why the link broke ("" while it works). */
 const char *rlink_error(const struct rlink *l);
+/* Whether a reply was read on it: a link that fails before its first reply tells about the
+ * server (it closes every connection, it speaks TLS), not of a connection lost. */
+int rlink_replied(const struct rlink *l);
+/* "plain text", or the TLS version, cipher and the server's certificate (--check). */
+void rlink_tls_summary(const struct rlink *l, char *out, size_t outlen);
 
 /* Queue a command (sent by the next rlink_reply): printf-like as hiredis's redisCommand,
  * or argc strings of lens bytes (strlen when lens is NULL). 0, or -1 on a bad format. */

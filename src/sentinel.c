@@ -33,6 +33,7 @@ struct rlink *sentinel_connect(const struct redis_conf *rc, int i, char *err, si
 	struct rlink_target t = {
 		.host = a->host, .port = a->port,
 		.connect_timeout = rc->connect_timeout > 0 ? rc->connect_timeout : 2.0,
+		.tls = rc->sentinel_tls ? rc->tls.ctx : NULL, .server_name = rc->tls.server_name,
 	};
 	char why[256];
 	struct rlink *c = rlink_open(&t, why, sizeof why);

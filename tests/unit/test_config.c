@@ -1161,7 +1161,7 @@ START_TEST(test_url_errors)
 {
 	struct redis_conf rc = { 0 };
 	static const struct { const char *url, *needle; } bad[] = {
-		{ "rediss://h:6379/0", "TLS" },
+		{ "rediss://h:6379/0?x=1", "query" },
 		{ "http://h", "scheme" },
 		{ "h:6379", "scheme" },
 		{ "", "empty" },
@@ -1187,7 +1187,7 @@ END_TEST
 
 START_TEST(test_url_in_conf)
 {
-	expect_error("redis = {\n  url = \"rediss://x:6379\";\n};\n", 2, "TLS is not supported");
+	expect_error("redis = {\n  url = \"rediss://x:6379/0?ssl=1\";\n};\n", 2, "query parameters");
 	expect_error("redis = {\n  connect_timeout = 1;\n  url = \"redis://:topsecret@h:99999\";\n};\n",
 	             3, "port");
 	ck_assert_ptr_null(strstr(errbuf, "topsecret"));
@@ -1283,7 +1283,7 @@ START_TEST(test_sentinel_settings)
 	expect_error("redis = { sentinels = [ \"::1\" ]; master_name = \"m\"; };\n", 1,
 	             "is not a sentinel's address");
 	expect_error("redis = {\n  url = \"unix:///tmp/r.sock\";\n  sentinels = [ \"h\" ]; "
-	             "master_name = \"m\"; };\n", 2, "with redis.sentinels the url must be redis://");
+	             "master_name = \"m\"; };\n", 2, "with redis.sentinels the url must be redis[s]://");
 	expect_error("redis = {\n sentinels = [ \"h\" ]; master_name = \"m\";\n"
 	             " sentinel_password_file = \"/nonexistent/spw\"; };\n", 3,
 	             "cannot read redis.sentinel_password_file '/nonexistent/spw'");
@@ -1297,6 +1297,174 @@ START_TEST(test_error_is_one_line)
 {
 	expect_error("queues = [ \"a\\nb c\" ];\n", 1, "queue 'a?b c'");
 	ck_assert_ptr_null(strchr(errbuf, '\n'));
+}
+END_TEST
+
+/* --- redis.tls (TL-1) ------------------------------------------------------------------- */
+
+/* A CA, a certificate it signed for localhost and its key, in tmpdir (openssl). */
+static void make_pki(void)
+{
+	char *cmd;
+	ck_assert_int_gt(asprintf(&cmd, "cd %s && "
+	    "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+	    "-keyout ca.key -out ca.crt -days 2 -subj /CN=ca 2>/dev/null && "
+	    "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+	    "-keyout c.key -out c.csr -subj /CN=client 2>/dev/null && "
+	    "openssl x509 -req -in c.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
+	    "-out c.crt 2>/dev/null && chmod 600 c.key ca.key", tmpdir), 0);
+	ck_assert_int_eq(system(cmd), 0);
+	free(cmd);
+}
+
+START_TEST(test_tls_url)
+{
+	struct conf c;
+	struct redis_conf rc = { 0 };
+
+	ck_assert_int_eq(redis_url_parse("rediss://u:pw@cache.example:6380/3", &rc, errbuf,
+	                                 sizeof errbuf), 0);
+	ck_assert_int_eq(rc.use_tls, 1);
+	ck_assert_str_eq(rc.host, "cache.example");
+	ck_assert_int_eq(rc.port, 6380);
+	ck_assert_int_eq(rc.db, 3);
+	ck_assert_str_eq(rc.display, "rediss://cache.example:6380/3");
+	ck_assert_int_eq(redis_url_parse("redis://h", &rc, errbuf, sizeof errbuf), 0);
+	ck_assert_int_eq(rc.use_tls, 0);
+	redis_conf_clear(&rc);
+
+	/* rediss:// alone: the system's CA store, the certificate checked. */
+	LOAD_OK("redis = { url = \"rediss://h:6380/0\"; };\n", &c);
+	ck_assert_int_eq(c.redis.use_tls, 1);
+	ck_assert_int_eq(c.redis.tls.verify, 1);
+	ck_assert_ptr_nonnull(c.redis.tls.ctx);
+	ck_assert_ptr_null(c.redis.tls.ca_file);
+	conf_free(&c);
+	/* Plain text builds no context. */
+	LOAD_OK("concurrency = 2;\n", &c);
+	ck_assert_int_eq(c.redis.use_tls, 0);
+	ck_assert_int_eq(c.redis.tls.verify, 1);
+	ck_assert_ptr_null(c.redis.tls.ctx);
+	conf_free(&c);
+	/* With sentinels: the data nodes in TLS, the display says so. */
+	LOAD_OK("redis = { url = \"rediss://mymaster/1\"; sentinels = [ \"s1\" ];\n"
+	        "master_name = \"mymaster\"; sentinel_tls = true; };\n", &c);
+	ck_assert_str_eq(c.redis.display, "sentinel+tls://s1/mymaster/1");
+	ck_assert_int_eq(c.redis.sentinel_tls, 1);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_tls_files)
+{
+	struct conf c;
+	struct redis_conf copy;
+	make_pki();
+	/* Relative paths are the conf's directory's. */
+	LOAD_OK("redis = { url = \"rediss://h/0\";\n tls = { ca_file = \"ca.crt\"; "
+	        "cert_file = \"c.crt\"; key_file = \"c.key\"; server_name = \"redis.example\"; };\n"
+	        "};\n", &c);
+	char *want;
+	ck_assert_int_gt(asprintf(&want, "%s/ca.crt", tmpdir), 0);
+	ck_assert_str_eq(c.redis.tls.ca_file, want);
+	free(want);
+	ck_assert_str_eq(c.redis.tls.server_name, "redis.example");
+	ck_assert_ptr_nonnull(c.redis.tls.ctx);
+	/* Each connection's copy shares the context and outlives the conf. */
+	redis_conf_copy(&copy, &c.redis);
+	conf_free(&c);
+	ck_assert_ptr_nonnull(copy.tls.ctx);
+	ck_assert_str_eq(copy.tls.server_name, "redis.example");
+	redis_conf_clear(&copy);
+}
+END_TEST
+
+START_TEST(test_tls_errors)
+{
+	make_pki();
+	expect_error("redis = {\n tls = { ca_file = \"ca.crt\"; };\n};\n", 2,
+	             "redis.tls is set, but redis.url is not rediss://");
+	expect_error("redis = { url = \"unix:///r.sock\";\n tls = { verify = false; }; };\n", 2,
+	             "would not be encrypted");
+	expect_error("redis = { url = \"rediss://h/0\";\n tls = 1; };\n", 2, "must be a group");
+	expect_error("redis = { url = \"rediss://h/0\"; tls = {\n cafile = \"x\"; }; };\n", 2,
+	             "unknown setting 'redis.tls.cafile'");
+	expect_error("redis = { url = \"rediss://h/0\"; tls = {\n cert_file = \"c.crt\"; }; };\n",
+	             2, "cert_file and key_file come together");
+	expect_error("redis = { url = \"rediss://h/0\"; tls = {\n ca_file = \"none.crt\"; }; };\n",
+	             2, "cannot read redis.tls.ca_file");
+	write_file("junk.crt", "not a certificate\n");
+	expect_error("redis = { url = \"rediss://h/0\";\n tls = { ca_file = \"junk.crt\"; }; };\n",
+	             2, "redis.tls.ca_file");
+	/* A key others can read is refused, whatever else is right. */
+	char *key;
+	ck_assert_int_gt(asprintf(&key, "%s/c.key", tmpdir), 0);
+	ck_assert_int_eq(chmod(key, 0644), 0);
+	expect_error("redis = { url = \"rediss://h/0\"; tls = { cert_file = \"c.crt\";\n"
+	             " key_file = \"c.key\"; }; };\n", 2, "is open to others (mode 0644)");
+	ck_assert_int_eq(chmod(key, 0640), 0);
+	free(key);
+	expect_error("redis = { url = \"rediss://h/0\";\n tls = { cert_file = \"c.crt\"; "
+	             "key_file = \"ca.key\"; }; };\n", 2, "is not the key of cert_file");
+	expect_error("redis = {\n sentinel_tls = true; };\n", 2,
+	             "redis.sentinel_tls is only used with redis.sentinels");
+}
+END_TEST
+
+START_TEST(test_tls_no_verify)
+{
+	struct conf c;
+	char **w;
+	LOAD_OK("redis = { url = \"rediss://h/0\";\n tls = {\n verify = false; }; };\n", &c);
+	ck_assert_int_eq(c.redis.tls.verify, 0);
+	int n = conf_warnings(&c, &w);
+	ck_assert_int_eq(n, 1);
+	char *want;
+	ck_assert_int_gt(asprintf(&want, "%s/cogworkerd.conf:3: redis.tls.verify = false: the "
+	                          "server's certificate is not checked", tmpdir), 0);
+	ck_assert_msg(strncmp(w[0], want, strlen(want)) == 0, "warning: %s", w[0]);
+	free(want);
+	conf_warnings_free(w, n);
+	conf_free(&c);
+	/* Verified: no warning. */
+	LOAD_OK("redis = { url = \"rediss://h/0\"; };\n", &c);
+	ck_assert_int_eq(conf_warnings(&c, &w), 0);
+	conf_warnings_free(w, 0);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_tls_overrides)
+{
+	struct conf c;
+	char **w;
+	make_pki();
+	char *ca, *crt, *key;
+	ck_assert_int_gt(asprintf(&ca, "%s/ca.crt", tmpdir), 0);
+	ck_assert_int_gt(asprintf(&crt, "%s/c.crt", tmpdir), 0);
+	ck_assert_int_gt(asprintf(&key, "%s/c.key", tmpdir), 0);
+	/* cogworkerctl's --tls-* flags replace the file's settings. */
+	struct conf_overrides ov = { .tls_ca_file = ca, .tls_cert_file = crt, .tls_key_file = key,
+	                             .tls_server_name = "n.example", .tls_no_verify = 1 };
+	ck_assert_int_eq(load_ov("redis = { url = \"rediss://h/0\";\n"
+	                         " tls = { server_name = \"file.example\"; }; };\n", &ov, &c), 0);
+	ck_assert_str_eq(c.redis.tls.ca_file, ca);
+	ck_assert_str_eq(c.redis.tls.key_file, key);
+	ck_assert_str_eq(c.redis.tls.server_name, "n.example");
+	ck_assert_int_eq(c.redis.tls.verify, 0);
+	int n = conf_warnings(&c, &w);
+	ck_assert_int_eq(n, 1);
+	ck_assert_msg(strncmp(w[0], "--tls-no-verify: redis.tls.verify = false", 41) == 0, "%s",
+	              w[0]);
+	conf_warnings_free(w, n);
+	conf_free(&c);
+	/* Flags with a plain url are refused like the group. */
+	struct conf_overrides ov2 = { .tls_ca_file = ca };
+	ck_assert_int_eq(load_ov("concurrency = 1;\n", &ov2, &c), -1);
+	ck_assert_msg(strstr(errbuf, "would not be encrypted") != NULL, "%s", errbuf);
+	free(ca);
+	free(crt);
+	free(key);
 }
 END_TEST
 
@@ -1347,6 +1515,11 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_url_in_conf);
 	tcase_add_test(tc, test_password_file);
 	tcase_add_test(tc, test_sentinel_settings);
+	tcase_add_test(tc, test_tls_url);
+	tcase_add_test(tc, test_tls_files);
+	tcase_add_test(tc, test_tls_errors);
+	tcase_add_test(tc, test_tls_no_verify);
+	tcase_add_test(tc, test_tls_overrides);
 	suite_add_tcase(s, tc);
 	return s;
 }
