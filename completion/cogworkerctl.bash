@@ -31,6 +31,7 @@ _cogworkerctl()
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
 		-c|--config) conf=${COMP_WORDS[i+1]}; ((i++)) ;;
+		--tls-ca-file|--tls-cert-file|--tls-key-file|--tls-server-name) ((i++)) ;;
 		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen|--auth-file)
 			((i++)) ;;
 		-*) ;;
@@ -42,7 +43,9 @@ _cogworkerctl()
 	done
 
 	case $prev in
-	-c|--config|--auth-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	-c|--config|--auth-file|--tls-ca-file|--tls-cert-file|--tls-key-file)
+		COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--tls-server-name) return ;;
 	--set) COMPREPLY=($(compgen -W "queued scheduled retry dead running waiting" -- "$cur")); return ;;
 	--status) COMPREPLY=($(compgen -W "success failed" -- "$cur")); return ;;
 	--retry) COMPREPLY=($(compgen -W "true false 0 1 3 5 10 25" -- "$cur")); return ;;
@@ -53,7 +56,7 @@ _cogworkerctl()
 	local common="--json --yes --help"
 	if [[ -z $cmd ]]; then
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-c --config --json --yes --help --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-c --config --tls-ca-file --tls-cert-file --tls-key-file --tls-server-name --tls-no-verify --json --yes --help --version" -- "$cur"))
 		else
 			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top web help" -- "$cur"))
 		fi

@@ -263,8 +263,9 @@ static int apply_tls(struct loader *L, struct conf *c)
 	if (!rc->use_tls && !rc->sentinel_tls) {
 		if (!grp && !tls_given(t))
 			return 0;
-		return failf(L, grp, "redis.tls is set, but %s is not rediss:// (nor is "
-		             "redis.sentinel_tls on): the connection would not be encrypted",
+		return failf(L, grp, "%s, but %s is not rediss:// (nor is redis.sentinel_tls on): "
+		             "the connection would not be encrypted",
+		             grp ? "redis.tls is set" : "--tls-* options are given",
 		             env && *env ? "REDIS_URL" : "redis.url");
 	}
 	if (!t->cert_file != !t->key_file)

@@ -2,10 +2,16 @@
 /*
  * main.c: cogworkerd's command line. Everything else happens in manager.c.
  *
- *   cogworkerd [-c FILE] [-C CONCURRENCY] [-q QUEUE[,WEIGHT]]... [-n|--check] [-V] [-h]
+ *   cogworkerd [-c FILE] [-C CONCURRENCY] [-q QUEUE[,WEIGHT]]... [-n|--check [--connect]]
+ *              [-V] [-h]
  *
  * Exit status: 0 after a clean stop (or a valid --check), 1 on a runtime failure to
- * start, 2 on a usage or configuration error (naming the file and line).
+ * start (or a --check --connect that could not reach Redis), 2 on a usage or
+ * configuration error (naming the file and line).
+ *
+ * --check --connect also connects to Redis as the daemon would (the sentinels, TLS, AUTH,
+ * SELECT) and sends a PING, so that what only a server can refuse (an unknown CA, a name
+ * mismatch, a missing client certificate, a wrong password) is found before a start.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -13,17 +19,20 @@
 #include <string.h>
 #include "handler.h"
 #include "manager.h"
+#include "redis.h"
 #include "util.h"
 
 static void usage(FILE *to)
 {
 	fprintf(to,
-	        "usage: cogworkerd [-c FILE] [-C CONCURRENCY] [-q QUEUE[,WEIGHT]]... [--check]\n"
+	        "usage: cogworkerd [-c FILE] [-C CONCURRENCY] [-q QUEUE[,WEIGHT]]... "
+	        "[--check [--connect]]\n"
 	        "  -c FILE         conf file (default " DEFAULT_CONF_PATH ")\n"
 	        "  -C N            concurrency: handler children at once\n"
 	        "  -q Q[,W]        a queue to read, with an optional weight (repeatable;\n"
 	        "                  replaces the conf's queues)\n"
 	        "  -n, --check     validate the conf (and that every command can be run) and exit\n"
+	        "      --connect   with --check: also connect to Redis and PING it\n"
 	        "  -V, --version   print the version\n"
 	        "environment: REDIS_URL overrides redis.url\n");
 }
@@ -34,10 +43,30 @@ static void check_report(void *ctx, const char *problem)
 	fprintf(stderr, "cogworkerd: %s\n", problem);
 }
 
+/* --check --connect: a connection as the daemon makes it, and a PING. 0, or 1. */
+static int check_connect(const struct conf *conf)
+{
+	struct rconn r;
+	rconn_init(&r, &conf->redis);
+	redisReply *rep = rconn_connect(&r, 1) == 0 ? rcmd(&r, "PING") : NULL;
+	int ok = rep != NULL;
+	if (ok) {
+		char how[512];
+		rlink_tls_summary(r.link, how, sizeof how);
+		printf("redis: connected to %s (%s), PING answered\n", r.endpoint, how);
+		freeReplyObject(rep);
+	} else {
+		fprintf(stderr, "cogworkerd: redis: %s\n", r.err);
+	}
+	rconn_free(&r);
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "check", no_argument, NULL, 'n' },
+		{ "connect", no_argument, NULL, 'k' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "concurrency", required_argument, NULL, 'C' },
 		{ "queue", required_argument, NULL, 'q' },
@@ -47,7 +76,7 @@ int main(int argc, char **argv)
 	};
 	const char *path = DEFAULT_CONF_PATH;
 	struct conf_overrides ov = { 0 };
-	int check = 0, ch;
+	int check = 0, connect = 0, ch;
 	char *queues[argc + 1];        /* lives as long as main, as the reload needs */
 	ov.queues = queues;
 	while ((ch = getopt_long(argc, argv, "c:C:q:nVh", longopts, NULL)) != -1) {
@@ -71,6 +100,9 @@ int main(int argc, char **argv)
 		case 'n':
 			check = 1;
 			break;
+		case 'k':
+			connect = 1;
+			break;
 		case 'V':
 			printf("cogworkerd %s\n", COGWORKERD_VERSION);
 			return 0;
@@ -81,6 +113,11 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (connect && !check) {
+		fprintf(stderr, "cogworkerd: --connect goes with --check\n");
+		usage(stderr);
+		return 2;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "cogworkerd: unexpected argument \"%s\"\n", argv[optind]);
@@ -102,8 +139,9 @@ int main(int argc, char **argv)
 		conf_warnings_free(warn, nwarn);
 		if (bad == 0)
 			printf("%s: configuration OK\n", path);
+		int unreachable = bad == 0 && connect ? check_connect(&conf) : 0;
 		conf_free(&conf);
-		return bad ? 2 : 0;
+		return bad ? 2 : unreachable;
 	}
 	int status = manager_run(path, &ov, &conf);
 	fflush(stdout);

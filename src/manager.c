@@ -149,6 +149,21 @@ static void warn_command(void *ctx, const char *problem)
 	log_warn("%s (its jobs will fail until it is fixed)", problem);
 }
 
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The connections keep the TLS context they were made with (redis_conf_copy). */
+static int same_tls(const struct redis_conf *a, const struct redis_conf *b)
+{
+	return a->sentinel_tls == b->sentinel_tls && a->tls.verify == b->tls.verify &&
+	       same_str(a->tls.ca_file, b->tls.ca_file) &&
+	       same_str(a->tls.cert_file, b->tls.cert_file) &&
+	       same_str(a->tls.key_file, b->tls.key_file) &&
+	       same_str(a->tls.server_name, b->tls.server_name);
+}
+
 static void reload(void)
 {
 	char err[1024];
@@ -172,6 +187,9 @@ static void reload(void)
 			}
 	if (strcmp(fresh.redis.display, old->redis.display) != 0)
 		log_warn("reload: the Redis endpoint changed; it takes effect at the next restart");
+	if (!same_tls(&fresh.redis, &old->redis))
+		log_warn("reload: the Redis TLS settings changed; they take effect at the next "
+		         "restart");
 	if (fresh.fetch_basic != old->fetch_basic)
 		log_warn("reload: fetch changed; it takes effect at the next restart");
 	if (strcmp(fresh.metrics_listen, old->metrics_listen) != 0)

@@ -68,6 +68,10 @@ int ctl_connect(struct ctl *c)
 		free(c->notice);
 		c->notice = NULL;
 	}
+	const struct redis_tls *t = &c->conf.redis.tls;
+	if (t->ctx && !t->verify)
+		ctl_error("warning: %s: redis.tls.verify = false: the server's certificate is not "
+		          "checked", t->verify_where);
 	if (rconn_connect(&c->r, 1) != 0) {
 		if (c->origin)
 			ctl_error("%s (Redis from %s)", c->r.err, c->origin);

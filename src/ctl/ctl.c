@@ -137,7 +137,7 @@ static const struct command commands[] = {
 };
 
 static const char *const global_usage =
-	"usage: cogworkerctl [-c FILE] [--json] [--yes] COMMAND ...\n"
+	"usage: cogworkerctl [-c FILE] [--tls-* ...] [--json] [--yes] COMMAND ...\n"
 	"       cogworkerctl --version | help [COMMAND] | COMMAND --help\n";
 
 static const struct command *find_command(const char *name)
@@ -172,6 +172,10 @@ static void overview(FILE *to)
 	fputs("\noptions:\n"
 	      "  -c FILE    the conf to read the Redis settings from (default " DEFAULT_CONF_PATH
 	      "\n             when readable); REDIS_URL, when set, replaces its redis.url\n"
+	      "  --tls-ca-file FILE, --tls-cert-file FILE, --tls-key-file FILE,\n"
+	      "  --tls-server-name NAME, --tls-no-verify\n"
+	      "             replace redis.tls's ca_file, cert_file, key_file, server_name and\n"
+	      "             verify, for a rediss:// url\n"
 	      "  --json     one JSON document on stdout (also after the command)\n"
 	      "  --yes      confirm a destructive action (also after the command)\n"
 	      "  --version  print the version\n"
@@ -240,9 +244,15 @@ int main(int argc, char **argv)
 		{ "yes", no_argument, NULL, 'y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "tls-ca-file", required_argument, NULL, 'A' },
+		{ "tls-cert-file", required_argument, NULL, 'E' },
+		{ "tls-key-file", required_argument, NULL, 'K' },
+		{ "tls-server-name", required_argument, NULL, 'N' },
+		{ "tls-no-verify", no_argument, NULL, 'I' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *path = NULL;
+	struct conf_overrides ov = { 0 };
 	struct ctl c;
 	memset(&c, 0, sizeof c);
 	c.help = command_help;
@@ -255,6 +265,11 @@ int main(int argc, char **argv)
 		case 'y': c.yes = 1; break;
 		case 'h': overview(stdout); return CTL_OK;
 		case 'V': printf("cogworkerctl %s\n", COGWORKERD_VERSION); return CTL_OK;
+		case 'A': ov.tls_ca_file = optarg; break;
+		case 'E': ov.tls_cert_file = optarg; break;
+		case 'K': ov.tls_key_file = optarg; break;
+		case 'N': ov.tls_server_name = optarg; break;
+		case 'I': ov.tls_no_verify = 1; break;
 		default:
 			ctl_error("unknown option or missing argument: %s (try --help)",
 			          argv[optind - 1]);
@@ -276,7 +291,6 @@ int main(int argc, char **argv)
 	if (!path && access(DEFAULT_CONF_PATH, R_OK) == 0)
 		path = DEFAULT_CONF_PATH;
 	char err[1024];
-	struct conf_overrides ov = { 0 };
 	if (conf_load(path, &ov, &c.conf, err, sizeof err) != 0) {
 		ctl_error("%s", err);
 		return CTL_USAGE;
