@@ -114,13 +114,17 @@ class RedisServer:
         RedisServer(extra_args=["--rename-command", "TIME", ""])
 
     password: the server's requirepass (also given to client() and the readiness PING).
+    tls: a tlskit.Serving: the TCP port speaks TLS only (the unix socket stays plain), and
+    client() connects in TLS.
     """
 
-    def __init__(self, extra_args=(), port=None, start=True, timeout=10, password=None):
+    def __init__(self, extra_args=(), port=None, start=True, timeout=10, password=None,
+                 tls=None):
         self.extra_args = list(extra_args)
         self.port = port
         self.timeout = timeout
         self.password = password
+        self.tls = tls
         self.dir = tempfile.mkdtemp(prefix="cw-redis-")
         self.unix_socket = os.path.join(self.dir, "redis.sock")
         self.log_path = os.path.join(self.dir, "redis.log")
@@ -133,7 +137,7 @@ class RedisServer:
 
     @property
     def url(self):
-        return "redis://127.0.0.1:%d/0" % self.port
+        return "%s://127.0.0.1:%d/0" % ("rediss" if self.tls else "redis", self.port)
 
     @property
     def unix_url(self):
@@ -143,6 +147,9 @@ class RedisServer:
         """A redis.Redis with bytes replies (decode_responses=False)."""
         kwargs.setdefault("socket_timeout", 10)
         kwargs.setdefault("password", self.password)
+        if self.tls and not unix:
+            for k, v in self.tls.client_kwargs().items():
+                kwargs.setdefault(k, v)
         if unix:
             return redis.Redis(unix_socket_path=self.unix_socket, decode_responses=False,
                                **kwargs)
@@ -153,13 +160,16 @@ class RedisServer:
 
     def _argv(self):
         auth = ["--requirepass", self.password] if self.password else []
-        return [REDIS_SERVER,
-                "--port", str(self.port), "--bind", "127.0.0.1",
-                "--unixsocket", self.unix_socket, "--unixsocketperm", "700",
-                "--dir", self.dir,
-                "--save", "", "--appendonly", "no",
-                "--enable-debug-command", "local",
-                "--daemonize", "no"] + auth + self.extra_args
+        ports = ["--port", str(self.port)]
+        if self.tls:
+            ports = ["--port", "0", "--tls-port", str(self.port)] + self.tls.server_args()
+        return [REDIS_SERVER] + ports + [
+            "--bind", "127.0.0.1",
+            "--unixsocket", self.unix_socket, "--unixsocketperm", "700",
+            "--dir", self.dir,
+            "--save", "", "--appendonly", "no",
+            "--enable-debug-command", "local",
+            "--daemonize", "no"] + auth + self.extra_args
 
     def start(self):
         """Start the server (on self.port, or a free port) and wait until PING works.
@@ -187,8 +197,7 @@ class RedisServer:
             if self.proc.poll() is not None:
                 return False
             try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
-                                password=self.password)
+                c = self.client(socket_timeout=1)
                 try:
                     if c.ping():
                         return True
@@ -277,14 +286,25 @@ class RedisTestCase(unittest.TestCase):
     """One RedisServer per test class (started in setUpClass, stopped at class cleanup),
     FLUSHALLed before every test. self.r / cls.r is a bytes client.
 
-    redis_args: extra redis-server arguments for the whole class."""
+    redis_args: extra redis-server arguments for the whole class.
+    tls: True makes the server's TCP port TLS only, with certificates of a tlskit.PKI
+    (cls.pki) and client certificates required; the daemons then use rediss:// and its
+    redis.tls settings, and self.r speaks TLS too. test_tls.py runs other files' classes
+    so."""
 
     redis_args = ()
+    tls = False
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.server = RedisServer(extra_args=cls.redis_args)
+        serving = None
+        if cls.tls:
+            from tlskit import PKI
+            cls.pki = PKI()
+            cls.addClassCleanup(cls.pki.stop)
+            serving = cls.pki.serving()
+        cls.server = RedisServer(extra_args=cls.redis_args, tls=serving)
         cls.addClassCleanup(cls.server.stop)
         cls.r = cls.server.client()
         cls.addClassCleanup(cls.r.close)
@@ -374,7 +394,9 @@ class Daemon:
             env += ["RUNS=" + self.runs, "GATES=" + self.gates,
                     "REDIS_PORT=%d" % self.server.port]
             h["env"] = env
-        redis_extra = s.pop("redis", {})     # e.g. {"command_timeout": 1.0}
+        redis_extra = dict(s.pop("redis", {}))     # e.g. {"command_timeout": 1.0}
+        if self.server.tls and self.url == self.server.url:
+            redis_extra.setdefault("tls", self.server.tls.daemon_conf())
         lines = ['redis = { url = %s; %s};' % (conf_value(self.url), "".join(
             "%s = %s; " % (k, conf_value(v)) for k, v in redis_extra.items()))]
         for k, v in s.items():

@@ -88,7 +88,12 @@ class Monitor:
         self._stop = False
 
     def start(self):
-        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        if getattr(self.server, "tls", None):       # its unix socket stays plain
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(self.server.unix_socket)
+        else:
+            s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
         s.sendall(b"MONITOR\r\n")
         buf = b""
         while b"\r\n" not in buf:
@@ -334,6 +339,7 @@ class TcpProxy:
                         # what the server sends waits in the proxy (held_replies: what is
                         # held), then goes on at once, one send per connection: replies that
                         # were apart arrive together
+        p.accepted     # connections accepted so far
         p.close()
     """
 
@@ -356,6 +362,7 @@ class TcpProxy:
         self.held = None          # socket -> bytes of the server's, while replies are held
         self.lose = []            # needles of lose_reply_to, not met yet
         self.cut = set()          # server sockets whose next reply is lost, then cut
+        self.accepted = 0
         self._lock = threading.Lock()
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -452,6 +459,7 @@ class TcpProxy:
                             c, _ = self.listener.accept()
                         except OSError:
                             continue
+                        self.accepted += 1
                         if self.holed:
                             self.peer[c] = None
                             self.tainted.add(c)

@@ -12,6 +12,9 @@ that follows the primary the way a careful client would. Not a test file itself.
 Every server has a password (and the sentinels another one), and the daemons use db 3, so
 the tests also check how the url's credentials and db combine with discovery. Sentinel
 timings are short (down-after-milliseconds 1000) so that a failover takes about 1-3 s.
+
+    s = SentinelSet(tls=pki)           # the same in TLS only (tlskit.PKI): servers,
+                                       # replication, sentinels and their clients
 """
 
 import os
@@ -37,21 +40,25 @@ QUEUE = b"cogworker:queue:default"
 class SentinelServer(RedisServer):
     """One redis-sentinel monitoring MASTER at 127.0.0.1:<master_port> (quorum 2)."""
 
-    def __init__(self, master_port, down_after_ms=1000, failover_timeout_ms=10000):
+    def __init__(self, master_port, down_after_ms=1000, failover_timeout_ms=10000, tls=None):
         self.master_port = master_port
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
-        super().__init__(password=SENTINEL_PASSWORD)
+        super().__init__(password=SENTINEL_PASSWORD, tls=tls)
 
     def _argv(self):
         conf = os.path.join(self.dir, "sentinel.conf")     # sentinel rewrites it: its own
+        ports = "port %d\n" % self.port
+        if self.tls:
+            ports = "port 0\ntls-port %d\n%s" % (self.port, self.tls.pki.sentinel_conf())
         with open(conf, "w") as f:
-            f.write("port %d\nbind 127.0.0.1\ndir %s\nrequirepass %s\nsentinel sentinel-pass %s\n"
+            f.write(ports)
+            f.write("bind 127.0.0.1\ndir %s\nrequirepass %s\nsentinel sentinel-pass %s\n"
                     "sentinel monitor %s 127.0.0.1 %d 2\n"
                     "sentinel auth-pass %s %s\n"
                     "sentinel down-after-milliseconds %s %d\n"
                     "sentinel failover-timeout %s %d\n"
-                    % (self.port, self.dir, SENTINEL_PASSWORD, SENTINEL_PASSWORD, MASTER,
+                    % (self.dir, SENTINEL_PASSWORD, SENTINEL_PASSWORD, MASTER,
                        self.master_port,
                        MASTER, DATA_PASSWORD, MASTER, self.down_after_ms, MASTER,
                        self.failover_timeout_ms))
@@ -66,22 +73,23 @@ def data_server_args(replica_of=None):
     return extra
 
 
-def data_server(replica_of=None):
-    return RedisServer(extra_args=data_server_args(replica_of), password=DATA_PASSWORD)
+def data_server(replica_of=None, tls=None):
+    return RedisServer(extra_args=data_server_args(replica_of), password=DATA_PASSWORD, tls=tls)
 
 
 class SentinelSet:
-    def __init__(self):
+    def __init__(self, tls=None):
         self.servers = {}               # port -> RedisServer (data servers, dead ones too)
         self.sentinels = []
+        self.tls = tls.serving() if tls else None
         try:
-            primary = data_server()
+            primary = data_server(tls=self.tls)
             self.servers[primary.port] = primary
-            replica = data_server(replica_of=primary.port)
+            replica = data_server(replica_of=primary.port, tls=self.tls)
             self.servers[replica.port] = replica
             wait_for(lambda: replica.client().info("replication")["master_link_status"] == "up",
                      timeout=10, message="the replica in sync")
-            self.sentinels = [SentinelServer(primary.port) for _ in range(3)]
+            self.sentinels = [SentinelServer(primary.port, tls=self.tls) for _ in range(3)]
             self.wait_ready(primary.port)
         except Exception:
             self.stop()
@@ -98,20 +106,25 @@ class SentinelSet:
         c = {"sentinels": self.addresses, "master_name": MASTER,
              "sentinel_password": SENTINEL_PASSWORD,
              "connect_timeout": 1.0, "command_timeout": 2.0}
+        if self.tls:
+            c.update(sentinel_tls=True, tls=self.tls.daemon_conf())
         c.update(extra)
         return c
 
     @property
     def url(self):
-        return "redis://:%s@%s/%d" % (DATA_PASSWORD, MASTER, DB)
+        return "%s://:%s@%s/%d" % ("rediss" if self.tls else "redis", DATA_PASSWORD, MASTER, DB)
 
     def client(self, port, name="test"):
         return redis.Redis(host="127.0.0.1", port=port, password=DATA_PASSWORD, db=DB,
-                           socket_timeout=5, client_name=name)
+                           socket_timeout=5, client_name=name, **self.tls_kwargs())
 
     def sentinel_client(self, s):
         return redis.Redis(host="127.0.0.1", port=s.port, password=SENTINEL_PASSWORD,
-                           socket_timeout=2)
+                           socket_timeout=2, **self.tls_kwargs())
+
+    def tls_kwargs(self):
+        return self.tls.client_kwargs() if self.tls else {}
 
     def primary_port(self, s=None):
         """The primary's port as sentinel s (default: each in turn) names it, or None."""

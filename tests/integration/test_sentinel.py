@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Redis Sentinel (doc/behaviours.md SN-1 to SN-4; doc/design.md "Redis"; doc/protocol.md
+"""Redis Sentinel (doc/behaviours.md SN-1 to SN-5; doc/design.md "Redis"; doc/protocol.md
 §7.11, §7.24, §7.27): one primary, one replica and three sentinels on loopback ports
 (sentinelkit.py), every server with a password, the daemons on db 3.
 
@@ -12,6 +12,7 @@ after the daemons followed: exactly once), and that nothing acknowledged before 
 failover began is lost. They print what it cost ("figures: ..." on stderr): time until a
 sentinel named the new primary, until every daemon connection had moved, jobs lost and
 jobs run twice. COGWORKERD_SENTINEL_ROUNDS=N repeats each failover N times (default 1).
+SentinelOverTLS does the gentle failover again with everything in TLS (SN-5).
 
 Run: python3 tests/integration/run.py test_sentinel
 """
@@ -29,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Daemon, binary, handler, wait_for  # noqa: E402
 from sentinelkit import (DATA_PASSWORD, DB, MASTER, QUEUE, SENTINEL_PASSWORD,  # noqa: E402
                          Producer, SentinelSet, daemon_clients)
+from tlskit import PKI  # noqa: E402
 
 ROUNDS = int(os.environ.get("COGWORKERD_SENTINEL_ROUNDS", "1"))
 HANDLERS = [{"class": "Ok", "command": handler("slow", 0.2)}]
@@ -41,10 +43,13 @@ FOLLOW_BOUND = 10.0     # seconds after the switch: generous, the machine is sha
 
 class SentinelCase(unittest.TestCase):
 
+    def sentinel_set(self):
+        return SentinelSet()
+
     def setUp(self):
         self.workdir = tempfile.mkdtemp(prefix="cw-sentinel-")
         self.addCleanup(shutil.rmtree, self.workdir, True)
-        self.s = SentinelSet()
+        self.s = self.sentinel_set()
         self.addCleanup(self.s.stop)
         self.daemons = []
         self.addCleanup(self._kill_daemons)
@@ -230,6 +235,34 @@ class SentinelCase(unittest.TestCase):
 
     def test_sn3_primary_killed_daemons_follow(self):
         self.stream_through("kill")
+
+
+class SentinelOverTLS(SentinelCase):
+    """SN-5: servers, replication and sentinels in TLS only (tlskit), client certificates
+    required everywhere; the daemons reach the sentinels with sentinel_tls and the primary
+    with rediss://."""
+
+    def sentinel_set(self):
+        self.pki = PKI()
+        self.addCleanup(self.pki.stop)
+        return SentinelSet(tls=self.pki)
+
+    def test_sn5_failover_over_tls(self):
+        d = self.daemon()
+        self.assertIn("redis=sentinel+tls://%s/%s/%d" % (",".join(self.s.addresses), MASTER, DB),
+                      d.log_lines("started, identity=")[0])
+        p = self.ctl(d.conf_path, "push", "Ok")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        wait_for(lambda: self.runs()[p.stdout.strip()] == 1, timeout=10,
+                 message="the job cogworkerctl pushed to run")
+        d.stop()
+        self.daemons.remove(d)
+        self.stream_through("failover")
+
+    # The plain class's tests are not run again here.
+    test_sn1_discovery_credentials_db_and_ctl = None
+    test_sn2_sentinel_failover_daemons_follow = None
+    test_sn3_primary_killed_daemons_follow = None
 
 
 if __name__ == "__main__":
