@@ -232,14 +232,17 @@ static int tls_file(struct loader *L, const char *name, char **file)
 		free(*file);
 		*file = p;
 	}
+	/* stat first: opening a FIFO would wait for a writer. */
 	struct stat st;
-	FILE *f = fopen(*file, "r");
-	int e = errno;
-	if (f)
-		fclose(f);
-	if (!f || stat(*file, &st) < 0)
+	FILE *f = NULL;
+	int e = stat(*file, &st) < 0 ? errno : 0;
+	if (!e && !S_ISREG(st.st_mode))
+		return failf(L, tls_setting(L, name), "redis.tls.%s '%s' is not a regular file", name,
+		             *file);
+	if (e || !(f = fopen(*file, "r")))
 		return failf(L, tls_setting(L, name), "cannot read redis.tls.%s '%s': %s", name,
-		             *file, strerror(f ? errno : e));
+		             *file, strerror(e ? e : errno));
+	fclose(f);
 	if (strcmp(name, "key_file") == 0 && (st.st_mode & S_IRWXO))
 		return failf(L, tls_setting(L, name), "redis.tls.key_file '%s' is open to others "
 		             "(mode %04o): chmod o-rwx it, a client key must not be readable by "

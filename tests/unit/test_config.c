@@ -1300,7 +1300,7 @@ START_TEST(test_error_is_one_line)
 }
 END_TEST
 
-/* --- redis.tls (TL-1) ------------------------------------------------------------------- */
+/* --- redis.tls ----------------------------------------------------------------------- */
 
 /* A CA, a certificate it signed for localhost and its key, in tmpdir (openssl). */
 static void make_pki(void)
@@ -1317,6 +1317,7 @@ static void make_pki(void)
 	free(cmd);
 }
 
+/* TL-1: rediss:// urls, and the context built only when TLS is used. */
 START_TEST(test_tls_url)
 {
 	struct conf c;
@@ -1355,6 +1356,7 @@ START_TEST(test_tls_url)
 }
 END_TEST
 
+/* TL-1: relative paths, and the context shared by each connection's copy. */
 START_TEST(test_tls_files)
 {
 	struct conf c;
@@ -1379,6 +1381,7 @@ START_TEST(test_tls_files)
 }
 END_TEST
 
+/* TL-1: each refusal of redis.tls at its line. */
 START_TEST(test_tls_errors)
 {
 	make_pki();
@@ -1393,6 +1396,8 @@ START_TEST(test_tls_errors)
 	             2, "cert_file and key_file come together");
 	expect_error("redis = { url = \"rediss://h/0\"; tls = {\n ca_file = \"none.crt\"; }; };\n",
 	             2, "cannot read redis.tls.ca_file");
+	expect_error("redis = { url = \"rediss://h/0\"; tls = {\n ca_file = \"/dev/null\"; }; };\n",
+	             2, "redis.tls.ca_file '/dev/null' is not a regular file");
 	write_file("junk.crt", "not a certificate\n");
 	expect_error("redis = { url = \"rediss://h/0\";\n tls = { ca_file = \"junk.crt\"; }; };\n",
 	             2, "redis.tls.ca_file");
@@ -1411,6 +1416,7 @@ START_TEST(test_tls_errors)
 }
 END_TEST
 
+/* TL-1: verify = false loads with a warning naming its line. */
 START_TEST(test_tls_no_verify)
 {
 	struct conf c;
@@ -1434,6 +1440,7 @@ START_TEST(test_tls_no_verify)
 }
 END_TEST
 
+/* TL-1: cogworkerctl's --tls-* flags. */
 START_TEST(test_tls_overrides)
 {
 	struct conf c;
