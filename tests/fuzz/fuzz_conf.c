@@ -2,11 +2,13 @@
 /*
  * fuzz_conf.c: the conf loader (src/config.c, conf_read.c, conf_settings.c, redis_url.c) on
  * any file. libconfig reads a file, so each input is written to one scratch file first.
- * Words that name other files are defused first: an @include or a password_file could point
- * the loader at /dev/zero or a FIFO, which would test the file system, not the loader.
+ * Words that name other files are defused first: an @include, a password_file or a TLS file
+ * could point the loader at /dev/zero or a FIFO, which would test the file system, not the
+ * loader.
  *
  * What must hold: a rejected conf gives one line, "<file>:..." with no line break; an
- * accepted one has its invariants (concurrency and queues set, every handler a command).
+ * accepted one has its invariants (concurrency and queues set, every handler a command, a
+ * TLS context exactly when a rediss:// url or sentinel_tls asks for TLS).
  */
 #include <ctype.h>
 #include <fcntl.h>
@@ -35,7 +37,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
  * case-sensitive): the loader then rejects it as it rejects any unknown setting. */
 static void defuse(uint8_t *buf, size_t size)
 {
-	static const char *const words[] = { "@include", "password_file" };
+	static const char *const words[] = { "@include", "password_file", "ca_file", "cert_file",
+	                                     "key_file" };
 	for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
 		size_t n = strlen(words[w]);
 		for (size_t i = 0; i + n <= size; i++) {
@@ -66,6 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	CHECK(c.concurrency >= 1 && c.nqueues >= 1 && c.redis.display);
+	CHECK(!c.redis.tls.ctx == !(c.redis.use_tls || c.redis.sentinel_tls));
+	CHECK(c.redis.tls.verify || c.redis.tls.verify_where);
 	for (int i = 0; i < c.nhandlers; i++)
 		CHECK(c.handlers[i].class_name && c.handlers[i].command.n > 0 &&
 		      c.handlers[i].command.v[c.handlers[i].command.n] == NULL);
