@@ -24,13 +24,14 @@
 # option for its lists lock, so it is retried here.
 set -e
 run_pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev libsystemd-dev
-      libmicrohttpd-dev libcrypt-dev redis-server redis-tools"
+      libmicrohttpd-dev libcrypt-dev libssl-dev redis-server redis-tools"
 # chromium, chromium-driver and python3-selenium: the dashboard's tests (test_web.py) drive
 # a real, headless browser. ruby and nodejs: the warm handler libraries' tests
-# (test_warm_libs.py) run them under Debian's interpreters.
+# (test_warm_libs.py) run them under Debian's interpreters. openssl: the TLS tests make
+# their certificates with it.
 test_pkgs="check redis-sentinel python3 python3-redis python3-prometheus-client procps
       valgrind gnuplot-nox man-db systemd cppcheck tmux chromium chromium-driver
-      python3-selenium ruby nodejs"
+      python3-selenium ruby nodejs openssl"
 services="redis-server redis-sentinel"
 lock_timeout=${DEPS_LOCK_TIMEOUT:-600}
 
