@@ -201,13 +201,15 @@ fuzz-build:
 fuzz: fuzz-build
 	sh tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# make soak [SOAK_SECONDS=180] [SOAK_DAEMONS=3] [SANITIZE=address]: the chaos soak of
-# tests/soak/ against the build (build/asan with SANITIZE=address); it prints jobs pushed,
-# lost, run twice and left in Redis, and fails on a lost job or a sanitizer report.
+# make soak [SOAK_SECONDS=180] [SOAK_DAEMONS=3] [SOAK_TLS=1] [SANITIZE=address]: the chaos
+# soak of tests/soak/ against the build (build/asan with SANITIZE=address), over TLS with
+# SOAK_TLS=1; it prints jobs pushed, lost, run twice and left in Redis, and fails on a lost
+# job or a sanitizer report.
 SOAK_SECONDS ?= 180
 SOAK_DAEMONS ?= 3
 soak: deps all
-	python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --daemons $(SOAK_DAEMONS)
+	python3 tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --daemons $(SOAK_DAEMONS) \
+	    $(if $(SOAK_TLS),--tls)
 
 clean:
 	rm -rf build

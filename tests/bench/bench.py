@@ -64,6 +64,10 @@ Figures (each run several times; the report gives medians):
   recovery     two daemons, heartbeat_interval 1, process_ttl 3, orphan_threshold 4,
                orphan_check_interval 1: kill -9 of the daemon running a job -> the job's
                handler starting on the survivor; several kills.
+  tls          jobs/s over TLS against plain TCP, the same redis-server (a plain and a TLS
+               port, client certificates required on it; tests/integration/tlskit.py),
+               /bin/true at concurrency 4, the two alternating: the ratio TLS / TCP
+               (issue 23's target: at least 0.9), and the CPU per job of each.
   limits       the cost of a limit that is never reached (doc/protocol.md §7.30): the
                throughput run at concurrency 4 (log_level "warn"), alternately without a
                limit, with fleet_concurrency = 1000 (one ADMIT and one RELEASE_SLOT script
@@ -106,7 +110,8 @@ def reexec_with_redis():
 
 reexec_with_redis()
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from harness import Daemon, RedisServer, job, wait_for  # noqa: E402
+from harness import Daemon, RedisServer, free_port, job, wait_for  # noqa: E402
+from tlskit import PKI  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PROCESSED = b"cogworker:stats:processed"
@@ -730,6 +735,30 @@ class Bench:
                 log("limits rep %d: %s: %.0f jobs/s (daemon %.0f µs/job, redis %.0f µs/job)"
                     % (rep + 1, name, dm["rate"], dm["daemon_us"], dm["redis_us"]))
         self.results["limits"] = {"jobs": n, "concurrency": 4, "runs": runs}
+
+    # -- TLS
+
+    def tls(self):
+        n = self.opts.jobs // 2
+        pki = PKI()
+        plain = free_port()
+        server = RedisServer(tls=pki.serving(), extra_args=["--port", str(plain)])
+        saved, self.server = self.server, server
+        runs = {"tcp": [], "tls": []}
+        try:
+            for rep in range(self.opts.reps):
+                for name in ("tcp", "tls"):
+                    # The server's own url is rediss://, and a daemon on it gets redis.tls.
+                    url = "redis://127.0.0.1:%d/0" % plain if name == "tcp" else server.url
+                    dm = self.daemon_rate(4, n, url=url)
+                    runs[name].append(dm)
+                    log("tls rep %d: %s: %.0f jobs/s (daemon %.0f µs/job, redis %.0f µs/job)"
+                        % (rep + 1, name, dm["rate"], dm["daemon_us"], dm["redis_us"]))
+        finally:
+            self.server = saved
+            server.stop()
+            pki.stop()
+        self.results["tls"] = {"jobs": n, "concurrency": 4, "runs": runs}
 
     # -- round trips
 
@@ -1603,6 +1632,23 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                     median([x["daemon_us"] for x in v]), median([x["redis_us"] for x in v]),
                     ", ".join("%.0f" % x["rate"] for x in v)))
             L.append("")
+        tls = self.results.get("tls")
+        if tls:
+            L.append("## TLS against plain TCP\n")
+            L.append("%d `/bin/true` jobs at concurrency %d on one redis-server with a plain "
+                     "and a TLS port (client certificates required), the two alternating; "
+                     "medians of %d repetitions.\n"
+                     % (tls["jobs"], tls["concurrency"], len(tls["runs"]["tcp"])))
+            L.append("| transport | jobs/s | daemon CPU µs/job | redis µs/job | every repetition |"
+                     "\n|---|---:|---:|---:|---|")
+            for name in ("tcp", "tls"):
+                v = tls["runs"][name]
+                L.append("| %s | %.0f | %.0f | %.0f | %s |" % (
+                    name, median([x["rate"] for x in v]), median([x["daemon_us"] for x in v]),
+                    median([x["redis_us"] for x in v]), ", ".join("%.0f" % x["rate"] for x in v)))
+            ratios = [b["rate"] / a["rate"] for a, b in zip(tls["runs"]["tcp"], tls["runs"]["tls"])]
+            L.append("\nTLS / TCP: **%.2f** (median of the repetitions' ratios: %s; target "
+                     "≥ 0.9).\n" % (median(ratios), ", ".join("%.2f" % r for r in ratios)))
         L.append("## Reproduce\n")
         L.append("`make bench` (the report lands in build/bench/report.md). Raw samples: "
                  "build/bench/results.json.\n")
@@ -1687,7 +1733,8 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
         log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, redis %(redis)s" %
             self.results["machine"])
         figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
-                   "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits"]
+                   "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits",
+                   "tls"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:

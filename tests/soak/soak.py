@@ -27,7 +27,10 @@ anything left behind, a warm process that outlived its daemon, a daemon that die
 itself, or a sanitizer report in a log.
 
     python3 tests/soak/soak.py --build build [--seconds 180] [--daemons 3] [--json FILE]
-                               [--rate 25] [--max-run 0.4] [--warm-share 0.5]
+                               [--rate 25] [--max-run 0.4] [--warm-share 0.5] [--tls]
+
+--tls: the server speaks TLS only, with client certificates required (tests/integration/
+tlskit.py), and every connection, the daemons', the pusher's and the chaos's, is TLS.
 """
 
 import argparse
@@ -51,6 +54,7 @@ except ImportError:         # a python first in PATH without python3-redis: Debi
         os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
     raise
 from harness import Daemon, _die_with_parent, free_port, wait_for  # noqa: E402
+from tlskit import PKI  # noqa: E402
 
 HANDLER = ('echo "S $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"; sleep "$1"; '
            'echo "E $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"')
@@ -69,15 +73,19 @@ class Server:
     """redis-server with an AOF fsynced on every write; killed with SIGKILL, restarted from
     the same directory (so from the AOF) on the same port."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, pki=None):
         self.dir = os.path.join(workdir, "redis")
         os.makedirs(self.dir)
         self.port = free_port()
         self.proc = None
-        self.url = "redis://127.0.0.1:%d/0" % self.port
+        self.tls = pki.serving() if pki else None       # harness.Daemon reads it too
+        self.url = "%s://127.0.0.1:%d/0" % ("rediss" if pki else "redis", self.port)
 
     def start(self):
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+        ports = ["--port", str(self.port)]
+        if self.tls:
+            ports = ["--port", "0", "--tls-port", str(self.port)] + self.tls.server_args()
+        argv = ["redis-server"] + ports + ["--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "yes",
                 "--appendfsync", "always", "--enable-debug-command", "local",
                 "--daemonize", "no"]
@@ -106,7 +114,7 @@ class Server:
 
     def client(self, name=None, timeout=15):
         c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout,
-                        decode_responses=True)
+                        decode_responses=True, **(self.tls.client_kwargs() if self.tls else {}))
         if name:
             c.client_setname(name)
         return c
@@ -118,7 +126,8 @@ class Soak:
         self.args = args
         self.workdir = tempfile.mkdtemp(prefix="cw-soak-")
         os.environ["COGWORKERD_BUILD"] = os.path.abspath(args.build)
-        self.server = Server(self.workdir)
+        self.pki = PKI() if args.tls else None
+        self.server = Server(self.workdir, self.pki)
         self.rng = random.Random(args.seed)
         self.pushed = []
         self.pushed_warm = 0
@@ -446,6 +455,7 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--json", help="also write the report here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--tls", action="store_true", help="everything over TLS (rediss://)")
     args = ap.parse_args()
     soak = Soak(args)
     try:
@@ -454,13 +464,16 @@ def main():
         for d in soak.slots:
             d.kill()
         soak.server.stop()
+        if soak.pki:
+            soak.pki.stop()
     left = sum(rep["left_in_redis"].values())
     ok = (rep["lost"] == 0 and left == 0 and rep["extra_runs"] <= rep["at_least_once_window"]
           and not rep["sanitizer_reports"] and not rep["died_by_themselves"]
           and not rep["warm_survivors_of_kills"] and not rep["warm_left_behind"]
           and not rep["pusher_error"])
-    print("soak: %gs, %d daemons x %d, build %s, seed %d" % (
-        args.seconds, args.daemons, args.concurrency, args.build, args.seed))
+    print("soak: %gs, %d daemons x %d, build %s, seed %d%s" % (
+        args.seconds, args.daemons, args.concurrency, args.build, args.seed,
+        ", over TLS" if args.tls else ""))
     print("  chaos: %d kill -9 (in flight at each: %s; handlers running: %s), %d CLIENT KILL "
           "rounds, %d DEBUG SLEEP 2, 1 SIGSTOP past process_ttl (in flight: %s), %d Redis "
           "restart(s) from the AOF" % (
