@@ -477,8 +477,8 @@ static ssize_t link_write(struct rlink *l, const char *buf, size_t n)
  * socket has nothing (TLS: nothing OpenSSL could make a byte of data from). */
 static ssize_t link_read(struct rlink *l, char *buf, size_t n)
 {
-	ssize_t r;
 	if (!l->ssl) {
+		ssize_t r;
 		while ((r = read(l->fd, buf, n)) < 0 && errno == EINTR)
 			;
 		if (r < 0)
