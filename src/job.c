@@ -335,9 +335,9 @@ static void parse_raw(struct job *j, const char *fetched_from, int lean)
 	 * (json_edit_object is as strict as this scan), so it is unparseable here too. One
 	 * scan checks that and finds the members read from the text. */
 	static const char *const names[] = { "class", "jid", "queue", "periodic_pjid", "unique",
-	                                     "args", "retry" };
-	size_t st[7], ln[7];
-	if (json_member_spans(j->raw, len, names, 7, st, ln) != 0) {
+	                                     "args", "retry", "bid" };
+	size_t st[8], ln[8];
+	if (json_member_spans(j->raw, len, names, 8, st, ln) != 0) {
 		cJSON_Delete(v);
 		j->parse_error = xstrdup("unexpected token: not valid JSON (RFC 8259)");
 		j->queue = xstrdup("default");
@@ -350,6 +350,7 @@ static void parse_raw(struct job *j, const char *fetched_from, int lean)
 	struct field pjid = text_field(j->raw, st[3], ln[3]);
 	struct field unique = text_field(j->raw, st[4], ln[4]);
 	struct field args = text_field(j->raw, st[5], ln[5]);
+	struct field bid = text_field(j->raw, st[7], ln[7]);
 	free(args.s);
 	j->invalid = invalid_reason(&cls, &jid, queue.kind == F_STRING && queue.nul, args.kind);
 	long bad = utf8_invalid_at(j->raw, len);
@@ -366,6 +367,11 @@ static void parse_raw(struct job *j, const char *fetched_from, int lean)
 		j->queue = xstrdup("default");
 	}
 	j->pjid = take_string(&pjid);
+	j->bid = take_string(&bid);
+	if (j->bid && (!j->bid[0] || bid.nul)) {        /* no key can be built from it */
+		free(j->bid);
+		j->bid = NULL;
+	}
 	j->unique = unique.kind == F_STRING && strcmp(unique.s, "until_executed") == 0 &&
 	            !unique.nul;
 	free(unique.s);
@@ -435,6 +441,7 @@ void job_free(struct job *j)
 	free(j->jid);
 	free(j->queue);
 	free(j->pjid);
+	free(j->bid);
 	free(j->args_json);
 	free(j->parse_error);
 	free(j->invalid);

@@ -32,6 +32,7 @@ struct job {
 	long interrupted_count;
 	int max_retries;
 	char *pjid;             /* periodic_pjid, or NULL */
+	char *bid;              /* the batch it is a member of (doc/protocol.md §7.34), or NULL */
 	int periodic_until_executed;
 	int unique;             /* unique == "until_executed" */
 	char *parse_error;      /* why obj is NULL */

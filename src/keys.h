@@ -89,6 +89,21 @@
 /* list of orphaned jobs of at-most-once classes awaiting burial */
 #define K_AT_MOST_ONCE_ORPHANS "cogworker:at_most_once_orphans"
 
+/* ---- batches and dependencies (doc/protocol.md §7.34) ----
+ * The batch scripts get K_BATCH in their ARGV and compute the names below from it (they
+ * walk up to parent batches and on to dependants they learn as they go): lua/lib/batch.lua
+ * spells them again, and test_scripts.py checks the two agree. */
+/* + <bid>: hash (state, description, callbacks, fired marks, times); + <bid>:pending,
+ * :succeeded, :dead, :discarded: sets of member jids and child bids */
+#define K_BATCH "cogworker:batch:"
+#define K_BATCH_LIST "cogworker:batch:list"     /* zset bid -> created_at */
+#define K_BATCH_OPEN "cogworker:batch:open"     /* zset bid -> when it expires uncommitted */
+#define K_WAITING "cogworker:batch:waiting"     /* zset jid -> when it began to wait */
+#define K_WAIT "cogworker:batch:wait:"          /* + <jid>: hash payload, queue, any, at, bid */
+#define K_AFTER "cogworker:batch:after:"        /* + <jid>: set of what it still waits for */
+#define K_DEPENDANTS "cogworker:batch:dependants:"     /* + <jid>: set of jids waiting for it */
+#define K_SETTLED "cogworker:batch:settled:"    /* + <jid>: success | dead | discarded */
+
 /*
  * Not a key: the prefix of the handler's stdout line that reports progress into K_STATUS.
  * It lives here because it is a cogworker-namespaced name of the same contract.
@@ -99,5 +114,12 @@
 /* K_AT_MOST_ONCE, renewed by each beat: read once its owner is dead, by whoever recovers its
  * list, so it must outlive the owner; the recovery horizon the orphan counter has too. */
 #define AT_MOST_ONCE_TTL ORPHAN_COUNTER_TTL
+/* A finished (completed, cancelled, expired) batch's keys: 7 days, for batch show and for
+ * its callbacks' handlers to read. */
+#define BATCH_KEEP_TTL "604800"
+/* K_SETTLED: 10 minutes. Written for every job that settles, so it is kept short: long
+ * enough for a push --after of a job that just finished, and for the poller to repair a
+ * release a crash cut short (BATCH_EXPIRE, at most orphan_check_interval later). */
+#define SETTLED_TTL "600"
 
 #endif

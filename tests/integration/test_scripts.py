@@ -47,6 +47,8 @@ PROTOCOL_SCRIPTS = [
     "file_unsettled", "swap_dead_entry", "ack", "requeue_entry", "retake", "claim",
     "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
     "delete_if_owned", "kill", "output_write", "admit", "release_slot",
+    "batch_open", "batch_push", "batch_commit", "batch_settle", "batch_revive",
+    "batch_cancel", "batch_expire",
 ]
 
 
@@ -1640,3 +1642,260 @@ class TestHarness(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ======================================================================================
+# Batches and dependencies (doc/protocol.md §6.23-§6.29, §7.34)
+
+BATCH = "cogworker:batch:"
+KEEP, SETTLED_KEEP = 604800, 600
+
+
+class BatchScriptCase(ScriptTestCase):
+    """The batch scripts with the daemon's common arguments (lua/lib/batch.lua)."""
+
+    NOW = "1767225600.5"
+
+    def batch(self, name, *args, now=None):
+        common = [BATCH, QUEUE, QUEUES, DEAD, SCHEDULE, now or self.NOW, KEEP, SETTLED_KEEP]
+        return self.run_script(name, (), common + list(args))
+
+    def open(self, bid, parent="", adder="", expires="1767229200", on_success="Done",
+             on_complete="All", on_death="Died", args='[1,"x"]'):
+        return self.batch("batch_open", bid, "a test batch", on_success, on_complete,
+                          on_death, args, "callbacks", expires, parent, adder)
+
+    def push(self, jid, bid="", adder="", deps=(), any_=False, at="", queue="default"):
+        raw = job(jid, queue=queue, **({"bid": bid} if bid else {}))
+        return self.batch("batch_push", jid, raw, queue, at, bid, adder,
+                          "1" if any_ else "0", *deps)
+
+    def settle(self, jid, outcome="success", bid=""):
+        return self.batch("batch_settle", jid, outcome, bid)
+
+    def members(self, bid, part):
+        return sorted(m.decode() for m in self.r.smembers(BATCH + bid + ":" + part))
+
+    def callbacks(self):
+        return [json.loads(j) for j in self.r.lrange(qkey("callbacks"), 0, -1)]
+
+    def state(self, bid):
+        return self.r.hget(BATCH + bid, "state").decode()
+
+
+class TestBatchOpenPush(BatchScriptCase):
+    def test_open_makes_an_open_batch_listed_with_its_expiry(self):
+        self.assertEqual(self.open("b1"), 1)
+        h = {k.decode(): v.decode() for k, v in self.r.hgetall(BATCH + "b1").items()}
+        self.assertEqual(h["state"], "open")
+        self.assertEqual(h["on_success"], "Done")
+        self.assertEqual(h["callback_args"], '[1,"x"]')
+        self.assertEqual(self.r.zscore(BATCH + "open", "b1"), 1767229200)
+        self.assertEqual(self.r.zscore(BATCH + "list", "b1"), float(self.NOW))
+        with self.assertRaisesRegex(redis.ResponseError, "batch b1 exists"):
+            self.open("b1")
+
+    def test_push_adds_the_member_before_its_job_and_refuses_a_closed_batch(self):
+        self.open("b1")
+        self.assertEqual(self.push("j1", bid="b1"), [b"queued", 0])
+        self.assertEqual(self.members("b1", "pending"), ["j1"])
+        self.assertEqual(json.loads(self.queue()[0])["bid"], "b1")
+        self.assertEqual(self.r.hget(BATCH + "b1", "total"), b"1")
+        self.batch("batch_commit", "b1")
+        with self.assertRaisesRegex(redis.ResponseError, "only its members still running"):
+            self.push("j2", bid="b1")
+        # a member still pending (running) may add one
+        self.assertEqual(self.push("j2", bid="b1", adder="j1"), [b"queued", 0])
+        self.assertEqual(self.members("b1", "pending"), ["j1", "j2"])
+        with self.assertRaisesRegex(redis.ResponseError, "batch nope does not exist"):
+            self.push("j3", bid="nope")
+        self.assertEqual(len(self.queue()), 2)
+
+    def test_a_scheduled_member_goes_to_the_schedule(self):
+        self.open("b1")
+        self.assertEqual(self.push("j1", bid="b1", at="1767300000"), [b"scheduled", 0])
+        self.assertEqual(self.r.zscore(SCHEDULE, job("j1", bid="b1")), 1767300000)
+
+
+class TestBatchSettle(BatchScriptCase):
+    def test_success_fires_once_after_commit_and_the_last_member(self):
+        self.open("b1")
+        for j in ("j1", "j2"):
+            self.push(j, bid="b1")
+        self.assertEqual(self.settle("j1", bid="b1"), [0, 0])
+        self.batch("batch_commit", "b1")
+        self.assertEqual(self.callbacks(), [])
+        reply = self.settle("j2", bid="b1")
+        fired = sorted(x.decode().split()[1] for x in reply[2:])
+        self.assertEqual(fired, ["complete", "success"])
+        cbs = self.callbacks()
+        self.assertEqual(sorted(c["class"] for c in cbs), ["All", "Done"])
+        for c in cbs:
+            self.assertEqual(c["bid"], "b1")
+            self.assertEqual(c["args"], [1, "x"])
+            self.assertEqual(c["queue"], "callbacks")
+        # settled twice (a job run twice, a duplicate settle): nothing more
+        self.assertEqual(self.settle("j2", bid="b1"), [0, 0])
+        self.assertEqual(self.settle("j1", "dead", bid="b1"), [0, 0])
+        self.assertEqual(len(self.callbacks()), 2)
+        self.assertEqual(self.members("b1", "succeeded"), ["j1", "j2"])
+        self.assertGreater(self.r.ttl(BATCH + "b1"), 0)
+        self.assertEqual(self.r.get(BATCH + "settled:j2"), b"success")
+
+    def test_an_empty_batch_completes_at_commit(self):
+        self.open("b1")
+        reply = self.batch("batch_commit", "b1")
+        self.assertEqual(reply[0], 1)
+        self.assertEqual(len(self.callbacks()), 2)
+        self.assertEqual(self.batch("batch_commit", "b1"), [0])
+
+    def test_a_death_fires_on_death_once_and_on_success_after_a_revive(self):
+        self.open("b1")
+        for j in ("j1", "j2", "j3"):
+            self.push(j, bid="b1")
+        self.batch("batch_commit", "b1")
+        self.settle("j1", "dead", bid="b1")
+        self.settle("j2", "dead", bid="b1")
+        self.assertEqual([c["class"] for c in self.callbacks()], ["Died"])
+        self.settle("j3", bid="b1")
+        self.assertEqual(sorted(c["class"] for c in self.callbacks()), ["All", "Died"])
+        # j1 retried by hand (BATCH_REVIVE), j2 by a client that does not call it
+        self.assertEqual(self.batch("batch_revive", "b1", "j1"), 1)
+        self.assertEqual(self.members("b1", "pending"), ["j1"])
+        self.assertEqual(self.r.ttl(BATCH + "b1"), -1)
+        self.settle("j1", bid="b1")
+        self.assertNotIn("Done", [c["class"] for c in self.callbacks()])
+        self.settle("j2", bid="b1")
+        self.assertEqual(sorted(c["class"] for c in self.callbacks()), ["All", "Died", "Done"])
+        self.assertEqual(self.members("b1", "dead"), [])
+
+    def test_a_child_batch_settles_in_its_parent(self):
+        self.open("p")
+        self.open("c", parent="p")
+        self.assertEqual(self.members("p", "pending"), ["c"])
+        self.push("j1", bid="c")
+        self.push("j2", bid="p")
+        self.batch("batch_commit", "p")
+        self.batch("batch_commit", "c")
+        self.settle("j2", bid="p")
+        self.assertEqual(self.callbacks(), [])
+        reply = self.settle("j1", bid="c")
+        fired = sorted(x.decode() for x in reply[2:])
+        self.assertEqual([f.split()[:2] for f in fired],
+                         [["c", "complete"], ["c", "success"], ["p", "complete"],
+                          ["p", "success"]])
+        self.assertEqual(self.members("p", "succeeded"), ["c", "j2"])
+
+    def test_a_child_that_failed_is_dead_in_its_parent_until_revived(self):
+        self.open("p")
+        self.open("c", parent="p")
+        self.push("j1", bid="c")
+        self.batch("batch_commit", "p")
+        self.batch("batch_commit", "c")
+        self.settle("j1", "dead", bid="c")
+        self.assertEqual(self.members("p", "dead"), ["c"])
+        self.assertEqual(self.batch("batch_revive", "c", "j1"), 2)
+        self.assertEqual(self.members("p", "pending"), ["c"])
+        self.settle("j1", bid="c")
+        self.assertIn(["p", "success"], [[c["bid"], c["callback"]] for c in self.callbacks()])
+
+    def test_a_bad_outcome_is_refused(self):
+        with self.assertRaisesRegex(redis.ResponseError, "outcome must be"):
+            self.settle("j1", "maybe")
+
+
+class TestDependencies(BatchScriptCase):
+    def test_a_job_waits_until_every_dependency_succeeded(self):
+        self.assertEqual(self.push("c", deps=("a", "b")), [b"waiting", 2])
+        self.assertEqual(self.queue(), [])
+        self.assertEqual(self.r.zscore(BATCH + "waiting", "c"), float(self.NOW))
+        self.assertEqual(self.settle("a"), [0, 0])
+        self.assertEqual(self.queue(), [])
+        self.assertEqual(self.settle("b"), [1, 0])
+        self.assertEqual(self.queue(), [job("c")])
+        self.assertIsNone(self.r.zscore(BATCH + "waiting", "c"))
+        for k in ("wait:c", "after:c", "dependants:a", "dependants:b"):
+            self.assertFalse(self.r.exists(BATCH + k), k)
+        self.assertEqual(self.settle("b"), [0, 0])      # twice: nothing more
+        self.assertEqual(len(self.queue()), 1)
+
+    def test_a_settled_dependency_counts_at_push(self):
+        self.settle("a")
+        self.assertEqual(self.push("c", deps=("a",)), [b"queued", 0])
+        self.settle("d", "dead")
+        with self.assertRaisesRegex(redis.ResponseError, "dependency d died"):
+            self.push("e", deps=("d",))
+        self.assertEqual(self.push("e", deps=("d",), any_=True), [b"queued", 0])
+        with self.assertRaisesRegex(redis.ResponseError, "cannot wait for itself"):
+            self.push("f", deps=("f",))
+
+    def test_a_failed_dependency_buries_its_dependants_down_the_chain(self):
+        self.open("b1")
+        self.push("b", deps=("a",))
+        self.push("c", bid="b1", deps=("b",))
+        self.push("d", deps=("a",), any_=True)
+        self.assertEqual(self.settle("a", "discarded")[:2], [1, 2])
+        dead = {json.loads(m)["jid"]: json.loads(m) for m in self.r.zrange(DEAD, 0, -1)}
+        self.assertEqual(sorted(dead), ["b", "c"])
+        self.assertEqual(dead["b"]["error_class"], "Cogworker::DependencyFailed")
+        self.assertEqual(dead["b"]["error_message"], "dependency a was discarded")
+        self.assertEqual(dead["c"]["error_message"], "dependency b died")
+        self.assertEqual(dead["c"]["args"], [12345678901234567890, 1.10])
+        self.assertEqual(self.queue(), [job("d")])
+        self.assertEqual(self.members("b1", "dead"), ["c"])
+        self.assertEqual([c["class"] for c in self.callbacks()], ["Died"])
+
+    def test_expire_repairs_a_release_a_crash_cut_short(self):
+        self.push("c", deps=("a",))
+        self.r.set(BATCH + "settled:a", "success")      # the ack's round trip, then a crash
+        reply = self.batch("batch_expire", 100)
+        self.assertEqual(reply[:2], [[], 1])
+        self.assertEqual(self.queue(), [job("c")])
+
+
+class TestBatchCancelExpire(BatchScriptCase):
+    def test_cancel_returns_the_pending_jobs_and_nothing_fires_after(self):
+        self.open("p")
+        self.open("c", parent="p")
+        self.push("j1", bid="p")
+        self.push("j2", bid="c")
+        self.push("w", bid="c", deps=("j1",))
+        self.batch("batch_commit", "p")
+        self.batch("batch_commit", "c")
+        self.assertEqual(sorted(self.batch("batch_cancel", "p")), [b"j1", b"j2"])
+        self.assertEqual((self.state("p"), self.state("c")), ("cancelled", "cancelled"))
+        self.assertFalse(self.r.exists(BATCH + "wait:w"))
+        self.settle("j1", "dead", bid="p")
+        self.settle("j2", bid="c")
+        self.assertEqual(self.callbacks(), [])
+        with self.assertRaisesRegex(redis.ResponseError, "batch p is cancelled"):
+            self.push("j3", bid="p")
+
+    def test_an_uncommitted_batch_expires_and_says_so(self):
+        self.open("b1", expires="1767225000")
+        self.open("b2")
+        self.push("j1", bid="b1")
+        reply = self.batch("batch_expire", 100)
+        self.assertEqual(reply[:2], [[b"b1", 1], 0])
+        self.assertEqual(self.state("b1"), "expired")
+        self.assertEqual(self.state("b2"), "open")
+        self.assertEqual(self.r.zrange(BATCH + "open", 0, -1), [b"b2"])
+        self.settle("j1", bid="b1")
+        self.assertEqual(self.callbacks(), [])
+        with self.assertRaisesRegex(redis.ResponseError, "batch b1 is expired"):
+            self.batch("batch_commit", "b1")
+
+
+class TestBatchKeyNames(unittest.TestCase):
+    def test_the_names_the_scripts_compute_are_those_of_keys_h(self):
+        """src/keys.h spells the names; lua/lib/batch.lua computes them from K_BATCH."""
+        with open(os.path.join(REPO, "src", "keys.h")) as f:
+            names = re.findall(r'#define K_\w+ "cogworker:batch:([a-z:]+)"', f.read())
+        self.assertEqual(sorted(names), ["after:", "dependants:", "list", "open",
+                                         "settled:", "wait:", "waiting"])
+        lua = "".join(open(os.path.join(REPO, "lua", n)).read()
+                      for n in ["lib/batch.lua"] + ["batch_%s.lua" % s for s in
+                                ("open", "push", "commit", "settle", "revive", "cancel",
+                                 "expire")])
+        used = set(re.findall(r"K \.\. '([a-z:]+)'", lua))
+        self.assertEqual(used, set(names))

@@ -1,0 +1,170 @@
+-- SPDX-License-Identifier: MIT
+-- batch: shared fragment of the batch and dependency scripts (doc/protocol.md §6.23,
+-- §7.34). It reads the eight arguments every one of them takes first:
+--   ARGV[1] "cogworker:batch:" (K)   [2] "cogworker:queue:"   [3] "cogworker:queues"
+--   ARGV[4] "cogworker:dead"   [5] "cogworker:schedule"   [6] now (epoch seconds, text)
+--   ARGV[7] seconds a finished batch's keys are kept   [8] seconds a job's settled record
+--   is kept
+-- so a script's own arguments start at ARGV[9]. Keys are computed from K (§2): a batch is
+-- K..bid (hash) with the sets K..bid..':pending', ':succeeded', ':dead', ':discarded'; a
+-- job that waits is K..'wait:'..jid (hash) with K..'after:'..jid (what it still waits
+-- for), named in K..'dependants:'..dep of each; K..'waiting' lists them; K..'settled:'..
+-- jid says how a job settled for good. Keys are computed because a settle walks up to
+-- parents and on to dependants it learns as it goes.
+--
+-- The rules kept here (and nowhere else):
+-- - Membership is a set of ids, never a counter: a member settles by SREM from pending,
+--   so a job run twice, retried, recovered or settled twice counts once.
+-- - A callback is pushed by fire(), which writes its mark in the same call: HEXISTS of the
+--   mark first, so it is pushed at most once; the jid is derived from the bid and the kind,
+--   so even a copy (a replayed AOF) is the same job.
+-- - A batch completes only when committed with nothing pending; its parent then settles
+--   it as a member (success when no member died or was discarded, else dead), up the tree.
+-- - A dead member that later succeeds (retried by hand, by cogworkerctl or the Web UI)
+--   moves from dead to succeeded, so on_success fires after all.
+local K, QP, QUEUES, DEAD, SCHED = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local NOW, KEEP, SETTLED_TTL = ARGV[6], ARGV[7], ARGV[8]
+local fired = {}        -- 'bid kind jid' of each callback this call pushed
+
+local OUTCOME_SET = { success = ':succeeded', dead = ':dead', discarded = ':discarded' }
+local PARTS = { '', ':pending', ':succeeded', ':dead', ':discarded' }
+
+local function bkey(bid, part) return K .. bid .. (part or '') end
+
+local function keep_for(bid, ttl)
+	for _, p in ipairs(PARTS) do
+		if ttl then redis.call('EXPIRE', bkey(bid, p), ttl)
+		else redis.call('PERSIST', bkey(bid, p)) end
+	end
+end
+
+local function push_job(raw, queue, at)
+	if at and at ~= '' then
+		redis.call('ZADD', SCHED, at, raw)
+		return 'scheduled'
+	end
+	redis.call('LPUSH', QP .. queue, raw)
+	pcall(redis.call, 'SADD', QUEUES, queue)
+	return 'queued'
+end
+
+-- Push the batch's callback of this kind once; the mark is its jid ('' when none named).
+local function fire(bid, kind)
+	local h = bkey(bid)
+	if redis.call('HEXISTS', h, 'fired_' .. kind) == 1 then return end
+	local cls = redis.call('HGET', h, 'on_' .. kind)
+	local jid = ''
+	if cls and cls ~= '' then
+		jid = string.sub(redis.sha1hex(bid .. ':' .. kind), 1, 24)
+		local queue = redis.call('HGET', h, 'callback_queue') or 'default'
+		local args = redis.call('HGET', h, 'callback_args') or '[]'
+		push_job('{"class":' .. cjson.encode(cls) .. ',"args":' .. args .. ',"queue":' ..
+		         cjson.encode(queue) .. ',"jid":"' .. jid .. '","bid":"' .. bid ..
+		         '","callback":"' .. kind .. '","created_at":' .. NOW ..
+		         ',"enqueued_at":' .. NOW .. '}', queue)
+		fired[#fired + 1] = bid .. ' ' .. kind .. ' ' .. jid
+	end
+	redis.call('HSET', h, 'fired_' .. kind, jid)
+end
+
+-- nil when bid takes a new member from adder ('' = not a member), else why not.
+local function may_add(bid, adder)
+	local state = redis.call('HGET', bkey(bid), 'state')
+	if not state then return 'batch ' .. bid .. ' does not exist' end
+	if state == 'open' then return nil end
+	if state == 'committed' and adder ~= '' and
+			redis.call('SISMEMBER', bkey(bid, ':pending'), adder) == 1 then
+		return nil
+	end
+	if state == 'committed' then
+		return 'batch ' .. bid .. ' is committed: only its members still running may add to it'
+	end
+	return 'batch ' .. bid .. ' is ' .. state
+end
+
+-- A committed batch with nothing pending fires on_complete and, with no member dead or
+-- discarded, on_success; returns its parent and how it settles there.
+local function complete(bid)
+	local h = bkey(bid)
+	if redis.call('HGET', h, 'state') ~= 'committed' then return nil end
+	if redis.call('SCARD', bkey(bid, ':pending')) > 0 then return nil end
+	fire(bid, 'complete')
+	local failed = redis.call('SCARD', bkey(bid, ':dead')) +
+	               redis.call('SCARD', bkey(bid, ':discarded'))
+	if failed == 0 then fire(bid, 'success') end
+	if redis.call('HEXISTS', h, 'completed_at') == 0 then
+		redis.call('HSET', h, 'completed_at', NOW)
+	end
+	keep_for(bid, KEEP)
+	local parent = redis.call('HGET', h, 'parent')
+	if parent and parent ~= '' then return parent, failed == 0 and 'success' or 'dead' end
+	return nil
+end
+
+-- true when the member's settling changed its batch.
+local function member_settle(bid, member, outcome)
+	local state = redis.call('HGET', bkey(bid), 'state')
+	if not state then return false end
+	if redis.call('SREM', bkey(bid, ':pending'), member) == 1 then
+		redis.call('SADD', bkey(bid, OUTCOME_SET[outcome]), member)
+		if outcome == 'dead' and (state == 'open' or state == 'committed') then
+			fire(bid, 'death')
+		end
+		return true
+	end
+	return outcome == 'success' and
+	       redis.call('SMOVE', bkey(bid, ':dead'), bkey(bid, ':succeeded'), member) == 1
+end
+
+-- A member settled for good in bid ('' = none), and what that completes, up the tree.
+local function batch_settled(bid, member, outcome)
+	while bid and bid ~= '' and member_settle(bid, member, outcome) do
+		local parent, how = complete(bid)
+		bid, member, outcome = parent, bid, how
+	end
+end
+
+-- A job that waited leaves: its records go, and its name from each dependency's set.
+local function waiter_gone(w)
+	for _, dep in ipairs(redis.call('SMEMBERS', K .. 'after:' .. w)) do
+		redis.call('SREM', K .. 'dependants:' .. dep, w)
+	end
+	redis.call('DEL', K .. 'wait:' .. w, K .. 'after:' .. w)
+	redis.call('ZREM', K .. 'waiting', w)
+end
+
+-- Job jid settled for good as outcome, a member of bid ('' = none): its settled record,
+-- its batch, then each job waiting for it: released once it waits for nothing more,
+-- buried as Cogworker::DependencyFailed when jid failed (unless it waits with any), and
+-- a burial settles in turn. Returns the counts released and buried.
+local function job_settled(jid, outcome, bid)
+	local work, i, released, buried = { { jid, outcome, bid } }, 1, 0, 0
+	while work[i] do
+		local j, o, b = work[i][1], work[i][2], work[i][3]
+		i = i + 1
+		redis.call('SET', K .. 'settled:' .. j, o, 'EX', SETTLED_TTL)
+		batch_settled(b, j, o)
+		local dk = K .. 'dependants:' .. j
+		for _, w in ipairs(redis.call('SMEMBERS', dk)) do
+			local wait = redis.call('HMGET', K .. 'wait:' .. w, 'payload', 'queue', 'any', 'at', 'bid')
+			if wait[1] and o ~= 'success' and wait[3] ~= '1' then
+				local why = 'dependency ' .. j .. (o == 'dead' and ' died' or ' was discarded')
+				redis.call('ZADD', DEAD, NOW, string.sub(wait[1], 1, -2) ..
+				           ',"error_class":"Cogworker::DependencyFailed","error_message":' ..
+				           cjson.encode(why) .. ',"failed_at":' .. NOW .. '}')
+				waiter_gone(w)
+				buried = buried + 1
+				work[#work + 1] = { w, 'dead', wait[5] or '' }
+			elseif wait[1] then
+				redis.call('SREM', K .. 'after:' .. w, j)
+				if redis.call('SCARD', K .. 'after:' .. w) == 0 then
+					push_job(wait[1], wait[2], wait[4])
+					waiter_gone(w)
+					released = released + 1
+				end
+			end
+		end
+		redis.call('DEL', dk)
+	end
+	return released, buried
+end

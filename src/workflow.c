@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * workflow.c: batches and dependencies (doc/protocol.md §7.34) as the daemon and
+ * cogworkerctl call them. Every transition is one batch script (lua/batch_*.lua), so this
+ * file only assembles their common arguments and says in the log what they did: the
+ * rules (membership as a set, callbacks fired once, the release and burial of jobs that
+ * wait) live in lua/lib/batch.lua alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "job.h"
+#include "keys.h"
+#include "log.h"
+#include "util.h"
+#include "workflow.h"
+
+#define COMMON_ARGS 8
+
+redisReply *workflow_script(struct rconn *r, const char *name, int nargs, const char **args,
+                            const size_t *lens)
+{
+	char now[32];
+	job_format_time(now_float(), now);
+	const char *all[COMMON_ARGS + 64];
+	size_t all_lens[COMMON_ARGS + 64];
+	if (nargs > 64)
+		nargs = 64;
+	const char *common[COMMON_ARGS] = { K_BATCH, K_QUEUE, K_QUEUES, K_DEAD, K_SCHEDULE, now,
+	                                    BATCH_KEEP_TTL, SETTLED_TTL };
+	for (int i = 0; i < COMMON_ARGS; i++) {
+		all[i] = common[i];
+		all_lens[i] = strlen(common[i]);
+	}
+	for (int i = 0; i < nargs; i++) {
+		all[COMMON_ARGS + i] = args[i];
+		all_lens[COMMON_ARGS + i] = lens ? lens[i] : strlen(args[i]);
+	}
+	return rscript(r, name, 0, NULL, COMMON_ARGS + nargs, all, all_lens);
+}
+
+void workflow_log_fired(const redisReply *rep, size_t first)
+{
+	if (!rep || rep->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = first; i < rep->elements; i++) {
+		const redisReply *e = rep->element[i];
+		char bid[64], kind[16], jid[64];
+		if (e->type == REDIS_REPLY_STRING &&
+		    sscanf(e->str, "%63s %15s %63s", bid, kind, jid) == 3)
+			log_info("batch %s: on_%s fired, jid=%s", bid, kind, jid);
+	}
+}
+
+int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome)
+{
+	const char *args[] = { jid, outcome, bid ? bid : "" };
+	redisReply *rep = workflow_script(r, "batch_settle", 3, args, NULL);
+	if (!rep)
+		return -1;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
+		long long released = reply_integer(rep->element[0], 0);
+		long long buried = reply_integer(rep->element[1], 0);
+		if (released)
+			log_info("jid=%s %s: %lld job(s) waiting for it released", jid, outcome,
+			         released);
+		if (buried)
+			log_warn("jid=%s %s: %lld job(s) waiting for it buried as "
+			         "Cogworker::DependencyFailed", jid, outcome, buried);
+		workflow_log_fired(rep, 2);
+	}
+	freeReplyObject(rep);
+	return 0;
+}

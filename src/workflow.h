@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * workflow.h: batches and dependencies (doc/protocol.md §7.34), the calls the daemon and
+ * cogworkerctl share: the batch scripts (lua/batch_*.lua) with their common arguments,
+ * and the settle of a job for good.
+ */
+#ifndef COGWORKERD_WORKFLOW_H
+#define COGWORKERD_WORKFLOW_H
+
+#include "redis.h"
+
+/* Outcomes a job settles for good with (BATCH_SETTLE's ARGV[10]). */
+#define SETTLED_SUCCESS "success"
+#define SETTLED_DEAD "dead"
+#define SETTLED_DISCARDED "discarded"
+
+/*
+ * Run batch script name with the eight arguments every batch script takes first
+ * (lua/lib/batch.lua: the key prefixes, now, the two TTLs) followed by args (lens as
+ * rscript's, for args only; may be NULL). The reply, or NULL (r->err).
+ */
+redisReply *workflow_script(struct rconn *r, const char *name, int nargs, const char **args,
+                            const size_t *lens);
+
+/* Log the callbacks a batch script's reply lists from index first on ('bid kind jid'). */
+void workflow_log_fired(const redisReply *rep, size_t first);
+
+/*
+ * Job jid settled for good as outcome (SETTLED_*), a member of bid (NULL = none):
+ * BATCH_SETTLE. Logs what it fired, released and buried. 0 done, -1 error (r->err).
+ */
+int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome);
+
+#endif
