@@ -50,7 +50,7 @@ _cogworkerctl()
 	--status) COMPREPLY=($(compgen -W "success failed" -- "$cur")); return ;;
 	--retry) COMPREPLY=($(compgen -W "true false 0 1 3 5 10 25" -- "$cur")); return ;;
 	--queue) COMPREPLY=($(compgen -W "$(_cogworkerctl_queues "$conf")" -- "$cur")); return ;;
-	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen) return ;;
+	--class|--limit|--since|--in|--at|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen|--batch|--after|--description|--on-success|--on-complete|--on-death|--callback-args|--callback-queue|--parent|--outcome) return ;;
 	esac
 
 	local common="--json --yes --help"
@@ -58,15 +58,22 @@ _cogworkerctl()
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-c --config --tls-ca-file --tls-cert-file --tls-key-file --tls-server-name --tls-no-verify --json --yes --help --version" -- "$cur"))
 		else
-			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top web help" -- "$cur"))
+			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top web batch help" -- "$cur"))
 		fi
 		return
 	fi
 
 	local words=
 	case $cmd in
-	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits metrics top web" ;;
-	push) words="--queue --in --at --retry --unique --jid --json-args --stdin --expires-in --expires-at $common" ;;
+	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits metrics top web batch" ;;
+	push) words="--queue --in --at --retry --unique --jid --json-args --stdin --expires-in --expires-at --batch --after --after-any $common" ;;
+	batch)
+		case $sub in
+		'') words="new commit show list cancel settle $common" ;;
+		new) words="--description --on-success --on-complete --on-death --callback-args --callback-queue --parent --expires-in $common" ;;
+		settle) words="--outcome $common" ;;
+		*) words=$common ;;
+		esac ;;
 	stats|metrics|top|limits) words=$common ;;
 	queues)
 		case $sub in

@@ -18,7 +18,7 @@ static void run_one(const struct argv_list *cmd, double timeout, const char *jid
                     const char *entry)
 {
 	static const char *const env_none[] = { NULL };
-	char **env = handler_build_env(NULL, NULL, NULL, NULL, NULL, NULL);
+	char **env = handler_build_env(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 	char tag[64];
 	snprintf(tag, sizeof tag, "on_death jid=%s", jid ? jid : "?");
 	struct run_request req = {

@@ -41,6 +41,7 @@
 #include "state.h"
 #include "util.h"
 #include "warm.h"
+#include "workflow.h"
 
 struct fetcher {
 	pthread_t thread;
@@ -262,8 +263,10 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
  * mode the stats and the workers entry are batch.c's; its ack rides on the next fetch
  * (process).
  */
-static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry)
+static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry,
+                                int *succeeded)
 {
+	*succeeded = 0;
 	*died = 0;
 	*dead_entry = NULL;
 	if (!j->obj || j->invalid) {            /* never run, never retried (§7.4) */
@@ -306,6 +309,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		return DISP_ABANDON;
 	}
 	if (o.success) {
+		*succeeded = 1;
 		outkeep_end(out, "success", NULL, NULL, finished);
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		batch_processed();
@@ -367,14 +371,19 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	}
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
-	int died = 0;
+	int died = 0, succeeded = 0;
 	char *dead_entry = NULL;
-	enum disposition disp = execute(f, &j, &died, &dead_entry);
+	enum disposition disp = execute(f, &j, &died, &dead_entry, &succeeded);
+	int basic = atomic_load(&D.fetch_mode) == FETCH_BASIC;
+	/* A member's success settles in its batch before its ack (settle.c); a plain job's
+	 * rides on the ack, which basic fetch does not have. */
+	if (succeeded && (j.bid || basic) && settle_flow_first(&f->r, &j, SETTLED_SUCCESS) != 0)
+		disp = DISP_SETTLED;    /* owed, with its ack */
 	limits_release(&f->r, &adm);
 	if (disp == DISP_ABANDON && f->batched)
 		batch_job_ended(f->index);      /* its memory goes with the job below */
 	atomic_fetch_sub(&D.busy, 1);
-	if (disp == DISP_ACK && !died && atomic_load(&D.fetch_mode) != FETCH_BASIC) {
+	if (disp == DISP_ACK && !died && !basic) {
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an
 		 * on_death hook: that runs for as long as it takes. */
 		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid);

@@ -109,9 +109,11 @@ void run_result_free(struct run_result *res);
 
 /* Build the child's environment: allow-listed daemon variables, env_passthrough, the
  * handler's env, then the COGWORKER_* ones. A NULL-terminated, malloc'd array. jid NULL:
- * a warm process's, with COGWORKER_PROTOCOL instead of the job's variables. */
+ * a warm process's, with COGWORKER_PROTOCOL instead of the job's variables. bid (NULL =
+ * none): COGWORKER_BID, the batch the job is a member of (doc/protocol.md §7.34). */
 char **handler_build_env(const struct handler *h, const char *jid, const char *cls,
-                         const char *queue, const char *retry_count, const char *args_json);
+                         const char *queue, const char *retry_count, const char *args_json,
+                         const char *bid);
 void handler_free_env(char **env);
 
 /*

@@ -87,7 +87,7 @@ static int check_one(const struct handler *h, const struct argv_list *cmd, char 
 		         "it absolute, or set cwd", prog);
 		return -1;
 	}
-	char **env = handler_build_env(h, "", h ? h->class_name : "", "default", "0", "[]");
+	char **env = handler_build_env(h, "", h ? h->class_name : "", "default", "0", "[]", NULL);
 	char *path = NULL;
 	int err = resolve_exec_path(prog, (const char *const *)env, cwd, &path);
 	if (err && !strchr(prog, '/')) {

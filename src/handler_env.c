@@ -114,7 +114,8 @@ static char **envlist_pack(const struct envlist *e)
 }
 
 char **handler_build_env(const struct handler *h, const char *jid, const char *cls,
-                         const char *queue, const char *retry_count, const char *args_json)
+                         const char *queue, const char *retry_count, const char *args_json,
+                         const char *bid)
 {
 	struct envlist e = { 0 };
 
@@ -144,6 +145,8 @@ char **handler_build_env(const struct handler *h, const char *jid, const char *c
 	envlist_set(&e, "COGWORKER_CLASS", cls);
 	envlist_set(&e, "COGWORKER_QUEUE", queue);
 	envlist_set(&e, "COGWORKER_RETRY_COUNT", retry_count ? retry_count : "0");
+	if (bid)
+		envlist_set(&e, "COGWORKER_BID", bid);
 	/*
 	 * execve refuses a single environment string longer than MAX_ARG_STRLEN (32 pages:
 	 * 128 KiB with 4 KiB pages) with E2BIG, so a job with bigger args could never run:

@@ -98,7 +98,7 @@
 #define K_BATCH "cogworker:batch:"
 #define K_BATCH_LIST "cogworker:batch:list"     /* zset bid -> created_at */
 #define K_BATCH_OPEN "cogworker:batch:open"     /* zset bid -> when it expires uncommitted */
-#define K_WAITING "cogworker:batch:waiting"     /* zset jid -> when it began to wait */
+#define K_BATCH_WAITING "cogworker:batch:waiting"       /* zset jid -> when it began to wait */
 #define K_WAIT "cogworker:batch:wait:"          /* + <jid>: hash payload, queue, any, at, bid */
 #define K_AFTER "cogworker:batch:after:"        /* + <jid>: set of what it still waits for */
 #define K_DEPENDANTS "cogworker:batch:dependants:"     /* + <jid>: set of jids waiting for it */

@@ -150,7 +150,8 @@ int job_run_init(struct job_run *run, const struct job *j, const struct handler 
 	}
 	/* A warm process has its own environment (warm.c): the job's ids are in its message. */
 	run->env = h->warm ? NULL
-	           : handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json);
+	           : handler_build_env(h, j->jid ? j->jid : "", j->cls, j->queue, rc, j->args_json,
+	                                      j->bid);
 	run->message_tail = h->output_tail;
 	run->req = (struct run_request){
 		.command = &h->command, .extra_args = (const char *const *)run->extra,

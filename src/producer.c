@@ -18,6 +18,7 @@
 #include "log.h"
 #include "producer.h"
 #include "util.h"
+#include "workflow.h"
 
 char *producer_build(const struct push *p, const char *jid, double now, double at)
 {
@@ -36,6 +37,20 @@ char *producer_build(const struct push *p, const char *jid, double now, double a
 		sb_adds(&b, ",\"unique\":\"until_executed\"");
 	if (p->extra && *p->extra)
 		sb_printf(&b, ",%s", p->extra);
+	if (p->bid) {
+		char *qb = json_quote(p->bid, strlen(p->bid));
+		sb_printf(&b, ",\"bid\":%s", qb);
+		free(qb);
+	}
+	for (int i = 0; i < p->nafter; i++) {
+		char *qa = json_quote(p->after[i], strlen(p->after[i]));
+		sb_printf(&b, "%s%s", i ? "," : ",\"after\":[", qa);
+		free(qa);
+	}
+	if (p->nafter)
+		sb_addc(&b, ']');
+	if (p->nafter && p->after_any)
+		sb_adds(&b, ",\"after_any\":true");
 	sb_printf(&b, ",\"created_at\":%s", t);
 	if (at > 0) {
 		char a[32];
@@ -154,9 +169,41 @@ static int strings_are_utf8(const struct push *p, char *err, size_t errlen)
 	return 1;
 }
 
+/* BATCH_PUSH: membership or waiting and the push in one step. */
+static redisReply *push_flow(struct rconn *r, const struct push *p, const char *jid,
+                             const char *json, double at, int *waiting)
+{
+	char due[32] = "";
+	if (at > 0)
+		job_format_time(at, due);
+	int n = 7 + p->nafter;
+	const char **args = xcalloc((size_t)n, sizeof *args);
+	const char *fixed[] = { jid, json, p->queue ? p->queue : "default", due,
+	                        p->bid ? p->bid : "", p->adder ? p->adder : "",
+	                        p->after_any ? "1" : "0" };
+	memcpy(args, fixed, sizeof fixed);
+	for (int i = 0; i < p->nafter; i++)
+		args[7 + i] = p->after[i];
+	redisReply *rep = workflow_script(r, "batch_push", n, args, NULL);
+	free(args);
+	if (rep && waiting)
+		*waiting = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+		           rep->element[0]->type == REDIS_REPLY_STRING &&
+		           strcmp(rep->element[0]->str, "waiting") == 0;
+	return rep;
+}
+
 int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char *err,
                   size_t errlen)
 {
+	return producer_push_flow(r, p, jid_out, err, errlen, NULL);
+}
+
+int producer_push_flow(struct rconn *r, const struct push *p, char jid_out[25], char *err,
+                       size_t errlen, int *waiting)
+{
+	if (waiting)
+		*waiting = 0;
 	char jid[25];
 	if (!p->cls || !*p->cls) {  /* a daemon would bury it, under another jid (§4.6) */
 		snprintf(err, errlen, "the class is empty");
@@ -179,7 +226,9 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 	char *json = producer_build(p, jid, now, at);
 	const char *queue = p->queue ? p->queue : "default";
 	redisReply *rep;
-	if (at > 0) {
+	if (p->bid || p->nafter) {
+		rep = push_flow(r, p, jid, json, at, waiting);
+	} else if (at > 0) {
 		char score[32];
 		job_format_time(at, score);
 		const char *argv[] = { "ZADD", K_SCHEDULE, score, json };
@@ -198,7 +247,7 @@ int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char 
 		return -1;
 	}
 	freeReplyObject(rep);
-	if (at <= 0) {
+	if (at <= 0 && !p->bid && !p->nafter) {     /* BATCH_PUSH did it */
 		rep = rcmd(r, "SADD " K_QUEUES " %s", queue);
 		if (rep)
 			freeReplyObject(rep);

@@ -19,11 +19,22 @@ struct push {
 	double unique_lock_ttl;     /* for the unique lock */
 	const char *extra;          /* extra members as JSON text without braces, or NULL */
 	double status_expiration;   /* > 0: write status "queued" after the push (§5 step 4) */
+	/* Batches and dependencies (doc/protocol.md §7.34): with either, the push is
+	 * BATCH_PUSH, which adds the member or makes the job wait in the same step. */
+	const char *bid;            /* a member of this batch ("bid" in its JSON), or NULL */
+	const char *adder;          /* the running member that adds it, or NULL */
+	const char *const *after;   /* jids it waits for ("after" in its JSON) */
+	int nafter;
+	int after_any;              /* runs once they settled, whatever the outcome */
 };
 
-/* 1 pushed (jid_out filled), 0 suppressed by a held unique lock, -1 error (r->err or err). */
+/* 1 pushed (jid_out filled), 0 suppressed by a held unique lock, -1 error (r->err or err).
+ * With dependencies not yet met, "pushed" is into the waiting set: *waiting (may be NULL)
+ * says so. */
 int producer_push(struct rconn *r, const struct push *p, char jid_out[25], char *err,
                   size_t errlen);
+int producer_push_flow(struct rconn *r, const struct push *p, char jid_out[25], char *err,
+                       size_t errlen, int *waiting);
 
 /* DELETE_IF_OWNED (doc/protocol.md §6.19), the one call of it: 1 deleted, 0 held by
  * another jid or by none, -1 error (r->err). */

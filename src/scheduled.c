@@ -6,7 +6,8 @@
  *
  *   key check        KeyGuard (keyguard.c): first pass, then every 60 s, and at once
  *                    (at most every KEY_CHECK_SOON) when any thread got a WRONGTYPE;
- *   orphan check     orphan recovery + reconcile (recovery.c): first pass, then every
+ *   orphan check     orphan recovery + reconcile (recovery.c), then the batches' look
+ *                    (BATCH_EXPIRE, workflow.c): first pass, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
  *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet.
  *
@@ -77,6 +78,7 @@
 #include "scheduled.h"
 #include "state.h"
 #include "util.h"
+#include "workflow.h"
 
 #define KEY_CHECK_INTERVAL 60.0
 #define KEY_CHECK_SOON 1.0              /* least gap between checks a WRONGTYPE triggers */
@@ -338,6 +340,8 @@ static void orphan_check(struct poller *p, double poll_every)
 		reconcile_own(&p->r, &p->reconcile_site);
 	if (rep.conn_lost)
 		return;
+	site_result(&p->orphan_site, &p->r, workflow_tend(&p->r) == 0,
+	            "batch expiry and dependants check failed");
 	if (rep.scan_done)
 		p->scanned = 1;
 	if ((rep.registry_read || rep.scan_done) && !atomic_exchange(&D.ready_for_ticker, 1))

@@ -10,6 +10,16 @@
  * settlement) and reconcile or shutdown completes it. A job that ran is never put back on
  * a queue because something after its run failed (lessons 11-19).
  *
+ * A job that settles for good (a success, a death, a discard) settles in its batch and
+ * releases or buries the jobs that wait for it (BATCH_SETTLE, doc/protocol.md §7.34)
+ * *before* it leaves the in-progress list: a crash in between leaves the job listed, so it
+ * is recovered, runs again and settles again, which the script makes nothing; after the
+ * ack, the same crash would lose the settle with nothing left to redo it. A settle that
+ * fails is owed with the ack or filing behind it, settled first. A plain job's success is
+ * the exception, to keep its single round trip: its settled record goes before the LREM in
+ * the ack's pipeline and the script runs after, only when jobs wait for it; the poller's
+ * BATCH_EXPIRE redoes from the record what a crash cut short.
+ *
  * All bookkeeping (stats, throughput, attempts, lock release and extension) is best
  * effort: it is logged on failure and never changes the outcome (lesson 71). Lock
  * releases that fail are kept as deferred releases and retried on every beat (lesson 72).
@@ -27,6 +37,7 @@
 #include "settle.h"
 #include "state.h"
 #include "util.h"
+#include "workflow.h"
 
 #define MAX_INTERRUPTS 3
 #define INTERRUPT_DELAY 30.0
@@ -329,6 +340,61 @@ int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
 	return ack_attempts(r, raw, len, jid, 1);
 }
 
+int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome)
+{
+	if (!j->jid || workflow_settle(r, j->jid, j->bid, outcome) == 0)
+		return 0;
+	log_error("couldn't settle jid=%s (%s) in its batch and dependants, nor ack it (kept in "
+	          "memory, settled later): %s", j->jid, outcome, r->err);
+	struct pending *p = xcalloc(1, sizeof *p);
+	p->raw = xstrndup(j->raw, j->raw_len);
+	p->is_ack = atomic_load(&D.fetch_mode) != FETCH_BASIC;
+	p->flow_only = !p->is_ack;
+	p->jid = xstrdup(j->jid);
+	p->flow = xstrdup(outcome);
+	p->bid = j->bid ? xstrdup(j->bid) : NULL;
+	pending_add(p);
+	return -1;
+}
+
+/* A success's settled record and the question whether jobs wait for it, in the pipeline
+ * of its ack, the record before the LREM (doc/protocol.md §7.34). */
+static void settled_add(struct rconn *r, struct rpipe *p, const char *jid)
+{
+	char *rec = xstrcat2(K_SETTLED, jid);
+	char *deps = xstrcat2(K_DEPENDANTS, jid);
+	const char *set[] = { "SET", rec, SETTLED_SUCCESS, "EX", SETTLED_TTL };
+	const char *exists[] = { "EXISTS", deps };
+	rpipe_add_argv(r, p, 5, set, NULL);
+	rpipe_add_argv(r, p, 2, exists, NULL);
+	free(rec);
+	free(deps);
+}
+
+/* The replies of settled_add: 1 when jobs wait for it. */
+static int settled_read(struct rconn *r, struct rpipe *p)
+{
+	redisReply *rep[2];
+	rpipe_read(r, p, 2, rep);
+	int waited = rep[1] && reply_integer(rep[1], 0) > 0;
+	for (int i = 0; i < 2; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	return waited;
+}
+
+/* The same on its own, when no pipeline carried it: best effort, like the release that
+ * follows it (BATCH_EXPIRE redoes it from the record). */
+static void settled_note(struct rconn *r, const char *jid)
+{
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	settled_add(r, &p, jid);
+	if (settled_read(r, &p) && workflow_settle(r, jid, NULL, SETTLED_SUCCESS) != 0)
+		log_warn("jid=%s: the jobs waiting for it not released yet (the poller will): %s",
+		         jid, r->err);
+}
+
 void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid)
 {
 	memset(a, 0, sizeof *a);
@@ -349,6 +415,8 @@ void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a)
 	const char *lrem[] = { "LREM", list, "1", a->raw };
 	size_t lens[] = { 4, strlen(list), 1, a->len };
 	const char *del[] = { "DEL", counter };
+	if (a->jid)
+		settled_add(r, p, a->jid);
 	rpipe_add_argv(r, p, 4, lrem, lens);
 	rpipe_add_argv(r, p, 2, del, NULL);
 	a->added = 1;
@@ -361,6 +429,8 @@ void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a)
 	if (!a->added || a->read)
 		return;
 	redisReply *rep, *del;
+	if (a->jid)
+		a->dependants = settled_read(r, p);
 	rpipe_read(r, p, 1, &rep);
 	a->read = 1;
 	a->ok = rep != NULL;
@@ -378,10 +448,17 @@ void ack_held_settle(struct rconn *r, struct held_ack *a)
 	if (!a->raw)
 		return;
 	if (!a->read) {
+		if (a->jid)
+			settled_note(r, a->jid);
 		ack_attempts(r, a->raw, a->len, a->jid, 1);
 	} else if (a->ok) {
 		finished_note(a->raw, a->len);
+		if (a->dependants && workflow_settle(r, a->jid, NULL, SETTLED_SUCCESS) != 0)
+			log_warn("jid=%s: the jobs waiting for it not released yet (the poller will): "
+			         "%s", a->jid, r->err);
 	} else {
+		if (a->jid)
+			settled_note(r, a->jid);
 		r->unavailable = a->unavailable;    /* the LREM's error, for what follows */
 		snprintf(r->err, sizeof r->err, "%s", a->err);
 		ack_attempts(r, a->raw, a->len, a->jid, 2);
@@ -448,6 +525,10 @@ static struct pending *pending_filing(const struct job *j, const char *set, doub
 	p->unique = j->unique;
 	p->queue = xstrdup(j->queue);
 	p->args_json = j->args_json ? xstrdup(j->args_json) : NULL;
+	if (strcmp(set, K_DEAD) == 0 && j->jid) {
+		p->flow = xstrdup(SETTLED_DEAD);
+		p->bid = j->bid ? xstrdup(j->bid) : NULL;
+	}
 	return p;
 }
 
@@ -497,7 +578,10 @@ static enum disposition interrupt_job(struct rconn *r, const struct job *j, enum
 	if (!payload)
 		payload = job_minimal_dead_entry(j->raw, j->raw_len, j->jid, error_class,
 		                                 error_message, now);
-	int filed = interrupt_write(r, j->raw, j->raw_len, j->jid, set, score, payload);
+	/* Its batch settle first (the filing below takes it off the list); a failure owes
+	 * both, in that order (pending_filing). */
+	int filed = to_dead && j->jid && workflow_settle(r, j->jid, j->bid, SETTLED_DEAD) != 0
+	            ? -1 : interrupt_write(r, j->raw, j->raw_len, j->jid, set, score, payload);
 	*where = (struct filing){ .set = set, .delay = to_dead ? 0 : score - now,
 	                          .interrupted = 1, .owed = filed < 0, .gone = filed == 0 };
 	if (filed < 0) {
@@ -547,7 +631,7 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 	if (d == DECIDE_DISCARD) {
 		release_job_locks(r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
 		record_attempt(r, j->jid, n, now, "discarded", error_class, error_message, site);
-		return DISP_ACK;
+		return settle_flow_first(r, j, SETTLED_DISCARDED) == 0 ? DISP_ACK : DISP_SETTLED;
 	}
 	char *payload = job_failure_payload(j, error_class, error_message, now, n, 0, 0);
 	if (!payload)
@@ -575,9 +659,9 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 	if (d != DECIDE_RETRY) {
 		*died = 1;
 		*dead_entry = payload;
-	} else {
-		free(payload);
+		return settle_flow_first(r, j, SETTLED_DEAD) == 0 ? DISP_ACK : DISP_SETTLED;
 	}
+	free(payload);
 	return DISP_ACK;
 }
 
@@ -631,12 +715,22 @@ void pending_free(struct pending *p)
 	free(p->pjid);
 	free(p->queue);
 	free(p->args_json);
+	free(p->flow);
+	free(p->bid);
 	free(p);
 }
 
 /* Settle one pending entry: 0 settled (forget it), -1 still owed. */
 static int settle_one(struct rconn *r, struct pending *p)
 {
+	if (p->flow) {              /* before the job leaves the list (§7.34) */
+		if (workflow_settle(r, p->jid, p->bid, p->flow) != 0)
+			return -1;
+		free(p->flow);
+		p->flow = NULL;
+	}
+	if (p->flow_only)
+		return 0;
 	if (p->is_ack) {
 		char *list = xasprintf(K_INPROGRESS "%s", D.identity);
 		char *counter = xasprintf(K_ORPHANINGS "%s", p->jid ? p->jid : "");

@@ -34,6 +34,9 @@ struct pending {
 	char *queue;
 	char *args_json;
 	double since;           /* an ack: when it was first owed (epoch s), for its log line */
+	char *flow;             /* owed first: BATCH_SETTLE with this outcome (workflow.h) */
+	char *bid;              /* the job's batch, for flow */
+	int flow_only;          /* nothing else owed: the job left its list already */
 };
 
 /* What a run leaves to settle. */
@@ -72,6 +75,14 @@ void stats_read(struct rconn *r, struct rpipe *p, struct log_site *site);
 int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid);
 
 /*
+ * A job settled for good as outcome (workflow.h): its batch and the jobs that wait for it
+ * (BATCH_SETTLE), before it leaves its in-progress list (doc/protocol.md §7.34). 0 done;
+ * -1 owed: Redis failed, and a pending settlement now holds the settle and the ack after
+ * it, so the caller must not ack (reconcile and stop complete it, in that order).
+ */
+int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome);
+
+/*
  * An ack held back to ride on its fetcher's next fetch (fetch.c), so that a job costs one
  * round trip after its handler, not two: the ack of the job that ended and the fetch of
  * the next one go out together, the ack first. ack_hold takes over the job's running
@@ -89,6 +100,7 @@ struct held_ack {
 	int read;                   /* its replies read: ok, or err / unavailable below */
 	int ok;
 	int unavailable;
+	int dependants;             /* jobs wait for it: BATCH_SETTLE after the ack */
 	char err[sizeof ((struct rconn *)0)->err];
 };
 /* raw (malloc'd) is the held ack's from then on: a job's text is not copied to be acked. */

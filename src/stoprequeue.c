@@ -56,6 +56,20 @@ static void requeue_reliable(struct rconn *r, const struct conf *c)
 	char **marks = xcalloc((size_t)cap, sizeof *marks);
 	for (struct pending *p = left; p; p = p->next) {
 		char kind = 'd';
+		/* Its batch settle is still owed, and comes before the job leaves the list
+		 * (doc/protocol.md §7.34): no mark, so the requeue puts it back; it runs again
+		 * and settles then. Gone from the list already, the settle is lost: say so. */
+		if (p->flow && p->flow_only) {
+			log_error("jid=%s: its settle in batch %s and of the jobs waiting for it is "
+			          "lost (cogworkerctl batch settle does it by hand): %s",
+			          p->jid ? p->jid : "?", p->bid ? p->bid : "-", r->err);
+			continue;
+		}
+		if (p->flow) {
+			log_warn("jid=%s: its batch settle is still owed: requeued, to run and settle "
+			         "again", p->jid ? p->jid : "?");
+			continue;
+		}
 		if (!p->is_ack && park_unsettled(r, p) == 0)
 			continue;
 		if (!p->is_ack) {

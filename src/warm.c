@@ -310,7 +310,7 @@ static struct warm_proc *proc_start(const struct handler *h, const struct run_re
 	pid_t pid;
 	struct child_io io;
 	struct run_request sreq = *req;
-	char **env = handler_build_env(h, NULL, NULL, NULL, NULL, NULL);
+	char **env = handler_build_env(h, NULL, NULL, NULL, NULL, NULL, NULL);
 
 	memset(fail, 0, sizeof *fail);
 	fail->started = now_float();

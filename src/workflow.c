@@ -72,3 +72,28 @@ int workflow_settle(struct rconn *r, const char *jid, const char *bid, const cha
 	freeReplyObject(rep);
 	return 0;
 }
+
+/* How many open batches and waiting jobs one look reads at most. */
+#define TEND_BATCH "100"
+
+int workflow_tend(struct rconn *r)
+{
+	const char *args[] = { TEND_BATCH };
+	redisReply *rep = workflow_script(r, "batch_expire", 1, args, NULL);
+	if (!rep)
+		return -1;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
+		const redisReply *ex = rep->element[0];
+		for (size_t i = 0; ex->type == REDIS_REPLY_ARRAY && i + 1 < ex->elements; i += 2)
+			log_warn("batch %s expired uncommitted (%lld member(s) pending): its callbacks "
+			         "will not fire", ex->element[i]->str,
+			         reply_integer(ex->element[i + 1], 0));
+		long long again = reply_integer(rep->element[1], 0);
+		if (again)
+			log_warn("%lld settled job(s) had jobs still waiting for them (a settle cut "
+			         "short): released now", again);
+		workflow_log_fired(rep, 2);
+	}
+	freeReplyObject(rep);
+	return 0;
+}

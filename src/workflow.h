@@ -31,4 +31,11 @@ void workflow_log_fired(const redisReply *rep, size_t first);
  */
 int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome);
 
+/*
+ * The poller's look at each orphan check (BATCH_EXPIRE): uncommitted batches past their
+ * time expire, each said in the log; dependencies settled without releasing their
+ * dependants (a crash after the ack) are settled again. 0 done, -1 error (r->err).
+ */
+int workflow_tend(struct rconn *r);
+
 #endif

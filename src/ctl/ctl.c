@@ -47,13 +47,34 @@ struct command {
 static const struct command commands[] = {
 	{ "push", cmd_push,
 	  "push [--queue Q] [--in D | --at T] [--retry N|true|false] [--unique] [--jid JID]\n"
-	  "     [--expires-in D | --expires-at T] [--json-args JSON | --stdin] CLASS [ARG...]",
+	  "     [--expires-in D | --expires-at T] [--batch BID] [--after JID[,JID...]]\n"
+	  "     [--after-any] [--json-args JSON | --stdin] CLASS [ARG...]",
 	  "enqueue a job; prints its jid",
 	  "ARGs are strings; --json-args gives typed args ('[1, {\"k\": 2}]'), --stdin one args\n"
 	  "array per line. --in D or --at T schedules it. --retry false: the first failure goes\n"
 	  "to dead (cogworker's rule, not Sidekiq's discard). --unique skips the push while an\n"
 	  "identical job is queued or running (exit 1). --expires-in D (after it is due) or\n"
-	  "--expires-at T: a deadline; a daemon never starts it later.\n"
+	  "--expires-at T: a deadline; a daemon never starts it later. --batch BID makes it a\n"
+	  "member of that batch. --after: it waits until each job named has succeeded, and is\n"
+	  "buried as Cogworker::DependencyFailed when one dies or is discarded; with --after-any\n"
+	  "it runs once they all settled, however. A jid named must exist (or have settled in\n"
+	  "the last 10 minutes).\n"
+	  DURATIONS_AND_TIMES },
+	{ "batch", cmd_batch,
+	  "batch new [--description TEXT] [--on-success CLASS] [--on-complete CLASS]\n"
+	  "          [--on-death CLASS] [--callback-args JSON] [--callback-queue Q]\n"
+	  "          [--parent BID] [--expires-in D]\n"
+	  "batch commit|show|cancel BID   (cancel needs --yes)\n"
+	  "batch list\n"
+	  "batch settle [--outcome success|dead|discarded] BID JID",
+	  "batches of jobs with callbacks: open, commit, show, list, cancel, settle by hand",
+	  "new prints the bid; push --batch BID adds jobs; commit closes it to outside additions\n"
+	  "(its members still running may add more). Callbacks are jobs pushed once: on_death at\n"
+	  "the first member that died, on_complete when every member settled, on_success when\n"
+	  "every member succeeded (also after a dead member was retried and succeeded). Not\n"
+	  "committed within --expires-in (1 day), it expires and fires nothing. --parent makes it\n"
+	  "a member of BID. cancel deletes members not yet run and cancels running ones;\n"
+	  "nothing fires. settle counts a member as settled (one a Ruby worker ran).\n"
 	  DURATIONS_AND_TIMES },
 	{ "stats", cmd_stats, "stats",
 	  "processed, failed, queued, scheduled, retry, dead, busy; hourly throughput",

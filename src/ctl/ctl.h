@@ -247,5 +247,6 @@ int cmd_history(struct ctl *c, int argc, char **argv);
 int cmd_top(struct ctl *c, int argc, char **argv);
 int cmd_limits(struct ctl *c, int argc, char **argv);
 int cmd_web(struct ctl *c, int argc, char **argv);
+int cmd_batch(struct ctl *c, int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@
 #include "jobs.h"
 #include "json.h"
 #include "producer.h"
+#include "workflow.h"
 
 const unsigned jobs_action_sets[] = {
 	[A_RETRY] = ZSETS,
@@ -109,6 +110,34 @@ static char *retry_payload(const struct entry *e, double now, double expires_in)
 	return json_edit_object(e->raw, e->raw_len, ed, 2);
 }
 
+/* A dead batch member retried is pending in its batch again (BATCH_REVIVE), so the batch
+ * waits for it and its success fires on_success (doc/protocol.md §7.34). */
+static void revive_member(struct act *x, const struct entry *e)
+{
+	if (e->set != S_DEAD || !e->j.bid || !e->j.jid)
+		return;
+	const char *args[] = { e->j.bid, e->j.jid };
+	redisReply *rep = workflow_script(&x->c->r, "batch_revive", 2, args, NULL);
+	if (!rep) {
+		ctl_error("warning: %s is not pending in batch %s again (its success still counts): "
+		          "%s", label(e), e->j.bid, x->c->r.err);
+		return;
+	}
+	freeReplyObject(rep);
+}
+
+/* A job taken out by hand settled for good (deleted: discarded; killed: dead): its batch
+ * counts it and the jobs that wait for it are buried, as a daemon's settle does. An entry
+ * of dead had settled already. */
+static void settle_taken(struct act *x, const struct entry *e, const char *outcome)
+{
+	if (e->set == S_DEAD || !e->j.obj || !e->j.jid)
+		return;
+	if (workflow_settle(&x->c->r, e->j.jid, e->j.bid, outcome) != 0)
+		ctl_error("warning: %s not settled in its batch or for the jobs waiting for it "
+		          "(cogworkerctl batch settle does it): %s", label(e), x->c->r.err);
+}
+
 static int do_retry(struct act *x, const struct entry *e)
 {
 	struct ctl *c = x->c;
@@ -161,6 +190,7 @@ static int do_retry(struct act *x, const struct entry *e)
 		return CTL_NOTHING;
 	}
 	x->done++;
+	revive_member(x, e);
 	double until = x->expires_in > 0 ? now + x->expires_in : 0;
 	if (!c->json && until > 0) {
 		char iso[32];
@@ -220,6 +250,7 @@ static int do_delete(struct act *x, const struct entry *e)
 			ctl_error("warning: " K_ATTEMPTS "%s not deleted: %s", e->j.jid, c->r.err);
 	}
 	x->done++;
+	settle_taken(x, e, SETTLED_DISCARDED);
 	const char *released = release_locks(x, e);
 	if (!c->json)
 		printf("deleted %s from %s%s\n", label(e),
@@ -255,6 +286,7 @@ static int do_kill(struct act *x, const struct entry *e)
 		return CTL_NOTHING;
 	}
 	x->done++;
+	settle_taken(x, e, SETTLED_DEAD);
 	const char *released = release_locks(x, e);
 	if (!c->json)
 		printf("killed %s: %s -> dead%s\n", label(e), jobs_set_names[e->set], released);

@@ -450,6 +450,83 @@ static void drop_listed_twice(struct found *fd)
 	fd->n = n;
 }
 
+/* A job that waits for others (doc/protocol.md §7.34): its hash and what it still waits
+ * for; nothing when it does not wait. */
+struct waits {
+	int waiting, any;
+	char *bid;
+	redisReply *after;
+};
+
+static void waits_read(struct ctl *c, const char *jid, struct waits *w)
+{
+	memset(w, 0, sizeof *w);
+	if (!jid || jid[0] == '{')
+		return;
+	redisReply *h = rcmd(&c->r, "HMGET " K_WAIT "%s any bid", jid);
+	if (h && h->type == REDIS_REPLY_ARRAY && h->elements == 2 && h->element[0]->str) {
+		w->waiting = 1;
+		w->any = strcmp(h->element[0]->str, "1") == 0;
+		w->bid = h->element[1]->str && *h->element[1]->str ? xstrdup(h->element[1]->str)
+		                                                   : NULL;
+		w->after = rcmd(&c->r, "SMEMBERS " K_AFTER "%s", jid);
+	}
+	if (h)
+		freeReplyObject(h);
+}
+
+static void waits_free(struct waits *w)
+{
+	free(w->bid);
+	if (w->after)
+		freeReplyObject(w->after);
+}
+
+/* Its batch: from any copy of it found, else from its waiting record. */
+static const char *batch_of(const struct found *fd, const struct waits *w)
+{
+	for (int i = 0; i < fd->n; i++)
+		if (fd->v[i].j.bid)
+			return fd->v[i].j.bid;
+	return w->bid;
+}
+
+static void waits_json(struct sbuf *b, const struct found *fd, const struct waits *w)
+{
+	sb_adds(b, ",\"batch\":");
+	jstr(b, batch_of(fd, w));
+	sb_adds(b, ",\"waits_for\":");
+	if (!w->waiting) {
+		sb_adds(b, "null");
+		return;
+	}
+	sb_adds(b, "{\"jids\":[");
+	for (size_t i = 0; w->after && w->after->type == REDIS_REPLY_ARRAY &&
+	     i < w->after->elements; i++) {
+		if (i)
+			sb_addc(b, ',');
+		jstr(b, w->after->element[i]->str);
+	}
+	sb_adds(b, "],\"after_any\":");
+	jbool(b, w->any);
+	sb_addc(b, '}');
+}
+
+static void waits_human(const struct found *fd, const struct waits *w)
+{
+	const char *bid = batch_of(fd, w);
+	if (bid)
+		printf("batch      %s\n", bid);
+	if (!w->waiting)
+		return;
+	printf("where      waiting (%s), for:", w->any ? "after-any: runs once they all settled"
+	       : "runs once they all succeeded");
+	for (size_t i = 0; w->after && w->after->type == REDIS_REPLY_ARRAY &&
+	     i < w->after->elements; i++)
+		printf(" %s", w->after->element[i]->str);
+	printf("\n");
+}
+
 int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at)
 {
 	struct filter f = { .arg = arg };
@@ -476,9 +553,11 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			ctl_error("warning: " K_STATUS "%s unreadable: %s", jid ? jid : arg, c->r.err);
 		}
 	}
-	if (fd.n == 0 && !st) {
+	struct waits w;
+	waits_read(c, jid ? jid : arg, &w);
+	if (fd.n == 0 && !st && !w.waiting) {
 		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
-		          "status)", arg);
+		          "waiting, status)", arg);
 		jobs_found_free(&fd);
 		return CTL_NOTHING;
 	}
@@ -490,6 +569,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 		if (!att) {
 			if (c->r.unavailable) {
 				jobs_found_free(&fd);
+				waits_free(&w);
 				if (st)
 					freeReplyObject(st);
 				return ctl_redis_error_family(c, K_ATTEMPTS);
@@ -509,7 +589,9 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 				sb_addc(&b, ',');
 			entry_json(&b, &fd.v[i], 1);
 		}
-		sb_adds(&b, "],\"status\":");
+		sb_adds(&b, "]");
+		waits_json(&b, &fd, &w);
+		sb_adds(&b, ",\"status\":");
 		status_json(&b, st);
 		sb_adds(&b, ",\"attempts\":[");
 		for (size_t i = 0; att && i < att->elements; i++) {
@@ -530,7 +612,8 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 				printf("\n");
 			show_human(&fd.v[i], now, full);
 		}
-		if (fd.n == 0) {
+		waits_human(&fd, &w);
+		if (fd.n == 0 && !w.waiting) {
 			printf("where      nowhere (finished, or deleted); only its status is left\n");
 			const redisReply *k = status_field(st, "class"), *q = status_field(st, "queue");
 			printf("class      %.*s\nqueue      %.*s\n", k ? (int)k->len : 1, k ? k->str : "?",
@@ -570,6 +653,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 		freeReplyObject(att);
 	if (st)
 		freeReplyObject(st);
+	waits_free(&w);
 	jobs_found_free(&fd);
 	return CTL_OK;
 }

@@ -9,6 +9,12 @@
  * --expires-at T give it a deadline (the member expires_at, doc/protocol.md §7.31): D counts
  * from when the job is due (now, or its --in / --at time). D and T are read as every
  * command reads them (src/timearg.h).
+ *
+ * --batch BID and --after JID,... (doc/protocol.md §7.34) go through BATCH_PUSH. Each
+ * dependency is looked up first: settled lately (its settled record), or found in a queue,
+ * a set, a process or the waiting set; one found nowhere is refused as unknown, a dead one
+ * unless --after-any. Run by a handler, the push names its job (COGWORKER_JID) as the
+ * adder, so a running member may add to its committed batch.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -146,10 +152,53 @@ static void say_lock_holder(struct ctl *c, const struct push *p)
 	free(key);
 }
 
+/* 0 when every dependency exists (settled lately, or somewhere), else refused (said). */
+static int dependencies_ok(struct ctl *c, const struct push *p)
+{
+	for (int i = 0; i < p->nafter; i++) {
+		const char *dep = p->after[i];
+		redisReply *rep = rcmd(&c->r, "GET " K_SETTLED "%s", dep);
+		if (!rep)
+			return ctl_redis_error(c, "push --after");
+		int settled = rep->type == REDIS_REPLY_STRING;
+		freeReplyObject(rep);
+		if (settled)
+			continue;       /* BATCH_PUSH judges the outcome */
+		char where[256] = "";
+		int found = ctl_job_whereabouts(c, dep, where, sizeof where);
+		if (found < 0)
+			return CTL_USAGE;
+		if (found && strncmp(where, "in dead", 7) == 0 && !p->after_any) {
+			ctl_error("push --after: %s is %s: this job would be buried at once (with "
+			          "--after-any it runs once the others settled)", dep, where);
+			return CTL_USAGE;
+		}
+		if (found)
+			continue;
+		rep = rcmd(&c->r, "ZSCORE " K_BATCH_WAITING " %s", dep);
+		found = rep && rep->type == REDIS_REPLY_STRING;
+		if (rep)
+			freeReplyObject(rep);
+		rep = found ? NULL : rcmd(&c->r, "EXISTS " K_SETTLED "%s", dep);
+		found = found || reply_integer(rep, 0) > 0;     /* it settled as we looked */
+		if (rep)
+			freeReplyObject(rep);
+		if (!found) {
+			ctl_error("push --after: no job %s: not queued, scheduled, retrying, dead, "
+			          "running or waiting, nor settled in the last 10 minutes", dep);
+			return CTL_USAGE;
+		}
+	}
+	return CTL_OK;
+}
+
 static int push_one(struct ctl *c, struct push *p)
 {
 	char jid[25], err[512];
-	int r = producer_push(&c->r, p, jid, err, sizeof err);
+	int waiting = 0;
+	if (p->nafter && dependencies_ok(c, p) != CTL_OK)
+		return CTL_USAGE;
+	int r = producer_push_flow(&c->r, p, jid, err, sizeof err, &waiting);
 	if (r < 0) {
 		ctl_error("push failed: %s", err);
 		return CTL_USAGE;
@@ -158,11 +207,35 @@ static int push_one(struct ctl *c, struct push *p)
 		say_lock_holder(c, p);
 		return CTL_NOTHING;
 	}
-	if (c->json)
+	if (c->json && (p->nafter || p->bid))
+		printf("{\"jid\":\"%s\",\"waiting\":%s}\n", jid, waiting ? "true" : "false");
+	else if (c->json)
 		printf("{\"jid\":\"%s\"}\n", jid);
 	else
 		printf("%s\n", jid);
 	return CTL_OK;
+}
+
+/* --after's list, split at commas into p (the strings point into list, which is kept). */
+static int read_after(char *list, struct push *p, const char ***out)
+{
+	int n = 1;
+	for (const char *s = list; *s; s++)
+		n += *s == ',';
+	const char **v = xcalloc((size_t)n, sizeof *v);
+	int k = 0;
+	for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (*t)
+			v[k++] = t;
+	if (k == 0) {
+		free(v);
+		ctl_error("push --after: which jids? (JID[,JID...])");
+		return -1;
+	}
+	p->after = v;
+	p->nafter = k;
+	*out = v;
+	return 0;
 }
 
 static int push_stdin(struct ctl *c, struct push *p)
@@ -209,6 +282,9 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		{ "stdin", no_argument, NULL, 's' },
 		{ "expires-in", required_argument, NULL, 'E' },
 		{ "expires-at", required_argument, NULL, 'X' },
+		{ "batch", required_argument, NULL, 'B' },
+		{ "after", required_argument, NULL, 'A' },
+		{ "after-any", no_argument, NULL, 'Y' },
 		CTL_COMMON_OPTS,
 		{ 0, 0, 0, 0 },
 	};
@@ -217,7 +293,8 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	const char *json_args = NULL;
 	struct when w = { 0 };
 	int from_stdin = 0, ch;
-	char retry[32], expires[64];
+	char retry[32], expires[64], *after = NULL;
+	const char **after_v = NULL;
 	ctl_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "+q:", opts, NULL)) != -1) {
 		switch (ch) {
@@ -244,6 +321,9 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 		case 's': from_stdin = 1; break;
 		case 'E': w.expires_in = optarg; break;
 		case 'X': w.expires_at = optarg; break;
+		case 'B': p.bid = optarg; break;
+		case 'A': after = optarg; break;
+		case 'Y': p.after_any = 1; break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;
@@ -269,17 +349,33 @@ int cmd_push(struct ctl *c, int argc, char **argv)
 	}
 	if (resolve_times(&w, &p, expires) != 0)
 		return CTL_USAGE;
+	if (p.after_any && !after) {
+		ctl_error("push: --after-any goes with --after JID[,JID...]");
+		return CTL_USAGE;
+	}
+	if (p.bid && !*p.bid) {
+		ctl_error("push --batch: the bid is empty");
+		return CTL_USAGE;
+	}
+	if (p.bid || after)
+		p.adder = getenv("COGWORKER_JID");
+	if (after && read_after(after, &p, &after_v) != 0)
+		return CTL_USAGE;
 	if (json_args && !ctl_args_json_ok("push: --json-args", json_args))
 		return CTL_USAGE;
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	if (p.queue)
 		ctl_warn_unread_queue(c, p.queue);
-	if (from_stdin)
-		return push_stdin(c, &p);
-	char *args = json_args ? NULL : strings_as_json(argc - optind, argv + optind);
-	p.args_json = json_args ? json_args : args;
-	int status = push_one(c, &p);
-	free(args);
+	int status;
+	if (from_stdin) {
+		status = push_stdin(c, &p);
+	} else {
+		char *args = json_args ? NULL : strings_as_json(argc - optind, argv + optind);
+		p.args_json = json_args ? json_args : args;
+		status = push_one(c, &p);
+		free(args);
+	}
+	free(after_v);
 	return status;
 }

@@ -705,7 +705,7 @@ START_TEST(test_build_env)
 	setenv("TZ", "UTC", 1);
 	setenv("HOME", "/root", 1);
 	unsetenv("PATH");
-	env = handler_build_env(&h, "jid1", "Cls", "default", NULL, "[1,\"a\"]");
+	env = handler_build_env(&h, "jid1", "Cls", "default", NULL, "[1,\"a\"]", NULL);
 	ck_assert_int_eq(env_count(env, "PATH=/usr/local/bin:/usr/bin:/bin"), 1);
 	ck_assert_int_eq(env_count(env, "CWT_PASS=passed"), 1);
 	ck_assert(!env_has_name(env, "CWT_MISSING"));
@@ -723,13 +723,15 @@ START_TEST(test_build_env)
 	ck_assert_int_eq(env_count(env, "COGWORKER_QUEUE=default"), 1);
 	ck_assert_int_eq(env_count(env, "COGWORKER_RETRY_COUNT=0"), 1);
 	ck_assert_int_eq(env_count(env, "COGWORKER_ARGS=[1,\"a\"]"), 1);
+	ck_assert(!env_has_name(env, "COGWORKER_BID"));
 	handler_free_env(env);
 
 	setenv("PATH", "/opt/x:/bin", 1);
-	env = handler_build_env(&h, "j", "C", "q", "3", "[]");
+	env = handler_build_env(&h, "j", "C", "q", "3", "[]", "b0");
 	ck_assert_int_eq(env_count(env, "PATH=/opt/x:/bin"), 1);
 	ck_assert(!env_count(env, "PATH=/usr/local/bin:/usr/bin:/bin"));
 	ck_assert_int_eq(env_count(env, "COGWORKER_RETRY_COUNT=3"), 1);
+	ck_assert_int_eq(env_count(env, "COGWORKER_BID=b0"), 1);
 	handler_free_env(env);
 }
 END_TEST
@@ -747,7 +749,7 @@ START_TEST(test_child_env)
 	setenv("CWT_PASS", "passed", 1);
 	setenv("CWT_SECRET", "leak", 1);
 	env = handler_build_env(&h, "abcdef0123456789abcdef01", "Mail", "critical", "2",
-	                        "[12345678901234567890,\"x\"]");
+	                        "[12345678901234567890,\"x\"]", NULL);
 	req_init(&r, &c);
 	r.env = (const char *const *)env;
 	run_collect(&r, &res, &out);

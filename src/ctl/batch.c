@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * batch.c: `cogworkerctl batch new|commit|show|list|cancel|settle` (doc/protocol.md §7.34).
+ *
+ * Each change is one batch script (workflow.c runs it with its common arguments), so this
+ * file reads options and prints; what a batch is and when its callbacks fire is
+ * lua/lib/batch.lua's. A command run by a handler (COGWORKER_JID in its environment) names
+ * that job as the adder of a child batch, so a running member may add to a committed
+ * batch. cancel deletes the member jobs the script hands back that are still queued,
+ * scheduled or in retry, and cancels the running ones, as `jobs delete` and `jobs cancel`
+ * do. settle is the hand for what no daemon settles (a member a Ruby worker ran).
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ctl.h"
+#include "job.h"
+#include "jobs.h"
+#include "workflow.h"
+
+#define DEFAULT_EXPIRES_IN 86400.0
+#define SHOW_MEMBERS 1000       /* jids listed per set by show */
+
+static const char *adder(void)
+{
+	const char *j = getenv("COGWORKER_JID");
+	return j ? j : "";
+}
+
+static void print_fired(struct ctl *c, const redisReply *rep, size_t first)
+{
+	if (c->json || !rep || rep->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = first; i < rep->elements; i++)
+		if (rep->element[i]->type == REDIS_REPLY_STRING)
+			printf("fired: %s\n", rep->element[i]->str);
+}
+
+static int batch_new(struct ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "description", required_argument, NULL, 'd' },
+		{ "on-success", required_argument, NULL, 's' },
+		{ "on-complete", required_argument, NULL, 'c' },
+		{ "on-death", required_argument, NULL, 'x' },
+		{ "callback-args", required_argument, NULL, 'a' },
+		{ "callback-queue", required_argument, NULL, 'q' },
+		{ "parent", required_argument, NULL, 'p' },
+		{ "expires-in", required_argument, NULL, 'e' },
+		CTL_COMMON_OPTS,
+		{ 0, 0, 0, 0 },
+	};
+	const char *desc = "", *on_s = "", *on_c = "", *on_d = "", *cargs = "[]";
+	const char *cq = "default", *parent = "";
+	double expires_in = DEFAULT_EXPIRES_IN;
+	int ch;
+	ctl_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'd': desc = optarg; break;
+		case 's': on_s = optarg; break;
+		case 'c': on_c = optarg; break;
+		case 'x': on_d = optarg; break;
+		case 'a': cargs = optarg; break;
+		case 'q': cq = optarg; break;
+		case 'p': parent = optarg; break;
+		case 'e':
+			if (ctl_duration_arg("batch new --expires-in", optarg,
+			                     "would expire it at once", &expires_in) != 0)
+				return CTL_USAGE;
+			break;
+		default:
+			if (!ctl_common_opt(c, ch, argv))
+				return CTL_USAGE;
+		}
+	}
+	if (optind < argc) {
+		ctl_error("batch new: unexpected argument \"%s\"", argv[optind]);
+		return CTL_USAGE;
+	}
+	if (!ctl_args_json_ok("batch new: --callback-args", cargs) ||
+	    !ctl_queue_name_ok("batch new --callback-queue", cq) ||
+	    !ctl_utf8_ok("batch new: --description", desc, strlen(desc)))
+		return CTL_USAGE;
+	if (ctl_connect(c) != 0)
+		return CTL_USAGE;
+	char bid[25], expires[32];
+	new_jid(bid);
+	job_format_time(now_float() + expires_in, expires);
+	const char *args[] = { bid, desc, on_s, on_c, on_d, cargs, cq, expires, parent, adder() };
+	redisReply *rep = workflow_script(&c->r, "batch_open", 10, args, NULL);
+	if (!rep)
+		return ctl_redis_error(c, "batch new");
+	freeReplyObject(rep);
+	if (c->json)
+		printf("{\"bid\":\"%s\"}\n", bid);
+	else
+		printf("%s\n", bid);
+	return CTL_OK;
+}
+
+static int batch_commit(struct ctl *c, const char *bid)
+{
+	const char *args[] = { bid };
+	redisReply *rep = workflow_script(&c->r, "batch_commit", 1, args, NULL);
+	if (!rep)
+		return ctl_redis_error(c, "batch commit");
+	int now = rep->type == REDIS_REPLY_ARRAY && rep->elements &&
+	          reply_integer(rep->element[0], 0) == 1;
+	if (c->json) {
+		printf("{\"bid\":\"%s\",\"committed\":%s}\n", bid, now ? "true" : "false");
+	} else if (now) {
+		printf("committed %s\n", bid);
+		print_fired(c, rep, 1);
+	} else {
+		ctl_error("batch %s was committed already", bid);
+	}
+	freeReplyObject(rep);
+	return now ? CTL_OK : CTL_NOTHING;
+}
+
+/* The members of one of the batch's sets, as a JSON array and a count. */
+static long long add_members(struct ctl *c, struct sbuf *b, const char *bid, const char *part)
+{
+	redisReply *rep = rcmd(&c->r, "SRANDMEMBER " K_BATCH "%s:%s %d", bid, part, SHOW_MEMBERS);
+	redisReply *n = rcmd(&c->r, "SCARD " K_BATCH "%s:%s", bid, part);
+	long long count = n ? reply_integer(n, 0) : 0;
+	sb_printf(b, ",\"%s\":%lld,\"%s_jids\":[", part, count, part);
+	for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+		if (i)
+			sb_addc(b, ',');
+		jstr(b, rep->element[i]->str);
+	}
+	sb_addc(b, ']');
+	if (rep)
+		freeReplyObject(rep);
+	if (n)
+		freeReplyObject(n);
+	return count;
+}
+
+static const char *const FIELDS[] = { "state", "description", "created_at", "committed_at",
+	"completed_at", "cancelled_at", "expired_at", "expires_at", "parent", "total",
+	"on_success", "on_complete", "on_death", "callback_args", "callback_queue",
+	"fired_success", "fired_complete", "fired_death" };
+#define NFIELDS (sizeof FIELDS / sizeof *FIELDS)
+
+static int batch_show(struct ctl *c, const char *bid)
+{
+	redisReply *rep = rcmd(&c->r, "HGETALL " K_BATCH "%s", bid);
+	if (!rep)
+		return ctl_redis_error(c, "batch show");
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0) {
+		freeReplyObject(rep);
+		ctl_error("batch %s: no such batch (or it expired, 7 days after it finished)", bid);
+		return CTL_NOTHING;
+	}
+	const char *val[NFIELDS] = { 0 };
+	for (size_t i = 0; i + 1 < rep->elements; i += 2)
+		for (size_t k = 0; k < NFIELDS; k++)
+			if (strcmp(rep->element[i]->str, FIELDS[k]) == 0)
+				val[k] = rep->element[i + 1]->str;
+	struct sbuf b;
+	sb_init(&b);
+	sb_adds(&b, "{\"bid\":");
+	jstr(&b, bid);
+	for (size_t k = 0; k < NFIELDS; k++) {
+		sb_printf(&b, ",\"%s\":", FIELDS[k]);
+		jstr(&b, val[k]);
+	}
+	static const char *const parts[] = { "pending", "succeeded", "dead", "discarded" };
+	long long counts[4];
+	for (int i = 0; i < 4; i++)
+		counts[i] = add_members(c, &b, bid, parts[i]);
+	sb_addc(&b, '}');
+	if (c->json) {
+		jprint(&b);
+	} else {
+		printf("batch %s: %s%s%s\n", bid, val[0], val[1] && *val[1] ? ": " : "",
+		       val[1] ? val[1] : "");
+		printf("members: %s total; %lld pending, %lld succeeded, %lld dead, %lld discarded\n",
+		       val[9] ? val[9] : "0", counts[0], counts[1], counts[2], counts[3]);
+		if (val[8] && *val[8])
+			printf("parent: %s\n", val[8]);
+		for (int k = 0; k < 3; k++) {
+			const char *kind[] = { "success", "complete", "death" };
+			if (val[10 + k] && *val[10 + k])
+				printf("on_%s: %s%s%s\n", kind[k], val[10 + k],
+				       val[15 + k] ? ", fired, jid " : ", not fired",
+				       val[15 + k] ? val[15 + k] : "");
+		}
+		sb_free(&b);
+	}
+	freeReplyObject(rep);
+	return CTL_OK;
+}
+
+static int batch_list(struct ctl *c)
+{
+	redisReply *rep = rcmd(&c->r, "ZREVRANGE " K_BATCH_LIST " 0 99");
+	if (!rep)
+		return ctl_redis_error(c, "batch list");
+	static const char *heads[] = { "BID", "STATE", "PENDING", "TOTAL", "CREATED",
+	                               "DESCRIPTION" };
+	static const int limits[] = { 0, 0, 0, 0, 0, 40 };
+	struct table t;
+	table_init(&t, 6, heads, limits);
+	struct sbuf b;
+	sb_init(&b);
+	sb_addc(&b, '[');
+	int shown = 0;
+	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+		const char *bid = rep->element[i]->str;
+		redisReply *h = rcmd(&c->r, "HMGET " K_BATCH "%s state total created_at description",
+		                     bid);
+		redisReply *n = rcmd(&c->r, "SCARD " K_BATCH "%s:pending", bid);
+		if (h && h->type == REDIS_REPLY_ARRAY && h->elements == 4 &&
+		    h->element[0]->type == REDIS_REPLY_STRING) {
+			const char *st = h->element[0]->str;
+			const char *tot = h->element[1]->str ? h->element[1]->str : "0";
+			const char *desc = h->element[3]->str ? h->element[3]->str : "";
+			double created = h->element[2]->str ? atof(h->element[2]->str) : 0;
+			char pend[32], iso[32];
+			snprintf(pend, sizeof pend, "%lld", n ? reply_integer(n, 0) : 0);
+			ctl_iso_time(created, iso);
+			const char *row[] = { bid, st, pend, tot, iso, desc };
+			table_add(&t, row);
+			sb_adds(&b, shown++ ? ",{\"bid\":" : "{\"bid\":");
+			jstr(&b, bid);
+			sb_adds(&b, ",\"state\":");
+			jstr(&b, st);
+			sb_printf(&b, ",\"pending\":%s,\"total\":%s,\"created_at\":", pend, tot);
+			jnum(&b, created);
+			sb_adds(&b, ",\"description\":");
+			jstr(&b, desc);
+			sb_addc(&b, '}');
+		} else if (h) {         /* expired: its listing goes too */
+			redisReply *z = rcmd(&c->r, "ZREM " K_BATCH_LIST " %s", bid);
+			if (z)
+				freeReplyObject(z);
+		}
+		if (h)
+			freeReplyObject(h);
+		if (n)
+			freeReplyObject(n);
+	}
+	sb_addc(&b, ']');
+	freeReplyObject(rep);
+	if (c->json)
+		jprint(&b);
+	else
+		sb_free(&b);
+	if (!c->json)
+		table_print(&t);
+	table_free(&t);
+	return CTL_OK;
+}
+
+/* The member jobs BATCH_CANCEL handed back: deleted where they wait, cancelled where they
+ * run. */
+static int cancel_members(struct ctl *c, const redisReply *jids)
+{
+	int status = CTL_OK;
+	const struct filter any = { 0 };
+	for (size_t i = 0; jids->type == REDIS_REPLY_ARRAY && i < jids->elements; i++) {
+		char *jid = jids->element[i]->str;
+		char where[256] = "";
+		int found = ctl_job_whereabouts(c, jid, where, sizeof where);
+		if (found <= 0)
+			continue;
+		if (strncmp(where, "running", 7) == 0 || strncmp(where, "fetched", 7) == 0)
+			status = ctl_worse(status, jobs_cancel(c, jid, 0) == CTL_USAGE ? CTL_USAGE
+			                                                               : CTL_OK);
+		else if (strncmp(where, "in dead", 7) != 0)
+			status = ctl_worse(status, jobs_act_on_args(c, A_DELETE, BIT(S_QUEUED) |
+			                   BIT(S_SCHEDULED) | BIT(S_RETRY), &any, 1, &jid, 0, 0)
+			                   == CTL_USAGE ? CTL_USAGE : CTL_OK);
+	}
+	return status;
+}
+
+static int batch_cancel(struct ctl *c, const char *bid)
+{
+	if (!c->yes) {
+		ctl_error("batch cancel deletes the batch's jobs not yet run and cancels the running "
+		          "ones: add --yes");
+		return CTL_USAGE;
+	}
+	const char *args[] = { bid };
+	redisReply *rep = workflow_script(&c->r, "batch_cancel", 1, args, NULL);
+	if (!rep)
+		return ctl_redis_error(c, "batch cancel");
+	if (!c->json)
+		printf("cancelled %s: no callback will fire; %zu member job(s) to stop\n", bid,
+		       rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0);
+	int status = cancel_members(c, rep);
+	if (c->json)
+		printf("{\"bid\":\"%s\",\"cancelled\":true,\"members\":%zu}\n", bid,
+		       rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0);
+	freeReplyObject(rep);
+	return status;
+}
+
+static int batch_settle(struct ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "outcome", required_argument, NULL, 'o' },
+		CTL_COMMON_OPTS,
+		{ 0, 0, 0, 0 },
+	};
+	const char *outcome = SETTLED_SUCCESS;
+	int ch;
+	ctl_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (ch == 'o')
+			outcome = optarg;
+		else if (!ctl_common_opt(c, ch, argv))
+			return CTL_USAGE;
+	}
+	if (argc - optind != 2) {
+		ctl_error("batch settle: which BID and JID?");
+		return CTL_USAGE;
+	}
+	if (strcmp(outcome, SETTLED_SUCCESS) && strcmp(outcome, SETTLED_DEAD) &&
+	    strcmp(outcome, SETTLED_DISCARDED)) {
+		ctl_error("batch settle: --outcome is success, dead or discarded, not \"%s\"", outcome);
+		return CTL_USAGE;
+	}
+	if (ctl_connect(c) != 0)
+		return CTL_USAGE;
+	const char *args[] = { argv[optind + 1], outcome, argv[optind] };
+	redisReply *rep = workflow_script(&c->r, "batch_settle", 3, args, NULL);
+	if (!rep)
+		return ctl_redis_error(c, "batch settle");
+	if (c->json)
+		printf("{\"bid\":\"%s\",\"jid\":\"%s\",\"outcome\":\"%s\"}\n", argv[optind],
+		       argv[optind + 1], outcome);
+	else
+		printf("settled %s in %s as %s\n", argv[optind + 1], argv[optind], outcome);
+	print_fired(c, rep, 2);
+	freeReplyObject(rep);
+	return CTL_OK;
+}
+
+int cmd_batch(struct ctl *c, int argc, char **argv)
+{
+	const char *sub = argc > 1 ? argv[1] : "";
+	if (strcmp(sub, "new") == 0)
+		return batch_new(c, argc - 1, argv + 1);
+	if (strcmp(sub, "settle") == 0)
+		return batch_settle(c, argc - 1, argv + 1);
+	int list = strcmp(sub, "list") == 0 || !*sub;
+	if (!list && strcmp(sub, "commit") && strcmp(sub, "show") && strcmp(sub, "cancel")) {
+		ctl_error("batch: new, commit, show, list, cancel or settle, not \"%s\"", sub);
+		return CTL_USAGE;
+	}
+	char **av = argv + (*sub ? 1 : 0);
+	int n = ctl_only_common_opts(c, argc - (*sub ? 1 : 0), av, list ? 0 : 1);
+	if (n < 0)
+		return CTL_USAGE;
+	if (!list && n != 1) {
+		ctl_error("batch %s: which BID?", sub);
+		return CTL_USAGE;
+	}
+	if (ctl_connect(c) != 0)
+		return CTL_USAGE;
+	if (list)
+		return batch_list(c);
+	const char *bid = av[optind];
+	if (strcmp(sub, "commit") == 0)
+		return batch_commit(c, bid);
+	if (strcmp(sub, "show") == 0)
+		return batch_show(c, bid);
+	return batch_cancel(c, bid);
+}

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""BT — batches with callbacks (doc/behaviours.md §37, doc/protocol.md §7.34): cogworkerctl
+batch new, push --batch, commit; the daemon settles members for good and the callbacks run
+exactly once, after the last member.
+
+Run: python3 tests/integration/run.py test_batches
+"""
+
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flowkit import RECORD, FlowTestCase  # noqa: E402
+from harness import wait_for  # noqa: E402
+from runkit import DEAD, sh  # noqa: E402
+
+
+class Batches(FlowTestCase):
+    def new(self, *opts):
+        out, _ = self.ctl("batch", "new", "--on-success", "Done", "--on-complete", "All",
+                          "--on-death", "Died", "--callback-args", '["report", 7]', *opts)
+        bid = out.strip()
+        self.assertRegex(bid, r"^[0-9a-f]{24}$")
+        return bid
+
+    def member(self, bid, cls="Work", *args):
+        return self.ctl("push", "--batch", bid, cls, *args)[0].strip()
+
+    def test_bt1_callbacks_run_once_after_the_last_member(self):
+        self.flow_daemon(self.record("Work", 0.3), self.record("Done"), self.record("All"))
+        bid = self.new("--description", "thumbnails")
+        jids = [self.member(bid) for _ in range(6)]
+        time.sleep(0.5)
+        self.assertIsNone(self.callback_jid(bid, "success"), "fired before the commit")
+        self.ctl("batch", "commit", bid)
+        done, all_ = None, None
+        wait_for(lambda: self.callback_jid(bid, "success") and self.callback_jid(bid, "complete"),
+                 timeout=20, message="both callbacks fired")
+        done, all_ = self.callback_jid(bid, "success"), self.callback_jid(bid, "complete")
+        runs = self.wait_runs(jids + [done, all_])
+        last_end = max(runs[j][0][2] for j in jids)
+        for cb in (done, all_):
+            self.assertEqual(len(runs[cb]), 1)
+            self.assertGreater(runs[cb][0][1], last_end, "callback before the last member")
+            self.assertEqual(runs[cb][0][0], bid, "COGWORKER_BID of the callback")
+        for j in jids:
+            self.assertEqual([r[0] for r in runs[j]], [bid], "one run with COGWORKER_BID")
+        s = self.show(bid)
+        self.assertEqual((s["state"], s["total"], s["pending"], s["succeeded"]),
+                         ("committed", "6", 0, 6))
+        self.assertEqual(s["description"], "thumbnails")
+        self.assertEqual(s["fired_success"], done)
+        self.assertIsNone(s["fired_death"])
+        listed = json.loads(self.ctl("--json", "batch", "list")[0])
+        self.assertEqual([(b["bid"], b["pending"]) for b in listed], [(bid, 0)])
+        time.sleep(1)
+        self.assertEqual(len(self.runs()[done]), 1)
+
+    def test_bt2_a_member_run_twice_counts_once(self):
+        """The same member delivered twice (at-least-once): on_success once."""
+        d = self.flow_daemon(self.record("Work", 0.2), self.record("Done"),
+                             self.record("All"), concurrency=2, start=False)
+        bid = self.new()
+        jid = self.member(bid)
+        raw = self.r.lindex("cogworker:queue:default", 0)
+        self.r.lpush("cogworker:queue:default", raw)
+        self.ctl("batch", "commit", bid)
+        d.start()
+        wait_for(lambda: len(self.runs().get(jid, [])) == 2, timeout=10, message="two runs")
+        done = self.callback_jid(bid, "success")
+        self.wait_runs([done])
+        time.sleep(1)
+        self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
+        self.assertEqual(len(self.runs()[done]), 1)
+        self.assertEqual(self.show(bid)["succeeded"], 1)
+
+    def test_bt3_a_dead_member_retried_by_hand_then_succeeding_fires_on_success(self):
+        fixed = self.path("fixed")
+        self.flow_daemon(self.record("Work"), self.record("Flaky", 0.05, 1, fixed),
+                         self.record("Done"), self.record("All"), self.record("Died"))
+        bid = self.new()
+        ok = self.member(bid)
+        flaky = self.ctl("push", "--batch", bid, "--retry", "false", "Flaky")[0].strip()
+        self.ctl("batch", "commit", bid)
+        wait_for(lambda: self.callback_jid(bid, "complete"), timeout=20, message="on_complete")
+        died = self.callback_jid(bid, "death")
+        self.wait_runs([ok, flaky, died, self.callback_jid(bid, "complete")])
+        self.assertIsNone(self.callback_jid(bid, "success"))
+        self.assertEqual(self.show(bid)["dead_jids"], [flaky])
+        open(fixed, "w").close()
+        out, _ = self.ctl("jobs", "retry", flaky)
+        self.assertIn("retried", out)
+        wait_for(lambda: self.callback_jid(bid, "success"), timeout=20, message="on_success")
+        done = self.callback_jid(bid, "success")
+        runs = self.wait_runs([done])
+        self.assertGreater(runs[done][0][1], runs[flaky][-1][2])
+        self.assertEqual(len(runs[died]), 1)
+        s = self.show(bid)
+        self.assertEqual((s["dead"], s["succeeded"]), (0, 2))
+
+    def test_bt4_nested_batches(self):
+        self.flow_daemon(self.record("Work", 0.2), self.record("Done"), self.record("All"))
+        parent = self.new()
+        child = self.ctl("batch", "new", "--parent", parent, "--on-success", "Done")[0].strip()
+        a = self.member(parent)
+        b = self.member(child)
+        c = self.member(child)
+        self.ctl("batch", "commit", parent)
+        self.wait_runs([a])
+        time.sleep(0.5)
+        self.assertIsNone(self.callback_jid(parent, "success"), "before the child completed")
+        self.ctl("batch", "commit", child)
+        wait_for(lambda: self.callback_jid(parent, "success"), timeout=20, message="parent")
+        pd, cd = self.callback_jid(parent, "success"), self.callback_jid(child, "success")
+        runs = self.wait_runs([pd, cd, b, c])
+        self.assertGreater(runs[pd][0][1], max(runs[b][0][2], runs[c][0][2]))
+        self.assertEqual(self.show(parent)["succeeded_jids"].sort(), [a, child].sort())
+
+    def test_bt5_a_running_member_adds_members_to_its_committed_batch(self):
+        adder = sh(RECORD.replace("exit $code", '"$5" push --batch "$COGWORKER_BID" Work; '
+                                  'exit $code'), self.runs_file, 0.5, 0, "", self.ctl_binary())
+        self.flow_daemon({"class": "Fan", "command": adder,
+                          "env": ["REDIS_URL=" + self.server.url]},
+                         self.record("Work", 0.2), self.record("Done"), self.record("All"))
+        bid = self.new()
+        fan = self.member(bid, "Fan")
+        self.ctl("batch", "commit", bid)
+        with self.assertRaises(AssertionError):     # from outside: refused
+            self.ctl("push", "--batch", bid, "Work")
+        wait_for(lambda: self.callback_jid(bid, "success"), timeout=20, message="on_success")
+        s = self.show(bid)
+        self.assertEqual(s["total"], "2")
+        added = [j for j in s["succeeded_jids"] if j != fan]
+        done = self.callback_jid(bid, "success")
+        runs = self.wait_runs([done] + added)
+        self.assertGreater(runs[done][0][1], runs[added[0]][0][2])
+
+    def ctl_binary(self):
+        from harness import binary
+        return binary("cogworkerctl")
+
+    def test_bt6_cancel_mid_run_fires_nothing(self):
+        self.flow_daemon(self.record("Work", 2), self.record("Done"), self.record("All"),
+                         self.record("Died"), concurrency=1)
+        bid = self.new()
+        jids = [self.member(bid) for _ in range(3)]
+        self.ctl("batch", "commit", bid)
+        wait_for(lambda: self.r.hlen("cogworker:workers:" + self.daemons[0].identity) or
+                 self.r.llen("cogworker:queue:default") == 2, timeout=10, message="one running")
+        out, _ = self.ctl("--yes", "batch", "cancel", bid)
+        self.assertIn("no callback will fire", out)
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=20, message="the running one cancelled")
+        self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
+        time.sleep(1.5)
+        self.assertEqual(len(self.runs()), 1 if self.runs() else 0)
+        for kind in ("success", "complete", "death"):
+            self.assertIsNone(self.callback_jid(bid, kind))
+        self.assertEqual(self.show(bid)["state"], "cancelled")
+        self.assertEqual(self.r.llen("cogworker:queue:callbacks"), 0)
+        self.assertTrue(set(self.runs()) <= set(jids))
+
+    def test_bt7_an_uncommitted_batch_expires_and_says_so(self):
+        d = self.flow_daemon(self.record("Work"), self.record("Done"))
+        bid = self.new("--expires-in", "1")
+        self.member(bid)
+        d.wait_log("batch %s expired uncommitted (0 member(s) pending)" % bid, timeout=15)
+        self.assertEqual(self.show(bid)["state"], "expired")
+        _, err = self.ctl("batch", "commit", bid, rc=2)
+        self.assertIn("is expired", err)
+        self.assertIsNone(self.callback_jid(bid, "success"))
+
+    def test_bt8_bad_input_is_refused_clearly(self):
+        _, err = self.ctl("batch", "new", "--callback-args", "{1", rc=2)
+        self.assertIn("--callback-args", err)
+        _, err = self.ctl("push", "--batch", "nope", "Work", rc=2)
+        self.assertIn("batch nope does not exist", err)
+        _, err = self.ctl("batch", "show", "nope", rc=1)
+        self.assertIn("no such batch", err)
+        self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
+
+    def test_bt9_a_member_settled_by_hand(self):
+        """What a Ruby worker leaves unsettled: cogworkerctl batch settle."""
+        self.flow_daemon(self.record("Done"), self.record("All"))
+        bid = self.new()
+        jid = self.member(bid, "RubyOnly")
+        self.r.delete("cogworker:queue:default")        # a Ruby worker took and ran it
+        self.ctl("batch", "commit", bid)
+        time.sleep(0.5)
+        self.assertIsNone(self.callback_jid(bid, "success"))
+        out, _ = self.ctl("batch", "settle", bid, jid)
+        self.assertIn("fired: %s success" % bid, out)
+        self.wait_runs([self.callback_jid(bid, "success")])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: MIT
+"""DP — jobs that wait for other jobs (doc/behaviours.md §38, doc/protocol.md §7.34):
+cogworkerctl push --after / --after-any; the waiting set; release when every dependency
+succeeded, burial as Cogworker::DependencyFailed when one failed.
+
+Run: python3 tests/integration/run.py test_dependencies
+"""
+
+import json
+import os
+import random
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flowkit import FlowTestCase  # noqa: E402
+from harness import wait_for  # noqa: E402
+from runkit import DEAD  # noqa: E402
+
+
+class Dependencies(FlowTestCase):
+    def push(self, cls, *opts):
+        return self.ctl("push", *opts, cls)[0].strip()
+
+    def dead_entries(self):
+        return {json.loads(m)["jid"]: json.loads(m) for m in self.r.zrange(DEAD, 0, -1)}
+
+    def test_dp1_a_job_runs_after_what_it_waits_for(self):
+        self.flow_daemon(self.record("Work", 0.5))
+        a = self.push("Work")
+        b = self.push("Work", "--after", a)
+        self.assertEqual(self.r.zscore("cogworker:batch:waiting", b) is not None, True)
+        shown = json.loads(self.ctl("--json", "jobs", "show", b)[0])
+        self.assertEqual(shown["waits_for"], {"jids": [a], "after_any": False})
+        out, _ = self.ctl("jobs", "show", b)
+        self.assertIn("waiting (runs once they all succeeded), for: %s" % a, out)
+        runs = self.wait_runs([a, b])
+        self.assertGreater(runs[b][0][1], runs[a][0][2])
+        self.assertIsNone(self.r.zscore("cogworker:batch:waiting", b))
+
+    def test_dp2_a_dag_of_20_runs_each_job_once_after_its_dependencies(self):
+        self.flow_daemon(self.record("Work", 0.1), concurrency=4)
+        rnd = random.Random(25)
+        deps, jids = {}, []
+        for i in range(20):
+            # fan-out from early nodes, fan-in of up to 4 earlier ones
+            parents = rnd.sample(jids, min(len(jids), rnd.randint(0, 4))) if jids else []
+            opts = ("--after", ",".join(parents)) if parents else ()
+            jid = self.push("Work", *opts)
+            deps[jid] = parents
+            jids.append(jid)
+        runs = self.wait_runs(jids, timeout=60)
+        fan_in = max(len(p) for p in deps.values())
+        fan_out = max(sum(j in p for p in deps.values()) for j in jids)
+        self.assertGreaterEqual(fan_in, 3)
+        self.assertGreaterEqual(fan_out, 3)
+        time.sleep(1)
+        runs = self.runs()
+        for jid in jids:
+            self.assertEqual(len(runs[jid]), 1, "%s ran once" % jid)
+            for p in deps[jid]:
+                self.assertGreater(runs[jid][0][1], runs[p][0][2],
+                                   "%s started after %s ended" % (jid, p))
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
+
+    def test_dp3_a_failed_dependency_buries_its_dependants_and_after_any_runs(self):
+        self.flow_daemon(self.record("Work"), self.record("Bad", 0.05, 1))
+        bad = self.push("Bad", "--retry", "false")
+        child = self.push("Work", "--after", bad)
+        grandchild = self.push("Work", "--after", child)
+        anyway = self.push("Work", "--after-any", "--after", bad)
+        wait_for(lambda: len(self.dead_entries()) == 3, timeout=20, message="three dead")
+        dead = self.dead_entries()
+        self.assertEqual(dead[child]["error_class"], "Cogworker::DependencyFailed")
+        self.assertEqual(dead[child]["error_message"], "dependency %s died" % bad)
+        self.assertEqual(dead[grandchild]["error_message"], "dependency %s died" % child)
+        runs = self.wait_runs([bad, anyway])
+        self.assertGreater(runs[anyway][0][1], runs[bad][0][2])
+        time.sleep(1)
+        self.assertNotIn(child, self.runs())
+        self.assertNotIn(grandchild, self.runs())
+
+    def test_dp4_unknown_and_dead_dependencies_are_refused_at_push(self):
+        self.flow_daemon(self.record("Bad", 0.05, 1))
+        _, err = self.ctl("push", "--after", "0123456789abcdef01234567", "Work", rc=2)
+        self.assertIn("no job 0123456789abcdef01234567", err)
+        bad = self.push("Bad", "--retry", "false")
+        wait_for(lambda: bad in self.dead_entries(), timeout=10, message="dead")
+        _, err = self.ctl("push", "--after", bad, "Work", rc=2)
+        self.assertIn("died", err)
+        self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
+        self.push("Work", "--after", bad, "--after-any", "--queue", "elsewhere")
+        self.assertEqual(self.r.llen("cogworker:queue:elsewhere"), 1)
+
+    def test_dp5_a_dependency_that_already_succeeded_counts_as_met(self):
+        self.flow_daemon(self.record("Work"))
+        a = self.push("Work")
+        self.wait_runs([a])
+        wait_for(lambda: self.r.get("cogworker:batch:settled:" + a) == b"success", timeout=5,
+                 message="settled record")
+        b = self.push("Work", "--after", a)
+        self.assertIsNone(self.r.zscore("cogworker:batch:waiting", b))
+        self.wait_runs([b])
+
+    def test_dp6_a_waiting_member_of_a_batch(self):
+        self.flow_daemon(self.record("Work", 0.3), self.record("Done"))
+        bid = self.ctl("batch", "new", "--on-success", "Done")[0].strip()
+        a = self.push("Work", "--batch", bid)
+        b = self.push("Work", "--batch", bid, "--after", a)
+        shown = json.loads(self.ctl("--json", "jobs", "show", b)[0])
+        self.assertEqual(shown["batch"], bid)
+        self.ctl("batch", "commit", bid)
+        wait_for(lambda: self.callback_jid(bid, "success"), timeout=20, message="on_success")
+        done = self.callback_jid(bid, "success")
+        runs = self.wait_runs([a, b, done])
+        self.assertGreater(runs[done][0][1], runs[b][0][2])
+
+
+if __name__ == "__main__":
+    unittest.main()
