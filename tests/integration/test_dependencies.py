@@ -65,11 +65,12 @@ class Dependencies(FlowTestCase):
         self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
 
     def test_dp3_a_failed_dependency_buries_its_dependants_and_after_any_runs(self):
-        self.flow_daemon(self.record("Work"), self.record("Bad", 0.05, 1))
+        d = self.flow_daemon(self.record("Work"), self.record("Bad", 0.05, 1), start=False)
         bad = self.push("Bad", "--retry", "false")
         child = self.push("Work", "--after", bad)
         grandchild = self.push("Work", "--after", child)
         anyway = self.push("Work", "--after-any", "--after", bad)
+        d.start()
         wait_for(lambda: len(self.dead_entries()) == 3, timeout=20, message="three dead")
         dead = self.dead_entries()
         self.assertEqual(dead[child]["error_class"], "Cogworker::DependencyFailed")
