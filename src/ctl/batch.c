@@ -344,7 +344,7 @@ static int batch_settle(struct ctl *c, int argc, char **argv)
 
 int cmd_batch(struct ctl *c, int argc, char **argv)
 {
-	const char *sub = argc > 1 ? argv[1] : "";
+	const char *sub = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
 	if (strcmp(sub, "new") == 0)
 		return batch_new(c, argc - 1, argv + 1);
 	if (strcmp(sub, "settle") == 0)

@@ -60,22 +60,6 @@ static const struct command commands[] = {
 	  "it runs once they all settled, however. A jid named must exist (or have settled in\n"
 	  "the last 10 minutes).\n"
 	  DURATIONS_AND_TIMES },
-	{ "batch", cmd_batch,
-	  "batch new [--description TEXT] [--on-success CLASS] [--on-complete CLASS]\n"
-	  "          [--on-death CLASS] [--callback-args JSON] [--callback-queue Q]\n"
-	  "          [--parent BID] [--expires-in D]\n"
-	  "batch commit|show|cancel BID   (cancel needs --yes)\n"
-	  "batch list\n"
-	  "batch settle [--outcome success|dead|discarded] BID JID",
-	  "batches of jobs with callbacks: open, commit, show, list, cancel, settle by hand",
-	  "new prints the bid; push --batch BID adds jobs; commit closes it to outside additions\n"
-	  "(its members still running may add more). Callbacks are jobs pushed once: on_death at\n"
-	  "the first member that died, on_complete when every member settled, on_success when\n"
-	  "every member succeeded (also after a dead member was retried and succeeded). Not\n"
-	  "committed within --expires-in (1 day), it expires and fires nothing. --parent makes it\n"
-	  "a member of BID. cancel deletes members not yet run and cancels running ones;\n"
-	  "nothing fires. settle counts a member as settled (one a Ruby worker ran).\n"
-	  DURATIONS_AND_TIMES },
 	{ "stats", cmd_stats, "stats",
 	  "processed, failed, queued, scheduled, retry, dead, busy; hourly throughput",
 	  "The counters cogworker's dashboard shows, and the last 24 hours of throughput." },
@@ -154,6 +138,22 @@ static const struct command commands[] = {
 	  "reads the password on standard input; --token makes one for scripts, sent as\n"
 	  "Authorization: Bearer USER:TOKEN). --read-only refuses every action. Each action\n"
 	  "is logged on stderr with who did it." },
+	{ "batch", cmd_batch,
+	  "batch new [--description TEXT] [--on-success CLASS] [--on-complete CLASS]\n"
+	  "          [--on-death CLASS] [--callback-args JSON] [--callback-queue Q]\n"
+	  "          [--parent BID] [--expires-in D]\n"
+	  "batch commit|show|cancel BID   (cancel needs --yes)\n"
+	  "batch list\n"
+	  "batch settle [--outcome success|dead|discarded] BID JID",
+	  "batches of jobs with callbacks: open, commit, show, list, cancel, settle by hand",
+	  "new prints the bid; push --batch BID adds jobs; commit closes it to outside additions\n"
+	  "(its members still running may add more). Callbacks are jobs pushed once: on_death at\n"
+	  "the first member that died, on_complete when every member settled, on_success when\n"
+	  "every member succeeded (also after a dead member was retried and succeeded). Not\n"
+	  "committed within --expires-in (1 day), it expires and fires nothing. --parent makes it\n"
+	  "a member of BID. cancel deletes members not yet run and cancels running ones;\n"
+	  "nothing fires. settle counts a member as settled (one a Ruby worker ran).\n"
+	  DURATIONS_AND_TIMES },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

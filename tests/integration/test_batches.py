@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""BT — batches with callbacks (doc/behaviours.md §37, doc/protocol.md §7.34): cogworkerctl
+"""BT — batches with callbacks (doc/behaviours.md §45, doc/protocol.md §7.34): cogworkerctl
 batch new, push --batch, commit; the daemon settles members for good and the callbacks run
 exactly once, after the last member.
 

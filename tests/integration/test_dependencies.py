@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""DP — jobs that wait for other jobs (doc/behaviours.md §38, doc/protocol.md §7.34):
+"""DP — jobs that wait for other jobs (doc/behaviours.md §46, doc/protocol.md §7.34):
 cogworkerctl push --after / --after-any; the waiting set; release when every dependency
 succeeded, burial as Cogworker::DependencyFailed when one failed.
 
