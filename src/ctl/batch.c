@@ -182,13 +182,12 @@ static int batch_show(struct ctl *c, const char *bid)
 		       val[9] ? val[9] : "0", counts[0], counts[1], counts[2], counts[3]);
 		if (val[8] && *val[8])
 			printf("parent: %s\n", val[8]);
-		for (int k = 0; k < 3; k++) {
-			const char *kind[] = { "success", "complete", "death" };
+		static const char *const kind[] = { "success", "complete", "death" };
+		for (int k = 0; k < 3; k++)
 			if (val[10 + k] && *val[10 + k])
 				printf("on_%s: %s%s%s\n", kind[k], val[10 + k],
 				       val[15 + k] ? ", fired, jid " : ", not fired",
 				       val[15 + k] ? val[15 + k] : "");
-		}
 		sb_free(&b);
 	}
 	freeReplyObject(rep);
