@@ -36,6 +36,13 @@ def build_dir():
     return os.path.abspath(os.environ.get("COGWORKERD_BUILD") or os.path.join(REPO, "build"))
 
 
+def sanitizer_build():
+    """Whether the binaries are a sanitizer build (build/asan, build/tsan): there a process's
+    RSS counts the sanitizer's shadow memory, and ASan's quarantine holds what is freed (its
+    peak is the sum of what was allocated), so a bound on memory says nothing of the code."""
+    return os.path.basename(build_dir()) in ("asan", "tsan")
+
+
 def binary(name):
     """Path of a built program, e.g. binary("cogworkerd")."""
     return os.path.join(build_dir(), name)

@@ -24,7 +24,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (build_dir, DaemonTestCase, binary, free_port, handler, job,  # noqa: E402
+from harness import (DaemonTestCase, sanitizer_build, binary, free_port, handler, job,  # noqa: E402
                      wait_for)
 from observe import Monitor, rss_kb  # noqa: E402
 
@@ -164,8 +164,7 @@ class Lifecycle(DaemonTestCase):
                 f.write("rss_kb_concurrency_50=%d\n" % kb)
         info = json.loads(self.r.hget("cogworker:process:" + d.identity, "info"))
         self.assertEqual(info["concurrency"], 50)
-        # Sanitizer builds (build/asan, build/tsan) carry shadow memory: no bound there.
-        if os.path.basename(build_dir()) not in ("asan", "tsan"):
+        if not sanitizer_build():
             self.assertLess(kb, 64 * 1024)
 
 
