@@ -31,7 +31,10 @@
  * it was running fails like a cold handler that died so (exit status, signal), or as
  * "warm process …" (RUN_WARM_BROKEN) when no exit status says it; the retry rules do the
  * rest. A job whose message could not be written (EPIPE: the process died idle) never
- * started and goes to a new process without counting an attempt.
+ * started and goes to a new process without counting an attempt, up to the third process
+ * in a row that took part of it and died (the job may be what kills them: that fails it).
+ * A timeout, cancel or abort while the message is still being written (a process that
+ * does not read) is that job's outcome, like any other.
  *
  * A command that keeps failing before "ready" (a syntax error, a missing module) backs
  * off per class, for every fetcher at once (struct health, the only shared state), and
@@ -77,7 +80,9 @@
 #define WARM_REAP_WAIT     1.0      /* after SIGKILL, how long we wait for the exit here */
 #define WARM_BACKOFF_MIN   0.5
 #define WARM_BACKOFF_MAX   30.0
-#define WARM_DELIVERY_TRIES 3       /* processes a job's message may fail to reach */
+/* Processes in a row that may end before they have read a whole job: past that, the job
+ * itself is the likely cause (it kills what reads it) and fails as a warm fault. */
+#define WARM_DELIVERY_TRIES 3
 /* EOF on fd 3 is how a dying process looks a moment before its exit does: it is a
  * protocol error only when the process is still there this much later. */
 #define WARM_EOF_GRACE     0.5
@@ -440,7 +445,10 @@ struct serve {
 	int killed;
 	int done;                       /* got "done": in done_msg */
 	struct warm_msg done_msg;
-	int undelivered;                /* the job message could not be written */
+	/* The job message could not be written whole: the process is gone. The job never
+	 * started unless we killed it (a timeout, cancel or abort during the write, as when
+	 * the process does not read): then the kill decides, as for any other job. */
+	int undelivered;
 	int broken;                     /* protocol error or no ready in time: in why */
 	double eof_at;                  /* monotonic: fd 3 reached EOF then; 0 not yet */
 	char why[300];
@@ -650,7 +658,7 @@ static void proc_serve(struct warm_proc *w, struct serve *s)
 		    sock_read(w, s) < 0)
 			s->eof_at = mono_now();
 		if (s->eof_at > 0 && s->off < s->msglen)
-			s->undelivered = 1;     /* gone before it had the whole job: not started */
+			s->undelivered = 1;     /* gone before it had the whole job */
 		if (n > 0)
 			outpipes_ready(w->o, fds, i_out, i_err);
 		if (w->pidfd < 0 || (n > 0 && i_pid >= 0 && fds[i_pid].revents))
@@ -857,7 +865,11 @@ static void result_lost(struct warm_proc *w, const struct serve *s, struct run_r
 		res->status = RUN_ABORTED;
 	else if (s->why_kill == KW_CANCEL)
 		res->status = RUN_CANCELLED;
-	else if (s->broken) {
+	else if (s->undelivered) {
+		res->status = RUN_WARM_BROKEN;
+		res->detail = xasprintf("%d warm processes in a row ended before they had read the "
+		                        "whole job", WARM_DELIVERY_TRIES);
+	} else if (s->broken) {
 		res->status = RUN_WARM_BROKEN;
 		res->detail = xasprintf("warm process broke the protocol: %s", s->why);
 	} else if (w->exited && w->wstatus != -1 && WIFSIGNALED(w->wstatus)) {
@@ -903,11 +915,16 @@ static const char *recycle_reason(struct warm_proc *w, const struct serve *s, en
 	return NULL;
 }
 
-/* One try of the job on the slot's ready process: 1 done or lost (res filled), 0 the
- * message could not be delivered (nothing started; the process is gone). */
+/*
+ * One try of the job on the slot's ready process: 1 done or lost (res filled), 0 the
+ * message could not be delivered (nothing started; the process is gone). *partials counts
+ * the processes that took part of the message and ended before the rest: the job may be
+ * what kills them (a memory limit on a large one), so the WARM_DELIVERY_TRIES-th fails it
+ * instead of handing it on for ever. A process gone before it took a byte died idle.
+ */
 static int run_on(struct warm_pool *p, int slot, const struct handler *h,
                   const struct run_request *req, const char *raw, size_t rawlen,
-                  struct run_result *res)
+                  struct run_result *res, int *partials)
 {
 	struct warm_proc *w = p->procs[slot];
 	double deadline = req->timeout > 0 ? now_float() + req->timeout : 0;
@@ -930,7 +947,8 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	free(msg);
 	free(jid);
 	s.jid = NULL;
-	if (s.undelivered && s.off < s.msglen && !s.done) {
+	if (s.undelivered && s.why_kill == KW_NONE && !s.done &&
+	    (s.off == 0 || ++*partials < WARM_DELIVERY_TRIES)) {
 		outpipes_begin(w->o, &w->idle_req);
 		p->procs[slot] = NULL;
 		metrics_inc(METRIC_WARM_CRASHED);
@@ -1023,6 +1041,8 @@ int warm_pool_run(struct warm_pool *p, const struct handler *h, const struct run
 {
 	int slot = pool_slot(p, h->class_name);
 
+	int partials = 0;
+
 	memset(res, 0, sizeof *res);
 	res->started = now_float();
 	for (int tries = 0;; tries++) {
@@ -1034,7 +1054,7 @@ int warm_pool_run(struct warm_pool *p, const struct handler *h, const struct run
 			break;
 		}
 		res->started = now_float();
-		if (run_on(p, slot, h, req, raw, rawlen, res))
+		if (run_on(p, slot, h, req, raw, rawlen, res, &partials))
 			break;
 		/* Not delivered: nothing started. Past a few processes in a row, it counts as a
 		 * start failure of the class, so the next try waits for the backoff. */
