@@ -555,7 +555,7 @@ static void handle_message(struct warm_proc *w, struct serve *s, const char *lin
 	warm_msg_free(&m);
 }
 
-/* Cut what the socket holds into lines: 0, or -1 at EOF or a read error. */
+/* Cut what the socket holds into lines: 1 read some, 0 nothing there, -1 EOF or error. */
 static int sock_read(struct warm_proc *w, struct serve *s)
 {
 	if (w->rcap - w->rlen < WARM_READ_CHUNK) {
@@ -590,7 +590,24 @@ static int sock_read(struct warm_proc *w, struct serve *s)
 		w->rcap = w->rlen + WARM_READ_CHUNK;
 		w->rbuf = xrealloc(w->rbuf, w->rcap);
 	}
-	return 0;
+	return 1;
+}
+
+/*
+ * The process has exited: what it wrote before is still in the socket, and may be more
+ * than one read ("done" behind a burst of progress, then an exit). Read it all before the
+ * exit is judged. Bounded: the leader is gone and its group killed, so only what is
+ * buffered is left, unless a member that left the group holds fd 3 and keeps writing.
+ */
+static void sock_read_rest(struct warm_proc *w, struct serve *s)
+{
+	for (int i = 0; i < 64 && w->sock >= 0 && s->eof_at == 0 && !s->done && !s->broken; i++) {
+		int got = sock_read(w, s);
+		if (got < 0)
+			s->eof_at = mono_now();
+		if (got <= 0)
+			break;
+	}
 }
 
 static void sock_write(struct warm_proc *w, struct serve *s)
@@ -663,6 +680,10 @@ static void proc_serve(struct warm_proc *w, struct serve *s)
 			outpipes_ready(w->o, fds, i_out, i_err);
 		if (w->pidfd < 0 || (n > 0 && i_pid >= 0 && fds[i_pid].revents))
 			proc_try_reap(w);
+		if (w->exited)
+			sock_read_rest(w, s);
+		if (w->exited && s->off < s->msglen)
+			s->undelivered = 1;     /* seen exited before its EOF: the same */
 	}
 }
 

@@ -144,6 +144,14 @@ class Running(WarmTestCase):
         member, _ = self.wait_member(DEAD)
         self.assertEqual(loads(member)["error_message"], "exit status 7")
 
+    def test_wm25_done_behind_many_messages_then_an_exit_is_read(self):
+        """The process writes 140 KB of progress, "done" and exits at once: what it wrote
+        before its exit is read whole (more than one read) before the exit is judged."""
+        d = self.daemon(handlers=[warm()], status_expiration=600)
+        jid, _ = self.push_job("flood", 5000, retry=0)
+        self.wait_done(d, "W", jid)
+        self.assertEqual(self.r.zcard(DEAD) + self.r.zcard(RETRY), 0)
+
     def test_wm20_progress_message_updates_the_status(self):
         d = self.daemon(handlers=[warm()], status_expiration=600)
         jid, _ = self.push_job("progress", 3)
