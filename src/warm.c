@@ -997,9 +997,15 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	}
 	outpipes_end_run(w->o);
 	if (s.done && s.done_msg.error) {
-		res->tail = s.done_msg.error;
-		res->tail_len = s.done_msg.error_len;
-		s.done_msg.error = NULL;
+		/* In place of the stderr tail, so held to its size (a line may be 1 MiB, and
+		 * the tail goes to the history and the attempts log): the end is kept, as the
+		 * tail's is. */
+		size_t keep = s.done_msg.error_len < req->output_tail ? s.done_msg.error_len
+		              : req->output_tail;
+		res->tail = xmalloc(keep + 1);
+		memcpy(res->tail, s.done_msg.error + s.done_msg.error_len - keep, keep);
+		res->tail[keep] = '\0';
+		res->tail_len = keep;
 	} else {
 		res->tail = outpipes_tail(w->o, &res->tail_len);
 	}

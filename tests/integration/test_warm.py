@@ -138,6 +138,20 @@ class Running(WarmTestCase):
         self.wait_done(d, "W", jid2)
         self.assertEqual(self.pid_of(jid), self.pid_of(jid2))
 
+    def test_wm27_a_long_error_is_cut_to_output_tail(self):
+        """done's error is the stderr tail's stand-in and as bounded: 200 KB of it leave
+        output_tail bytes in the history's backtrace, as a cold handler's stderr would."""
+        self.daemon(handlers=[warm(output_tail=1000)], history_retention_days=30)
+        error = "".join("line %06d of a long error\n" % i for i in range(8000))
+        jid, _ = self.push_job("fail", error, retry=3)
+        self.wait_member(RETRY)
+        wait_for(lambda: self.r.zcard(b"cogworker:history:failed") == 1, timeout=5,
+                 message="the run in the history")
+        entry = loads(self.r.zrange(b"cogworker:history:failed", 0, -1)[0])
+        backtrace = "\n".join(entry["backtrace"])
+        self.assertLessEqual(len(backtrace), 1000)
+        self.assertIn("line 007999 of a long error", backtrace)
+
     def test_wm3_exit_codes_are_judged_like_a_cold_handlers(self):
         self.daemon(handlers=[warm(dead_exit_codes=[7])])
         jid, _ = self.push_job("exit", 7, retry=5)
