@@ -424,6 +424,8 @@ static long long proc_rss(pid_t pid)
  * Serving a process: waiting for "ready", running a job
  * ------------------------------------------------------------------------------------- */
 
+static double tend_retiring(struct warm_pool *p, double now);
+
 static int stop_asked(const struct run_request *req)
 {
 	return (req->abort && atomic_load(req->abort)) || (req->cancel && atomic_load(req->cancel));
@@ -433,6 +435,8 @@ enum phase { PH_READY, PH_JOB };
 enum kill_why { KW_NONE, KW_TIMEOUT, KW_ABORT, KW_CANCEL };
 
 struct serve {
+	struct warm_pool *pool;         /* its retiring processes are tended meanwhile */
+	double next_tend;
 	enum phase phase;
 	const struct run_request *req;  /* the job's (hooks, timeout), or the idle one */
 	const char *jid;                /* the job's jid, or NULL */
@@ -684,6 +688,13 @@ static void proc_serve(struct warm_proc *w, struct serve *s)
 			sock_read_rest(w, s);
 		if (w->exited && s->off < s->msglen)
 			s->undelivered = 1;     /* seen exited before its EOF: the same */
+		/* A retired process is killed after its grace even while this one works for an
+		 * hour: the tend between jobs would come too late (a process recycled for its
+		 * RSS, or one whose job timed out, lingering). */
+		if (s->pool && s->pool->retiring && now >= s->next_tend) {
+			tend_retiring(s->pool, mono_now());
+			s->next_tend = now + WARM_TICK;
+		}
 	}
 }
 
@@ -704,12 +715,15 @@ static void drain_after_exit(struct warm_proc *w)
  * Getting a ready process
  * ------------------------------------------------------------------------------------- */
 
-/* Sleep up to s, in ticks, unless the job is aborted or cancelled: 0 slept, -1 stopped. */
-static int wait_unless_stopped(const struct run_request *req, double s)
+/* Sleep up to s, in ticks, unless the job is aborted or cancelled: 0 slept, -1 stopped.
+ * The pool's retiring processes are tended meanwhile. */
+static int wait_unless_stopped(struct warm_pool *p, const struct run_request *req, double s)
 {
 	for (double until = mono_now() + s; mono_now() < until;) {
 		if (stop_asked(req))
 			return -1;
+		if (p->retiring)
+			tend_retiring(p, mono_now());
 		double left = until - mono_now();
 		sleep_seconds(left < WARM_TICK ? left : WARM_TICK);
 	}
@@ -837,14 +851,14 @@ static enum got pool_ready(struct warm_pool *p, int slot, const struct handler *
 			return GOT_READY;
 		if (!w) {
 			double wait = health_wait(h->class_name);
-			if (wait > 0 && wait_unless_stopped(req, wait) < 0)
+			if (wait > 0 && wait_unless_stopped(p, req, wait) < 0)
 				return GOT_STOPPED;
 			w = proc_start(h, req, res);
 			if (!w)
 				return GOT_SPAWN_FAILED;
 			p->procs[slot] = w;
 		}
-		struct serve s = { .phase = PH_READY, .req = &w->idle_req,
+		struct serve s = { .pool = p, .phase = PH_READY, .req = &w->idle_req,
 		                   .ready_by = w->born + h->warm_start_timeout };
 		struct run_request watch = w->idle_req;
 		watch.abort = req->abort;
@@ -949,7 +963,7 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 {
 	struct warm_proc *w = p->procs[slot];
 	double deadline = req->timeout > 0 ? now_float() + req->timeout : 0;
-	struct serve s = { .phase = PH_JOB, .req = req };
+	struct serve s = { .pool = p, .phase = PH_JOB, .req = req };
 	char *msg = warm_job_message(raw, rawlen, deadline, &s.msglen);
 	char *jid = NULL;
 	size_t at, n;
@@ -1051,6 +1065,10 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 		         w->jobs);
 		p->procs[slot] = NULL;
 		pool_retire(p, w);
+		/* A hard timeout stays hard: the grace that began at the cancel covers the exit
+		 * too, not a further kill_grace from a late "done". */
+		if (s.why_kill != KW_NONE && s.kill_at < w->kill_at)
+			w->kill_at = s.kill_at;
 		/* The replacement warms up while this job is settled and the next fetched. */
 		struct run_result fail;
 		struct warm_proc *fresh = s.why_kill == KW_ABORT ? NULL : proc_start(h, req, &fail);

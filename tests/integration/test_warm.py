@@ -419,6 +419,34 @@ class Recycling(WarmTestCase):
         self.assertEqual(self.r.zcard(RETRY) + self.r.zcard(DEAD), 0)
         d.wait_log("it ran warm_max_jobs jobs after 3 job(s); replaced")
 
+    def test_wm28_a_retired_process_is_killed_after_its_grace_while_a_job_runs(self):
+        """A recycled process that does not exit at EOF is killed after its kill_grace even
+        when its fetcher is busy with a long job on the replacement meanwhile."""
+        d = self.daemon(handlers=[warm(warm_max_jobs=1, kill_grace=1, env=["WARM_LINGER=1"])])
+        a, _ = self.push_job("ok")
+        self.wait_done(d, "W", a)
+        old = self.pid_of(a)
+        b, _ = self.push_job("sleep", 8)
+        wait_for(lambda: self.pid_of(b), timeout=10, message="the next job running")
+        wait_for(lambda: self.pid_gone(old), timeout=5,
+                 message="the retired process killed after its grace")
+        self.assertFalse(self.pid_gone(self.pid_of(b)))
+        self.assertNotIn("done: W jid=" + b, d.log())
+
+    def test_wm28_a_process_whose_job_timed_out_is_gone_when_the_grace_ends(self):
+        """It answers the cancel 3 s into its 4 s grace, then does not exit at EOF: it is
+        killed when the grace that began at the timeout ends, not a kill_grace after its
+        "done" (8 s after the start)."""
+        self.daemon(handlers=[warm(timeout=1, kill_grace=4, env=["WARM_LINGER=1"])])
+        jid, _ = self.push_job("sleep", 30, 3, retry=3)
+        wait_for(lambda: self.pid_of(jid), timeout=10, interval=0.02, message="running")
+        started = time.time()
+        pid = self.pid_of(jid)
+        wait_for(lambda: self.pid_gone(pid), timeout=10, message="the process killed")
+        self.assertLess(time.time() - started, 6.5)
+        member, _ = self.wait_member(RETRY)
+        self.assertEqual(loads(member)["error_class"], "Cogworker::HandlerTimeout")
+
     def test_wm10_warm_max_rss(self):
         d = self.daemon(handlers=[warm(warm_max_rss=1024)])
         jids = [self.push_job("ok")[0] for _ in range(3)]
