@@ -104,7 +104,7 @@ struct warm_proc {
 	double born, used;          /* monotonic: spawned, last job ended */
 	long jobs, max_jobs;        /* max_jobs: 0 = no limit (jitter applied) */
 	long long max_rss;
-	double max_age, idle_timeout, kill_grace;
+	double max_age, idle_timeout, kill_grace, start_timeout;
 	int ready;
 	int exited, wstatus;
 	double kill_at;             /* retiring: SIGKILL to its group then */
@@ -384,6 +384,7 @@ static struct warm_proc *proc_start(const struct handler *h, const struct run_re
 	w->max_age = h->warm_max_age;
 	w->idle_timeout = h->warm_idle_timeout;
 	w->kill_grace = h->kill_grace;
+	w->start_timeout = h->warm_start_timeout;
 	return w;
 }
 
@@ -789,6 +790,36 @@ static int idle_quiet(const struct warm_proc *w)
 	return poll(fds, (nfds_t)nfds, 0) == 0;
 }
 
+/*
+ * A process still starting, kept when its job was stopped (pool_ready): its "ready" is
+ * read here as pool_ready would read it, not taken for a message sent while idle. NULL
+ * when it is fine (ready now, or still within warm_start_timeout), else why it must go
+ * (in why).
+ */
+static const char *starting_check(struct warm_proc *w, double now, char *why, size_t n)
+{
+	struct serve s = { .phase = PH_READY, .req = &w->idle_req,
+	                   .ready_by = w->born + w->start_timeout };
+
+	outpipes_drain(w->o);
+	int eof = sock_read(w, &s) < 0;
+	proc_try_reap(w);
+	if (w->exited)
+		return "exited before \"ready\"";
+	if (s.broken)
+		snprintf(why, n, "broke the protocol: %s", s.why);
+	else if (eof)
+		snprintf(why, n, "closed fd 3 before \"ready\"");
+	else if (!w->ready && now >= s.ready_by)
+		snprintf(why, n, "sent no \"ready\" within warm_start_timeout");
+	else {
+		if (w->ready)
+			health_ok(w->cls);
+		return NULL;
+	}
+	return why;
+}
+
 /* What an idle process printed or sent: output logged; any message, or EOF, ends it. */
 static const char *idle_check(struct warm_proc *w)
 {
@@ -864,6 +895,10 @@ static enum got pool_ready(struct warm_pool *p, int slot, const struct handler *
 		watch.abort = req->abort;
 		watch.cancel = req->cancel;
 		s.req = &watch;
+		/* A process kept while starting (its job was stopped) may have said "ready" long
+		 * ago: read it before its warm_start_timeout is judged. */
+		if (!w->ready && sock_read(w, &s) < 0)
+			s.eof_at = mono_now();
 		proc_serve(w, &s);
 		if (w->ready && !s.broken && !w->exited) {
 			health_ok(h->class_name);
@@ -1150,7 +1185,8 @@ double warm_pool_tend(struct warm_pool *p, const struct conf *c)
 		if (!w)
 			continue;
 		const struct handler *h = conf_find_handler(c, w->cls);
-		const char *why = idle_check(w);
+		char buf[400];
+		const char *why = w->ready ? idle_check(w) : starting_check(w, now, buf, sizeof buf);
 		enum metric m = METRIC_WARM_CRASHED;
 		if (why) {
 			char st[64] = "";

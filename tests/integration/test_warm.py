@@ -343,6 +343,41 @@ class Starting(WarmTestCase):
         self.wait_done(d, "W", jid, timeout=40)
         d.wait_log("warm: W: a process is ready again after")
 
+    def test_wm29_a_start_whose_job_was_cancelled_is_kept_for_the_next_job(self):
+        """The job is cancelled while its process starts: the process is kept, its "ready"
+        read when the next job wants it (not taken for a message sent while idle at the
+        look of the parked fetcher, within 5 s, and replaced)."""
+        d = self.daemon(handlers=[warm(env=["WARM_START_SLEEP=1"])])
+        jid, _ = self.push_job("ok", retry=3)
+        wait_for(lambda: self.warm_pids(), timeout=10, message="the process starting")
+        pid = self.warm_pids()[0]
+        self.assertEqual(self.ctl("jobs", "cancel", jid).returncode, 0)
+        member, _ = self.wait_member(DEAD)
+        self.assertEqual(loads(member)["error_class"], "Cogworker::Cancelled")
+        time.sleep(6.5)     # its "ready", then the parked fetcher's look at its pool
+        self.assertNotIn("while idle", d.log())
+        nxt, _ = self.push_job("ok")
+        self.wait_done(d, "W", nxt)
+        self.assertEqual(self.pid_of(nxt), pid)
+
+    def test_wm29_a_ready_read_after_warm_start_timeout_still_counts(self):
+        """The job is cancelled while its process starts; the process says "ready" in time,
+        and the next job comes after warm_start_timeout, before the fetcher's look: the
+        "ready" waiting in the socket is read first, the job runs on that process."""
+        d = self.daemon(handlers=[warm(env=["WARM_START_SLEEP=1"], warm_start_timeout=2)])
+        jid, _ = self.push_job("ok", retry=3)
+        wait_for(lambda: self.warm_pids(), timeout=10, interval=0.02,
+                 message="the process starting")
+        seen = time.time()
+        pid = self.warm_pids()[0]
+        self.assertEqual(self.ctl("jobs", "cancel", jid).returncode, 0)
+        self.wait_member(DEAD)
+        time.sleep(max(0, seen + 2.7 - time.time()))
+        nxt, _ = self.push_job("ok")
+        self.wait_done(d, "W", nxt)
+        self.assertEqual(self.pid_of(nxt), pid)
+        self.assertNotIn("warm_start_timeout", d.log())
+
     def test_wm16_no_ready_within_warm_start_timeout(self):
         d = self.daemon(handlers=[warm(env=["WARM_START_SLEEP=30"], warm_start_timeout=1.0)])
         self.push_job("ok", retry=0)
