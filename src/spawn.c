@@ -12,13 +12,14 @@
  * searched in the child's PATH (not the daemon's) by the parent.
  *
  * The child, in order: setsid() (its own session and process group, so the whole job tree
- * can be signalled as -pgid); PR_SET_PDEATHSIG=SIGKILL then a getppid() check (the daemon
- * may have died before the prctl); every signal disposition back to SIG_DFL (SIGPIPE is
+ * can be signalled as -pgid); every signal disposition back to SIG_DFL (SIGPIPE is
  * ignored by the daemon and SIG_IGN survives execve), then an empty signal mask (the daemon
  * blocks every signal in every thread); the pipes onto 0/1/2; every other fd closed
  * (close_range, with a loop as fallback); chdir; rlimits; setgroups/setresgid/setresuid
  * (as raw syscalls: glibc's set*id wrappers broadcast to the parent's threads, which a
- * vfork child must never do); execve. A failing step leaves its step and errno in the spec
+ * vfork child must never do); PR_SET_PDEATHSIG=SIGKILL then a getppid() check (the daemon
+ * may have died before the prctl), after the ids because the kernel clears the death
+ * signal when they change (a handler with `user` outlived a kill -9 of the daemon); execve. A failing step leaves its step and errno in the spec
  * (the child shares the parent's memory) and _exits; when clone returns in the parent the
  * child has either exec'd or exited, so a zero there means "exec happened", anything else
  * "step X failed with errno E" (RUN_SPAWN_FAILED, code = E, the step for the error
@@ -224,10 +225,6 @@ static void child_exec(const struct child_spec *c)
 
 	if (setsid() < 0)
 		child_fail(rep, SPAWN_STEP_SETUP, errno);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		child_fail(rep, SPAWN_STEP_SETUP, errno);
-	if (getppid() != c->parent)         /* the daemon died before the prctl */
-		child_fail(rep, SPAWN_STEP_SETUP, ESRCH);
 
 	/*
 	 * The raw system call, not sigaction(3): glibc refuses to touch the two real-time
@@ -282,6 +279,11 @@ static void child_exec(const struct child_spec *c)
 		if (syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0)
 			child_fail(rep, SPAWN_STEP_IDS, errno);
 	}
+	/* After the ids: a change of them clears the death signal (commit_creds). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		child_fail(rep, SPAWN_STEP_SETUP, errno);
+	if (getppid() != c->parent)         /* the daemon died before the prctl */
+		child_fail(rep, SPAWN_STEP_SETUP, ESRCH);
 	execve(c->path, c->argv, c->envp);
 	child_fail(rep, SPAWN_STEP_EXEC, errno);
 }

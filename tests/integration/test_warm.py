@@ -617,6 +617,27 @@ class Lifecycle(WarmTestCase):
                  timeout=30, message="recovered and run again")
         d2.stop()
 
+    def test_wm14_a_process_run_as_another_user_dies_with_the_daemon_without_a_reaper(self):
+        """PR_SET_PDEATHSIG holds for a handler with `user`: the kernel clears it when the
+        ids change, so it is set after. The reaper is killed first, so only it can act."""
+        d = self.daemon(handlers=[warm(user="nobody", env=["WARM_START_SLEEP=60"],
+                                       warm_start_timeout=60)])
+        self.push_job("ok")
+        wait_for(lambda: self.warm_pids(), timeout=10, message="the process starting")
+        pid = self.warm_pids()[0]
+        self.addCleanup(lambda: self.pid_gone(pid) or os.kill(pid, signal.SIGKILL))
+        with open("/proc/%d/status" % pid) as f:
+            self.assertIn("\nUid:\t65534\t", f.read())
+        reapers = [int(c) for c in os.listdir("/proc") if c.isdigit()
+                   and self.read("/proc/%s/comm" % c, b"") == b"cogworkerd-reap\n"
+                   and self.read("/proc/%s/stat" % c, b"").rsplit(b")", 1)[1].split()[1]
+                   == str(d.proc.pid).encode()]
+        self.assertEqual(len(reapers), 1)
+        os.kill(reapers[0], signal.SIGKILL)
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        wait_for(lambda: self.pid_gone(pid), timeout=5, message="the process gone")
+
     def test_wm18_processes_counts_warm_processes(self):
         d = self.daemon(handlers=[warm()], concurrency=2, heartbeat_interval=1)
         a, _ = self.push_job("sleep", 1)
