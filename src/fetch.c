@@ -30,7 +30,9 @@
  * warm handlers, whose jobs take less than a round trip, that is what keeps the daemon
  * from being bound by Redis latency: 0.38 server writes per job at concurrency 16 instead
  * of 1.0. Each job taken goes to the fetcher that asked for it, at once; the leader of a
- * round does nothing for the others but their Redis commands, on its connection.
+ * round does nothing for the others but their Redis commands, on its connection: what
+ * each try comes to (an ack to retry, a job of a paused queue to hand back, a script to
+ * load) is settled by its own fetcher, on its own connection, once the round is over.
  *
  * The ack of the job a fetcher just finished rides on its next try (settle.h, held_ack):
  * ACK's LREM and DEL first, then the fetch and the SMEMBERS, in one round trip, so a busy
@@ -253,17 +255,32 @@ static int round_error(const struct rconn *r, int basic)
 	return !basic && !r->unavailable && is_unknown_command(r->err) ? -2 : -1;
 }
 
+enum { TAKEN_ACTIVE, TAKEN_PAUSED, TAKEN_UNKNOWN };
+
+/* Was the queue of a job taken in round rd paused at that moment (or unknown)? */
+static int taken_paused(const struct round *rd, const char *queue)
+{
+	return rd->paused_lost ? TAKEN_UNKNOWN
+	       : reply_has(rd->paused, queue) ? TAKEN_PAUSED : TAKEN_ACTIVE;
+}
+
 /* A job from a queue paused at the moment it was taken (or with the pause state unknown)
  * goes back to the head of its queue unstarted (§7.9): 1 to run it, 0 given back. */
-static int pause_check(struct rconn *r, const struct round *rd, struct fetched *out)
+static int pause_settle(struct rconn *r, int paused, struct fetched *out)
 {
-	if (!rd->paused_lost && !reply_has(rd->paused, out->queue))
+	if (paused == TAKEN_ACTIVE)
 		return 1;
 	log_debug("Fetch: a job of %s, %s, handed back unstarted", out->queue,
-	          rd->paused_lost ? "whose pause state could not be read" : "a paused queue");
+	          paused == TAKEN_UNKNOWN ? "whose pause state could not be read"
+	          : "a paused queue");
 	give_back(r, out->raw, out->len, out->queue);
 	fetched_free(out);
 	return 0;
+}
+
+static int pause_check(struct rconn *r, const struct round *rd, struct fetched *out)
+{
+	return pause_settle(r, taken_paused(rd, out->queue), out);
 }
 
 /* Run the fetch queued on p and settle what it brought: 1 a job, 0 none, -1/-2 error. */
@@ -298,18 +315,21 @@ static double raise_timeout(struct rconn *r, double block)
 /*
  * One fetcher's try, as it waits to ride on a round trip: its queues (weight-ordered,
  * consumed), its held ack, where its job goes, and what came of it. Lives on the trying
- * fetcher's stack; the leader of the round fills it, under comb_mu it is marked done.
+ * fetcher's stack; the leader of the round fills it, under comb_mu it is marked done, and
+ * the leader never touches it again: a waiter may return (and its stack frame go) as soon
+ * as it holds the lock after that.
  */
 struct want {
 	char **active;
 	int n;
 	struct held_ack *held;
 	struct fetched *out;
-	int got;
-	int unavailable;
+	int got;                    /* by the leader: 1 a job in out, 0 none, -1 the fetch failed */
+	int paused;                 /* TAKEN_*: the job's queue at the take */
+	int unavailable;            /* the fetch's error, when it failed */
 	char err[512];
 	redisReply *rep;            /* the fetch's reply, during the round */
-	const char **keys;          /* its queue keys, then the in-progress list */
+	const char **keys;          /* its queue keys, then the in-progress list (owned) */
 	int nd;
 	int done;
 	struct want *next;
@@ -328,7 +348,7 @@ static void want_add(struct rconn *r, struct rpipe *p, struct want *w, const cha
 	w->keys = xcalloc((size_t)w->nd + 1, sizeof *w->keys);
 	for (int i = 0; i < w->nd; i++)
 		w->keys[i] = xasprintf(K_QUEUE "%s", w->active[i]);
-	w->keys[w->nd] = dst;
+	w->keys[w->nd] = xstrdup(dst);
 	ack_held_add(r, p, w->held);
 	if (w->nd == 1) {
 		const char *argv[] = { "LMOVE", w->keys[0], dst, "RIGHT", "LEFT" };
@@ -338,43 +358,58 @@ static void want_add(struct rconn *r, struct rpipe *p, struct want *w, const cha
 	}
 }
 
-/* What w's reply comes to, with the paused set read after every take of the round. */
-static void want_settle(struct rconn *r, struct want *w, const struct round *paused)
+/*
+ * What the round brought w, settled by w's own fetcher on its own connection r once the
+ * round is over: its fetch's error (a script to load on first use), a job of a paused
+ * queue to hand back, its held ack judged (retried when the round failed). Each fetcher
+ * does its own, at once: on the leader, a Redis failure mid-round cost every ack's retry
+ * pauses in a row (0.1 s each) while all the others waited, past the stop's 3 s wait for
+ * the fetchers at a high concurrency.
+ */
+static int want_settle(struct rconn *r, struct want *w)
 {
-	if (!w->rep) {
+	int got = w->got;
+	if (got < 0) {
 		snprintf(r->err, sizeof r->err, "%s", w->err);
 		r->unavailable = w->unavailable;
-		w->got = round_error(r, 0);
-		if (w->got == -1 && w->nd > 1 && !r->unavailable &&
+		got = round_error(r, 0);
+		if (got == -1 && w->nd > 1 && !r->unavailable &&
 		    strncmp(r->err, "NOSCRIPT", 8) == 0) {
 			/* First use on this server: EVAL it (rscript caches it), then read the
 			 * paused set after it, as the pipeline does. */
 			struct round rd = { .rep = rscript(r, "fetch", w->nd + 1, w->keys, 0, NULL,
 			                                   NULL) };
 			if (!rd.rep) {
-				w->got = round_error(r, 0);
+				got = round_error(r, 0);
 			} else {
 				round_paused(r, &rd, rcmd(r, "SMEMBERS %s", K_PAUSED));
-				w->got = take_pair(rd.rep, w->out);
-				if (w->got == 1)
-					w->got = pause_check(r, &rd, w->out);
+				got = take_pair(rd.rep, w->out);
+				if (got == 1)
+					got = pause_check(r, &rd, w->out);
 			}
 			round_free(&rd);
 		}
-	} else {
-		w->got = w->nd == 1 ? take(w->rep, w->active[0], w->out) : take_pair(w->rep, w->out);
-		if (w->got == 1)
-			w->got = pause_check(r, paused, w->out);
+	} else if (got == 1) {
+		got = pause_settle(r, w->paused, w->out);
 	}
-	w->unavailable = r->unavailable;
+	for (int i = 0; i <= w->nd; i++)
+		free((char *)w->keys[i]);
+	free(w->keys);
+	free_list(w->active, w->nd);
+	/* The fetch's outcome is what the caller reads in r, not the ack's. */
+	int unavailable = r->unavailable;
 	snprintf(w->err, sizeof w->err, "%s", r->err);
 	ack_held_settle(r, w->held);
+	r->unavailable = unavailable;
+	snprintf(r->err, sizeof r->err, "%s", w->err);
+	return got;
 }
 
 /*
  * One round trip for every try in the batch: for each, its held ack and its take, then
  * the paused set once (read after every take, so it still sees any pause that returned
- * before a job was pushed), on the leader's connection r.
+ * before a job was pushed), on the leader's connection r. Each want gets what its replies
+ * mean (its job and whether its queue was paused, or its error), and nothing more.
  */
 static void round_batch(struct rconn *r, struct want *batch)
 {
@@ -396,14 +431,15 @@ static void round_batch(struct rconn *r, struct want *batch)
 	rpipe_read(r, &p, 1, &paused);
 	round_paused(r, &rd, paused);
 	for (struct want *w = batch; w; w = w->next) {
-		want_settle(r, w, &rd);
-		if (w->rep)
-			freeReplyObject(w->rep);
+		if (!w->rep) {
+			w->got = -1;
+			continue;
+		}
+		w->got = w->nd == 1 ? take(w->rep, w->active[0], w->out) : take_pair(w->rep, w->out);
+		if (w->got == 1)
+			w->paused = taken_paused(&rd, w->out->queue);
+		freeReplyObject(w->rep);
 		w->rep = NULL;
-		for (int i = 0; i < w->nd; i++)
-			free((char *)w->keys[i]);
-		free(w->keys);
-		free_list(w->active, w->nd);
 	}
 	round_free(&rd);
 	free(dst);
@@ -445,10 +481,8 @@ static int try_reliable(struct rconn *r, char **active, int n, struct held_ack *
 		pthread_cond_broadcast(&comb_cv);
 	}
 	pthread_mutex_unlock(&comb_mu);
-	/* Another fetcher's round: its outcome, as if this connection had run it. */
-	snprintf(r->err, sizeof r->err, "%s", me.err);
-	r->unavailable = me.unavailable;
-	return me.got;
+	/* Perhaps another fetcher's round: its outcome, as if this connection had run it. */
+	return want_settle(r, &me);
 }
 
 static int park_reliable(struct rconn *r, const struct fetch_state *st, const char *queue,

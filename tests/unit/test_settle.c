@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include "fetch.h"
 #include "keys.h"
 #include "recovery.h"
 #include "settle.h"
@@ -387,6 +389,99 @@ START_TEST(test_pending_burial_runs_no_on_death)
 }
 END_TEST
 
+/*
+ * FE-12: fetchers whose tries share a round trip that fails (the connection lost under the
+ * leader's pipeline) each retry their own held ack, on their own connection, at once. On
+ * the leader, the retries' pauses (0.1 s each) ran in a row while every other fetcher of
+ * the round, and of the rounds queued behind it, waited: 8 fetchers took 1.1 s.
+ */
+#define COMB_N 8
+
+struct comb {
+	int i;
+	struct rconn r;
+	struct fetch_state fs;
+	struct fetched fj;
+	int got;
+	double took;
+};
+
+static pthread_barrier_t comb_start;
+static atomic_int comb_lrems;
+
+/* The first held ack's LREM holds its round 0.3 s, so that the other fetchers queue their
+ * tries behind it; every later one fails its round (each fails one pipeline: the rest of a
+ * failed pipeline is not sent). The acks' retries are the ACK script: they go through. */
+static int comb_hook(const char *name)
+{
+	if (strcmp(name, "LREM") != 0)
+		return 0;
+	if (atomic_fetch_add(&comb_lrems, 1) == 0) {
+		usleep(300000);
+		return 0;
+	}
+	return 1;
+}
+
+static void *comb_fetch(void *arg)
+{
+	struct comb *t = arg;
+	pthread_barrier_wait(&comb_start);
+	double t0 = mono_now();
+	t->got = fetch_job(&t->r, &t->fs, &t->fj);
+	t->took = mono_now() - t0;
+	return NULL;
+}
+
+START_TEST(test_combined_tries_retry_their_acks_each_on_its_own)
+{
+	struct comb t[COMB_N];
+	pthread_t th[COMB_N];
+	struct conf *c = conf_acquire();
+	park_init(COMB_N, c->queue_names, c->nqueue_names, 30);
+	redisReply *rep = redisCommand(check_conn, "SADD cogworker:paused_queues none");
+	freeReplyObject(rep);
+	for (int i = 0; i < COMB_N; i++) {
+		char raw[128];
+		snprintf(raw, sizeof raw, "{\"class\":\"C\",\"args\":[%d],\"jid\":\"c%023d\"}", i, i);
+		put_in_progress(raw);
+		rep = redisCommand(check_conn, "LPUSH cogworker:queue:default %s", raw);
+		freeReplyObject(rep);
+		t[i].i = i;
+		rconn_init(&t[i].r, &c->redis);
+		fetch_state_init(&t[i].fs, i);
+		char jid[32];
+		snprintf(jid, sizeof jid, "c%023d", i);
+		ack_hold(&t[i].fs.held, xstrdup(raw), strlen(raw), jid);
+	}
+	conf_release(c);
+	pthread_barrier_init(&comb_start, NULL, COMB_N);
+	atomic_store(&comb_lrems, 0);
+	redis_fault_hook = comb_hook;
+	for (int i = 0; i < COMB_N; i++)
+		pthread_create(&th[i], NULL, comb_fetch, &t[i]);
+	double slowest = 0;
+	for (int i = 0; i < COMB_N; i++) {
+		pthread_join(th[i], NULL);
+		if (t[i].took > slowest)
+			slowest = t[i].took;
+	}
+	redis_fault_hook = unit_fault_hook;
+	pthread_barrier_destroy(&comb_start);
+	int failed = 0;
+	for (int i = 0; i < COMB_N; i++) {
+		failed += t[i].got == -1;
+		if (t[i].got == 1)
+			fetched_free(&t[i].fj);
+		ck_assert_ptr_null(t[i].fs.held.raw);
+		rconn_free(&t[i].r);
+	}
+	ck_assert_int_ge(failed, 2);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), COMB_N - failed);
+	ck_assert_msg(slowest < 0.8, "the slowest fetch took %.2fs", slowest);
+}
+END_TEST
+
 int main(void)
 {
 	start_server();
@@ -421,6 +516,7 @@ int main(void)
 	tcase_add_test(tc, test_give_back);
 	tcase_add_test(tc, test_lost_ack_not_rerun);
 	tcase_add_test(tc, test_pending_burial_runs_no_on_death);
+	tcase_add_test(tc, test_combined_tries_retry_their_acks_each_on_its_own);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
