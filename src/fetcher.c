@@ -237,6 +237,7 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 	performing_add(j->raw, j->jid, j->pjid, j->periodic_until_executed);
 	if (h->warm) {
 		run.req.on_progress = on_warm_progress;
+		run.req.stopping = &D.stopping;
 		warm_pool_run(f->warm, h, &run.req, j->raw, j->raw_len, &res);
 		f->next_tend = 0;
 	} else {

@@ -70,6 +70,10 @@ struct run_request {
 	int ctl_fd;
 	/* A warm job's "progress" messages (pct as written, message or NULL); may be NULL. */
 	void (*on_progress)(void *ctx, const char *pct, const char *message);
+	/* May be NULL; when it becomes non-zero (the daemon's stop), a warm job still waiting
+	 * for a process to be ready gives up unstarted, as RUN_ABORTED: a job that never
+	 * started is handed back at once rather than held through the stop's drain. */
+	atomic_int *stopping;
 };
 
 /* Where a RUN_SPAWN_FAILED failed, for its message. */

@@ -39,7 +39,8 @@
  * A command that keeps failing before "ready" (a syntax error, a missing module) backs
  * off per class, for every fetcher at once (struct health, the only shared state), and
  * says so once when it starts failing and once when it recovers. The job waits meanwhile
- * (it stays on the in-progress list; a stop requeues it): none is lost, and none is failed
+ * (it stays on the in-progress list; the stop gives it up at once, as RUN_ABORTED, for the
+ * shutdown requeue, rather than hold the drain for it): none is lost, and none is failed
  * for a fault that a fix of the handler will mend. A command that can't be spawned at all
  * (not found, not executable) fails the job as HandlerSpawnFailed, like a cold handler.
  *
@@ -427,9 +428,11 @@ static long long proc_rss(pid_t pid)
 
 static double tend_retiring(struct warm_pool *p, double now);
 
+/* Before the job starts: give up waiting for a process. */
 static int stop_asked(const struct run_request *req)
 {
-	return (req->abort && atomic_load(req->abort)) || (req->cancel && atomic_load(req->cancel));
+	return (req->abort && atomic_load(req->abort)) || (req->cancel && atomic_load(req->cancel)) ||
+	       (req->stopping && atomic_load(req->stopping));
 }
 
 enum phase { PH_READY, PH_JOB };
@@ -894,6 +897,7 @@ static enum got pool_ready(struct warm_pool *p, int slot, const struct handler *
 		struct run_request watch = w->idle_req;
 		watch.abort = req->abort;
 		watch.cancel = req->cancel;
+		watch.stopping = req->stopping;
 		s.req = &watch;
 		/* A process kept while starting (its job was stopped) may have said "ready" long
 		 * ago: read it before its warm_start_timeout is judged. */

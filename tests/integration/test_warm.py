@@ -378,6 +378,20 @@ class Starting(WarmTestCase):
         self.assertEqual(self.pid_of(nxt), pid)
         self.assertNotIn("warm_start_timeout", d.log())
 
+    def test_wm15_a_stop_hands_back_a_job_waiting_for_its_process_at_once(self):
+        """A job waiting while its class backs off never started: the stop hands it back
+        at once, instead of holding the drain for shutdown_timeout (15 s)."""
+        flag = self.path("broken")
+        open(flag, "w").close()
+        d = self.daemon(handlers=[warm(env=["WARM_START_FAIL=" + flag])], shutdown_timeout=15)
+        jid, pushed = self.push_job("ok", retry=0)
+        d.wait_log("warm: W: process pid=", timeout=10)
+        started = time.time()
+        self.assertEqual(d.stop(), 0)
+        self.assertLess(time.time() - started, 6)
+        self.assertEqual(self.r.lrange("cogworker:queue:default", 0, -1), [pushed.encode()])
+        self.assertEqual(self.r.zcard(DEAD) + self.r.zcard(RETRY), 0)
+
     def test_wm16_no_ready_within_warm_start_timeout(self):
         d = self.daemon(handlers=[warm(env=["WARM_START_SLEEP=30"], warm_start_timeout=1.0)])
         self.push_job("ok", retry=0)
