@@ -326,6 +326,43 @@ class Failing(WarmTestCase):
         self.assertEqual(self.r.zcard(RETRY), 0)
 
 
+    def test_wm30_recycles_and_faults_leave_no_descriptor_and_no_zombie(self):
+        """40 jobs that crash, kill their process, break the protocol, time out, ask to be
+        recycled or run on a process recycled every 2 jobs: the daemon holds the same
+        descriptors after as after its first job (4 per live warm process: socket, pidfd,
+        stdout, stderr), and no child of it is left a zombie."""
+        d = self.daemon(handlers=[warm(warm_max_jobs=2, timeout=2, kill_grace=0.5)],
+                        output_keep=0)
+        first, _ = self.push_job("ok")
+        self.wait_done(d, "W", first)
+        self.wait_settled(d)
+
+        def fds():
+            return len(os.listdir("/proc/%d/fd" % d.proc.pid))
+        base = fds() - 4 * len(self.warm_pids())
+        kinds = [["ok"], ["crash"], ["kill"], ["fail", "x"], ["recycle"], ["twice"],
+                 ["exit", 3], ["garbage"], ["print", "y"]]
+        for i in range(40):
+            self.push_job(*kinds[i % len(kinds)], retry=0)
+        self.push_job("hang", retry=0)
+        wait_for(lambda: len(d.log_lines("done: W")) + len(d.log_lines("fail: W")) == 42,
+                 timeout=60, message="every job run")
+        self.wait_settled(d)
+
+        def zombies():
+            out = []
+            for c in os.listdir("/proc"):
+                stat = self.read("/proc/%s/stat" % c, b"") if c.isdigit() else b""
+                fields = stat.rsplit(b")", 1)[-1].split()
+                if len(fields) > 1 and fields[1] == str(d.proc.pid).encode() \
+                        and fields[0] == b"Z":
+                    out.append(c)
+            return out
+        wait_for(lambda: fds() == base + 4 * len(self.warm_pids()) and not zombies(),
+                 timeout=10, message="the first job's descriptors, no zombie")
+        self.assertLessEqual(len(self.warm_pids()), 1)
+
+
 class Starting(WarmTestCase):
 
     def test_wm15_a_command_failing_before_ready_backs_off_and_its_jobs_wait(self):
