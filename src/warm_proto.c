@@ -52,6 +52,10 @@ static int span_integer(const char *s, size_t n, long lo, long hi, int *out)
 	return 0;
 }
 
+/* A "pct" is kept as written and goes to status:<jid> as it is: no longer than this (a
+ * double needs 24 characters), where a hostile line could have put a megabyte. */
+#define WARM_PCT_MAX 64
+
 /* A JSON number's text as written, if it is a finite number. */
 static char *span_number(const char *s, size_t n)
 {
@@ -99,6 +103,10 @@ static int read_done(const char *line, const size_t *st, const size_t *ln, struc
 static int read_progress(const char *line, const size_t *st, const size_t *ln,
                          struct warm_msg *m, char *why, size_t whylen)
 {
+	if (ln[M_PCT] > WARM_PCT_MAX) {
+		snprintf(why, whylen, "\"pct\" is a number of at most %d characters", WARM_PCT_MAX);
+		return -1;
+	}
 	if (!ln[M_PCT] || !(m->pct = span_number(line + st[M_PCT], ln[M_PCT])))
 		return refuse(why, whylen, "\"progress\" needs \"pct\", a number");
 	if (ln[M_MESSAGE] && !is_literal(line + st[M_MESSAGE], ln[M_MESSAGE], "null")) {

@@ -108,6 +108,9 @@ START_TEST(test_refusals)
 	ck_refused("{\"type\":\"done\",\"exit\":0,\"jid\":7}", "\"jid\" must be a string");
 	ck_refused("{\"type\":\"progress\"}", "\"progress\" needs \"pct\", a number");
 	ck_refused("{\"type\":\"progress\",\"pct\":\"40\"}", "\"progress\" needs \"pct\", a number");
+	/* Kept as written, so bounded: it goes to status:<jid> as it is. */
+	ck_refused("{\"type\":\"progress\",\"pct\":0.0000000000000000000000000000000000000000"
+	           "00000000000000000000001}", "\"pct\" is a number of at most 64 characters");
 	ck_refused("{\"type\":\"progress\",\"pct\":40,\"message\":5}",
 	           "\"message\" must be a string");
 }
