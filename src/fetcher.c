@@ -239,6 +239,8 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 		run.req.on_progress = on_warm_progress;
 		run.req.stopping = &D.stopping;
 		warm_pool_run(f->warm, h, &run.req, j->raw, j->raw_len, &res);
+		/* Tended before the next park: the pool changed (a process started, or one was
+		 * retired), so the longest block it allows did too. */
 		f->next_tend = 0;
 	} else {
 		handler_run(&run.req, &res, NULL, NULL);
@@ -402,8 +404,9 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 }
 
 /*
- * The warm pool between jobs (warm_pool_tend): at most every WARM_TEND_EVERY while jobs
- * flow (a process that died idle is found when it is next used anyway), and a park never
+ * The warm pool between jobs (warm_pool_tend): after each warm job, whose pool changed, and
+ * otherwise at most every WARM_TEND_EVERY (a process that died idle is found when it is
+ * next used anyway), and a park never
  * blocks past the moment the pool wants tending (an idle timeout, a retired process's
  * grace), so a fetcher parked for 30 s does not leave a process lingering.
  */
