@@ -259,7 +259,8 @@ static void proc_try_reap(struct warm_proc *w)
 		w->wstatus = -1;
 	}
 	if (w->exited) {
-		/* The grandchild rule: nothing of its group outlives the leader. */
+		/* The grandchild rule: nothing of its group outlives the leader. While a member
+		 * lives the group's id stays taken, so this reaches that group or nothing. */
 		group_signal(w->pid, SIGKILL);
 		reaper_untrack((int)w->pid);
 		atomic_fetch_sub(&warm_processes_live, 1);
@@ -570,6 +571,11 @@ static int sock_read(struct warm_proc *w, struct serve *s)
 		w->rcap = w->rlen + WARM_READ_CHUNK;
 		w->rbuf = xrealloc(w->rbuf, w->rcap);
 	}
+	/*
+	 * recv, not recvmsg with room for control data: descriptors a hostile process sends
+	 * with SCM_RIGHTS are then discarded by the kernel (closed, never installed here), so
+	 * it can neither push descriptors into the daemon nor exhaust its table that way.
+	 */
 	ssize_t n = recv(w->sock, w->rbuf + w->rlen, WARM_READ_CHUNK, MSG_DONTWAIT);
 	if (n == 0)
 		return -1;
@@ -840,6 +846,9 @@ static const char *idle_check(struct warm_proc *w)
 		return "closed fd 3 while idle";
 	if (n > 0)
 		return "sent a message while idle";
+	/* An error (ECONNRESET: it closed fd 3 with bytes of ours unread) passes as quiet,
+	 * and that is fine: the job's message then meets EPIPE, which hands the job to a new
+	 * process without an attempt, as a process found closed here would. */
 	return NULL;
 }
 
@@ -1124,7 +1133,6 @@ int warm_pool_run(struct warm_pool *p, const struct handler *h, const struct run
                   const char *raw, size_t rawlen, struct run_result *res)
 {
 	int slot = pool_slot(p, h->class_name);
-
 	int partials = 0;
 
 	memset(res, 0, sizeof *res);
