@@ -164,11 +164,25 @@ static int open_link(struct rconn *r, const char *host, int port, const char *wh
 		return -1;
 	}
 	rlink_set_timeout(r->link, r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0);
+	rlink_limit_bulk(r->link, r->bulk_max, r->bulk_head);
 	if (handshake(r) != 0) {
 		rconn_close(r);
 		return -1;
 	}
 	return 0;
+}
+
+void rconn_limit_bulk(struct rconn *r, size_t max, size_t head)
+{
+	r->bulk_max = max;
+	r->bulk_head = head;
+	if (r->link)
+		rlink_limit_bulk(r->link, max, head);
+}
+
+int rconn_skipped(struct rconn *r, struct rskip *out)
+{
+	return r->link && rlink_skipped(r->link, out);
 }
 
 /* Connect to host:port if it is the primary (ROLE); 0 on success. */

@@ -26,6 +26,7 @@ struct rconn {
 	double last_reply;          /* monotonic time of the last reply read */
 	char err[512];              /* text of the last error */
 	char endpoint[300];         /* what the link is to, as errors name it */
+	size_t bulk_max, bulk_head; /* rconn_limit_bulk, for the links to come */
 	/* Sentinel only */
 	int sentinel_first;         /* the sentinel asked first: the last one that answered */
 	unsigned generation;        /* sentinel_generation() at the last connect attempt */
@@ -36,6 +37,12 @@ void rconn_close(struct rconn *r);
 /* New connect and command timeouts (seconds), applied now and after every reconnect. */
 void rconn_set_timeouts(struct rconn *r, double connect, double command);
 void rconn_free(struct rconn *r);
+/* Strings longer than max bytes in the replies to come are dropped unread and come back
+ * as integers, their lengths (rlink.h rlink_limit_bulk), on this link and the next;
+ * rconn_skipped takes what was seen of each, in order (0 when none). A connection lost
+ * meanwhile loses its records. */
+void rconn_limit_bulk(struct rconn *r, size_t max, size_t head);
+int rconn_skipped(struct rconn *r, struct rskip *out);
 /* Connect now if not connected (ignoring the backoff when force). 0 on success. */
 int rconn_connect(struct rconn *r, int force);
 /* True when a switch of the primary was announced since r connected (Sentinel only): the

@@ -26,6 +26,16 @@
  *   the size of the largest job it had read. So once a reply is taken and nothing is left
  *   buffered, a buffer past the reader's own bound (maxbuf, 16 KiB) is dropped here, and
  *   the output buffer past OUT_KEEP once it is sent.
+ * - A string longer than the link's limit (rlink.h, rlink_limit_bulk) is dropped while it
+ *   is read. hiredis's reader only makes a reply of a string once all of it is buffered,
+ *   so the limit is kept in front of it: when the reader waits for the body of a string
+ *   (its task is a string and the length line is in, hiredis 0.14's rstack), a length past
+ *   the limit turns the task into an integer, which the length line then becomes, and the
+ *   body is taken off each later read (feed) before the rest is fed, keeping its first and
+ *   last bytes. The reply is returned only once the body has gone by, so the link is clean
+ *   for the next command. A string that came whole within one read (at most 16 KiB) is
+ *   turned into its length when the reader makes it (create_string), so that the rule is
+ *   the same however the bytes arrived.
  *
  * TLS (a target with a context, tls.c): the session is an OpenSSL SSL on the same socket.
  * The handshake runs on the still non-blocking socket, polled until the connect timeout,
@@ -43,6 +53,7 @@
  * A plain link whose first bytes are a TLS record, or that the server closes before any
  * reply, says that the port may be a TLS one.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -77,6 +88,13 @@ struct rlink {
 	size_t olen, ocap;
 	double timeout;             /* seconds, of each read and write */
 	unsigned long long replies; /* replies read by rlink_reply */
+	redisReplyObjectFunctions fns;      /* hiredis's, but for create_string */
+	const redisReplyObjectFunctions *base;
+	size_t bulk_max, bulk_head; /* rlink_limit_bulk */
+	struct rskip *skipped;      /* the strings dropped, oldest first */
+	int nskipped;
+	size_t skip_left;           /* bytes of the last one still to come, its CRLF included */
+	size_t skip_seen;           /* ... and those gone by */
 	char err[256];              /* why the link broke; "" while it works */
 };
 
@@ -260,6 +278,8 @@ static int handshake(struct rlink *l, double deadline, double timeout)
 	}
 }
 
+static void *create_string(const redisReadTask *task, char *str, size_t len);
+
 struct rlink *rlink_open(const struct rlink_target *t, char *err, size_t errlen)
 {
 	double deadline = mono_now() + t->connect_timeout;
@@ -272,6 +292,11 @@ struct rlink *rlink_open(const struct rlink_target *t, char *err, size_t errlen)
 	l->reader = redisReaderCreate();
 	if (!l->reader)
 		abort();                /* out of memory, as the x* allocators */
+	l->base = l->reader->fn;
+	l->fns = *l->base;
+	l->fns.createString = create_string;
+	l->reader->fn = &l->fns;
+	l->reader->privdata = l;
 	snprintf(l->name, sizeof l->name, "%s", t->server_name ? t->server_name
 	         : t->host ? t->host : "");
 	if (t->tls && !(l->ssl = tls_session(t->tls, fd, l->name)))
@@ -297,6 +322,7 @@ void rlink_close(struct rlink *l)
 	close(l->fd);
 	redisReaderFree(l->reader);
 	free(l->out);
+	rlink_limit_bulk(l, 0, 0);
 	free(l);
 }
 
@@ -516,14 +542,130 @@ static int flush(struct rlink *l)
 	return 0;
 }
 
-/* n bytes just read, into the reader. */
+/* ---- strings too long to read ---- */
+
+void rskip_free(struct rskip *s)
+{
+	free(s->head);
+	memset(s, 0, sizeof *s);
+}
+
+void rlink_limit_bulk(struct rlink *l, size_t max, size_t head)
+{
+	for (int i = 0; i < l->nskipped; i++)
+		rskip_free(&l->skipped[i]);
+	free(l->skipped);
+	l->skipped = NULL;
+	l->nskipped = 0;
+	l->bulk_max = max;
+	l->bulk_head = head;
+}
+
+int rlink_skipped(struct rlink *l, struct rskip *out)
+{
+	if (l->nskipped == 0 || (l->nskipped == 1 && l->skip_left))
+		return 0;
+	*out = l->skipped[0];
+	memmove(l->skipped, l->skipped + 1, (size_t)--l->nskipped * sizeof *l->skipped);
+	return 1;
+}
+
+/* A record of a string of n bytes being dropped, seen from its start. */
+static void skip_begin(struct rlink *l, size_t n)
+{
+	l->skipped = xrealloc(l->skipped, (size_t)(l->nskipped + 1) * sizeof *l->skipped);
+	struct rskip *s = &l->skipped[l->nskipped++];
+	memset(s, 0, sizeof *s);
+	s->len = n;
+	s->head = xmalloc(l->bulk_head < n ? l->bulk_head + 1 : n + 1);
+	l->skip_seen = 0;
+	l->skip_left = n + 2;
+}
+
+/* k more bytes of the string being dropped (its CRLF comes last): its head and tail kept. */
+static void skip_take(struct rlink *l, const char *p, size_t k)
+{
+	struct rskip *s = &l->skipped[l->nskipped - 1];
+	size_t body = l->skip_seen < s->len ? s->len - l->skip_seen : 0;
+	if (body > k)
+		body = k;
+	if (l->skip_seen < l->bulk_head) {
+		size_t n = l->bulk_head - l->skip_seen < body ? l->bulk_head - l->skip_seen : body;
+		memcpy(s->head + s->head_len, p, n);
+		s->head_len += n;
+	}
+	if (body >= RSKIP_TAIL) {
+		memcpy(s->tail, p + body - RSKIP_TAIL, RSKIP_TAIL);
+		s->tail_len = RSKIP_TAIL;
+	} else {
+		size_t keep = s->tail_len < RSKIP_TAIL - body ? s->tail_len : RSKIP_TAIL - body;
+		memmove(s->tail, s->tail + s->tail_len - keep, keep);
+		memcpy(s->tail + keep, p, body);
+		s->tail_len = keep + body;
+	}
+	l->skip_seen += k;
+	l->skip_left -= k;
+}
+
+/*
+ * The reader waits for the body of a string longer than the limit: the reader's task
+ * becomes an integer, so that the length line it has yet to parse makes an integer reply,
+ * what of the body was buffered is taken out of the buffer, and fill takes the rest. 1 when
+ * it did, 0 when there is nothing to do yet.
+ */
+static int skip_long_string(struct rlink *l)
+{
+	redisReader *rd = l->reader;
+	if (!l->bulk_max || l->skip_left || rd->ridx < 0 ||
+	    rd->rstack[rd->ridx].type != REDIS_REPLY_STRING)
+		return 0;
+	char *p = rd->buf + rd->pos, *end = rd->buf + rd->len, *q = p;
+	size_t n = 0;
+	for (; q < end && isdigit((unsigned char)*q); q++) {
+		if (n > (SIZE_MAX - 9) / 10)
+			return 0;       /* no such string: hiredis will say it is a protocol error */
+		n = n * 10 + (size_t)(*q - '0');
+	}
+	if (q == p || end - q < 2 || q[0] != '\r' || q[1] != '\n' || n <= l->bulk_max)
+		return 0;           /* not all of the length yet, a nil, or short enough */
+	char *body = q + 2;
+	rd->rstack[rd->ridx].type = REDIS_REPLY_INTEGER;
+	skip_begin(l, n);
+	size_t have = (size_t)(end - body), now = have < n + 2 ? have : n + 2;
+	skip_take(l, body, now);
+	memmove(body, body + now, have - now);
+	rd->len = (size_t)(body - rd->buf) + have - now;
+	sdssetlen(rd->buf, rd->len);
+	rd->buf[rd->len] = '\0';
+	return 1;
+}
+
+/* The reader's createString: a string longer than the limit that came whole becomes its
+ * length, as one dropped while it came does (hiredis makes errors and statuses here too). */
+static void *create_string(const redisReadTask *task, char *str, size_t len)
+{
+	struct rlink *l = task->privdata;
+	if (!l->bulk_max || len <= l->bulk_max || task->type != REDIS_REPLY_STRING)
+		return l->base->createString(task, str, len);
+	skip_begin(l, len);
+	skip_take(l, str, len);
+	l->skip_left = 0;               /* no more of it will come */
+	return l->base->createInteger(task, (long long)len);
+}
+
+/* ---- reading ---- */
+
+/* n bytes just read, into the reader; the part of a string being dropped taken off first. */
 static int feed(struct rlink *l, const char *buf, size_t n)
 {
 	/* 0x15 (alert) or 0x16 (handshake) starts a TLS record; no RESP reply starts so. */
 	if (!l->ssl && l->received == 0 && (buf[0] == 0x15 || buf[0] == 0x16))
 		return fail(l, "the server answered in TLS (a TLS port? then the url is rediss://)");
 	l->received += n;
-	if (redisReaderFeed(l->reader, buf, n) != REDIS_OK)
+	size_t off = l->skip_left < n ? l->skip_left : n;
+	if (off)
+		skip_take(l, buf, off);
+	if (n > off && redisReaderFeed(l->reader, buf + off, n - off) != REDIS_OK)
 		return fail(l, "protocol error: %s", l->reader->errstr);
 	return 0;
 }
@@ -588,16 +730,33 @@ static void reader_shrink(struct rlink *l)
 	rd->pos = rd->len = 0;
 }
 
+/* buffered, with a string too long to read made an integer first (which may end the
+ * reply). */
+static int parsed(struct rlink *l, void **reply)
+{
+	if (buffered(l, reply) != 0)
+		return -1;
+	if (!*reply && skip_long_string(l))
+		return buffered(l, reply);
+	return 0;
+}
+
 int rlink_reply(struct rlink *l, void **reply)
 {
 	*reply = NULL;
-	if (l->err[0] || buffered(l, reply) != 0)
+	if (l->err[0] || parsed(l, reply) != 0)
 		return -1;
 	if (!*reply && flush(l) != 0)
 		return -1;
 	while (!*reply)
-		if (fill(l) != 0 || buffered(l, reply) != 0)
+		if (fill(l) != 0 || parsed(l, reply) != 0)
 			return -1;
+	while (l->skip_left)            /* the rest of a string dropped, before the next read */
+		if (fill(l) != 0) {
+			freeReplyObject(*reply);
+			*reply = NULL;
+			return -1;
+		}
 	reader_shrink(l);
 	l->replies++;
 	return 0;

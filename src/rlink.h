@@ -62,6 +62,30 @@ redisReply *rlink_command(struct rlink *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
+ * Strings too long to read. After rlink_limit_bulk(l, max, head), a string longer than max
+ * bytes in a reply is not read into memory: it comes back as an integer reply, its length
+ * (no command this daemon limits answers an integer where it sends a string), its bytes
+ * are read off the socket and dropped as they come, and what was seen of it is kept for
+ * rlink_skipped, in the order of the replies: its length, its first head bytes (at most)
+ * and its last RSKIP_TAIL. A job pushed with hundreds of MB is then never held by the
+ * daemon (max_job_bytes, doc/protocol.md §7.9). The limit holds until changed (0: none);
+ * setting it forgets the strings dropped before.
+ */
+#define RSKIP_TAIL 64
+struct rskip {
+	size_t len;                 /* its length; 0: nothing dropped */
+	char *head;                 /* its first head_len bytes, malloc'd */
+	size_t head_len;
+	char tail[RSKIP_TAIL];      /* its last tail_len bytes */
+	size_t tail_len;
+};
+void rlink_limit_bulk(struct rlink *l, size_t max, size_t head);
+/* The oldest string dropped since the limit was set, taken (free with rskip_free): 1, or 0
+ * when there is none. */
+int rlink_skipped(struct rlink *l, struct rskip *out);
+void rskip_free(struct rskip *s);
+
+/*
  * A connection the server closed while we did not use it (CLIENT KILL, its idle timeout,
  * a restart) can be told without a round trip: true when the idle link is readable, which
  * on a request/response connection only a close (or garbage) makes it.
