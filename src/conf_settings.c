@@ -43,6 +43,8 @@
 #define MAX_OUTPUT_TAIL     (1024 * 1024)
 #define MAX_OUTPUT_KEEP     (16 * 1024 * 1024)
 #define MAX_DAYS            36500
+#define MIN_JOB_BYTES       1024                /* a job's own fields take some 200 bytes */
+#define MAX_JOB_BYTES       (4LL << 30)
 
 /* ---------------------------------------------------------------------------------------
  * The settings tables
@@ -844,6 +846,20 @@ static int read_tick_interval(struct loader *L, const config_setting_t *s, const
 	return 0;
 }
 
+static int read_max_job_bytes(struct loader *L, const config_setting_t *s, const char *name,
+                              void *base)
+{
+	long long v;
+
+	if (read_integer(L, s, name, &v) < 0)
+		return -1;
+	if (v != 0 && (v < MIN_JOB_BYTES || v > MAX_JOB_BYTES))
+		return failf(L, s, "%s must be 0 (no limit) or from %d to %lld bytes", name,
+		             MIN_JOB_BYTES, MAX_JOB_BYTES);
+	((struct conf *)base)->max_job_bytes = v;
+	return 0;
+}
+
 #define C(f) offsetof(struct conf, f)
 static const struct spec top_specs[] = {
 	{ .name = "redis", .kind = K_CUSTOM, .read = read_redis },
@@ -867,6 +883,7 @@ static const struct spec top_specs[] = {
 	  .max = INT_MAX },
 	{ .name = "fetch_idle_max_interval", .kind = K_SECONDS, .off = C(fetch_idle_max_interval),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "max_job_bytes", .kind = K_CUSTOM, .read = read_max_job_bytes },
 	{ .name = "unique_lock_ttl", .kind = K_SECONDS, .off = C(unique_lock_ttl),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "periodic_catch_up", .kind = K_BOOL, .off = C(periodic_catch_up) },
@@ -917,6 +934,7 @@ void conf_defaults(struct conf *c)
 	c->orphan_check_interval = 60;
 	c->max_orphanings = 3;
 	c->fetch_idle_max_interval = 0.5;
+	c->max_job_bytes = 16 * 1024 * 1024;
 	c->unique_lock_ttl = 86400;
 	c->periodic_catch_up = 1;
 	c->periodic_replace = 0;

@@ -125,6 +125,8 @@ struct conf {
 	double orphan_threshold, orphan_check_interval;
 	int max_orphanings;
 	double fetch_idle_max_interval;
+	long long max_job_bytes;        /* a longer job is buried unread (doc/protocol.md §7.9);
+	                                 * 0 = no limit; 16 MiB */
 	double unique_lock_ttl;
 	int periodic_catch_up, periodic_replace;
 	double tick_interval;           /* the ticker's catch-up look, seconds (default 1) */

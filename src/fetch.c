@@ -41,6 +41,15 @@
  * try carries it: before a park or a local wait the ack is sent on its own, as it would
  * have been without the ride, never held across a block.
  *
+ * A job longer than max_job_bytes is never read: the fetch's replies are read with that
+ * limit on the link (rlink.h), so such a job arrives as a nil with its length and its first
+ * and last bytes, and is buried by those (settle.h bury_too_large) wherever it came from,
+ * a paused queue included: it could not be handed back without being read. One pushed with
+ * hundreds of MB costs the daemon its first 400 KB (the wrapper keeps its first 100 000
+ * characters), not a copy of it in memory. A burial that fails for want of Redis is tried
+ * again before the next fetch; the job waits on the in-progress list meanwhile (reconcile
+ * reads that list with the same limit and leaves it alone).
+ *
  * The fetch mode is resolved at the first fetch, not at start (lesson 52): a connection
  * error during the version check is not remembered (lesson 41), and an "unknown command"
  * from LMOVE/BLMOVE at run time switches every fetcher to basic (safe: no LMOVE ever
@@ -51,16 +60,31 @@
 #include <string.h>
 #include <strings.h>
 #include "fetch.h"
+#include "job.h"
 #include "keys.h"
 #include "park.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
 
+/* The wrapper of a job too large keeps its first 100 000 characters, of 4 bytes at most. */
+#define SEEN_HEAD (4 * MAX_RAW_PAYLOAD)
+#define FETCH_TOO_LARGE 3       /* next_job: a job too large to read, in out->big */
+
+static struct log_site bury_site = LOG_SITE("Processor");
+
+static void too_large_free(struct too_large *t)
+{
+	rskip_free(&t->seen);
+	free(t->queue);
+	memset(t, 0, sizeof *t);
+}
+
 void fetched_free(struct fetched *f)
 {
 	free(f->raw);
 	free(f->queue);
+	too_large_free(&f->big);
 	memset(f, 0, sizeof *f);
 }
 
@@ -193,6 +217,30 @@ static int take_pair(redisReply *rep, struct fetched *out)
 	return take(rep->element[1], rep->element[0]->str + plen, out);
 }
 
+/* No job in rep, but one too large to read in its place (an integer: rlink.h): what was
+ * seen of it into out->big, from queue (for a pair, the reply's queue key).
+ * FETCH_TOO_LARGE, or 0 when there is none. */
+static int too_large(struct rconn *r, const redisReply *rep, int pair, const char *queue,
+                     int basic, struct fetched *out)
+{
+	size_t plen = strlen(K_QUEUE);
+	if (pair) {
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+		    rep->element[0]->type != REDIS_REPLY_STRING ||
+		    strncmp(rep->element[0]->str, K_QUEUE, plen) != 0)
+			return 0;
+		queue = rep->element[0]->str + plen;
+		rep = rep->element[1];
+	}
+	struct rskip seen;
+	if (rep->type != REDIS_REPLY_INTEGER || !rconn_skipped(r, &seen))
+		return 0;
+	out->big.seen = seen;
+	out->big.queue = xstrdup(queue ? queue : "?");
+	out->big.taken = basic;
+	return FETCH_TOO_LARGE;
+}
+
 static int reply_has(const redisReply *rep, const char *name)
 {
 	for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
@@ -296,6 +344,8 @@ static int finish(struct rconn *r, struct rpipe *p, int basic, int pair, const c
 		got = pair ? take_pair(rd.rep, out) : take(rd.rep, queue, out);
 	if (got == 1)
 		got = pause_check(r, &rd, out);
+	else if (got == 0 && rd.rep)
+		got = too_large(r, rd.rep, pair, queue, basic, out);
 	round_free(&rd);
 	return got;
 }
@@ -386,6 +436,8 @@ static int want_settle(struct rconn *r, struct want *w)
 				got = take_pair(rd.rep, w->out);
 				if (got == 1)
 					got = pause_check(r, &rd, w->out);
+				else
+					got = too_large(r, rd.rep, 1, NULL, 0, w->out);
 			}
 			round_free(&rd);
 		}
@@ -438,6 +490,8 @@ static void round_batch(struct rconn *r, struct want *batch)
 		w->got = w->nd == 1 ? take(w->rep, w->active[0], w->out) : take_pair(w->rep, w->out);
 		if (w->got == 1)
 			w->paused = taken_paused(&rd, w->out->queue);
+		else    /* in the order of the replies: the link keeps what it saw in that order */
+			w->got = too_large(r, w->rep, w->nd > 1, w->active[0], 0, w->out);
 		freeReplyObject(w->rep);
 		w->rep = NULL;
 	}
@@ -642,10 +696,42 @@ static int next_job(struct rconn *r, struct fetch_state *st, struct fetched *out
 	return got;
 }
 
+/* The burial owed in st, if any: 0 done (or given up on a command error, logged: the job
+ * is still on the list, or gone with basic fetch's pop), -1 Redis unavailable. */
+static int bury_owed(struct rconn *r, struct fetch_state *st)
+{
+	struct too_large *t = &st->owed;
+	if (!t->seen.len)
+		return 0;
+	if (bury_too_large(r, &t->seen, t->queue, t->taken, t->max, &bury_site) < 0) {
+		if (r->unavailable)
+			return -1;
+		log_error("a job of %zu bytes from queue %s, too large to read, not buried: %s",
+		          t->seen.len, t->queue, r->err);
+	}
+	too_large_free(t);
+	return 0;
+}
+
 int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 {
 	memset(out, 0, sizeof *out);
+	if (bury_owed(r, st) < 0)
+		return -1;
+	struct conf *c = conf_acquire();
+	long long max = c->max_job_bytes;
+	conf_release(c);
+	fetch_mode_resolve(r);          /* before the limit: INFO's reply is a long string */
+	rconn_limit_bulk(r, (size_t)max, SEEN_HEAD);
 	int got = next_job(r, st, out);
+	rconn_limit_bulk(r, 0, 0);
 	ack_held_settle(r, &st->held);      /* an error before the try: ack it on its own */
+	if (got == FETCH_TOO_LARGE) {
+		st->owed = out->big;
+		st->owed.max = max;
+		memset(&out->big, 0, sizeof out->big);
+		st->hot = 1;            /* there may be more behind it */
+		got = bury_owed(r, st) < 0 ? -1 : 0;
+	}
 	return got;
 }

@@ -14,10 +14,20 @@
 #include "settle.h"
 #include "state.h"
 
+/* A job longer than max_job_bytes, which the fetch dropped unread (rlink.h), to be buried
+ * (settle.h bury_too_large). */
+struct too_large {
+	struct rskip seen;      /* what was seen of it; seen.len 0: none */
+	char *queue;
+	int taken;              /* basic fetch: it is on no list any more */
+	long long max;          /* max_job_bytes when it was fetched */
+};
+
 struct fetched {
 	char *raw;              /* malloc'd, a NUL after its len bytes: job_take takes it */
 	size_t len;
 	char *queue;            /* the queue name it came from */
+	struct too_large big;   /* the fetch's own: fetch_job buries it */
 };
 
 /* What one fetcher carries from fetch to fetch. */
@@ -29,6 +39,7 @@ struct fetch_state {
 	struct held_ack held;   /* the last job's ack, sent with the next try (settle.h) */
 	double max_block;       /* the longest a park may wait (warm processes to tend), 0 = no
 	                         * bound of the fetcher's own */
+	struct too_large owed;  /* a burial that failed for want of Redis, tried again first */
 };
 void fetch_state_init(struct fetch_state *st, int index);
 
@@ -36,7 +47,8 @@ void fetch_state_init(struct fetch_state *st, int index);
  * Redis command (no success to report to a log site: lesson 73), -1 = error (r->err),
  * -2 = "unsupported": fall back to basic. A job of a queue found paused when it was taken
  * is given back, never returned. An ack held in st->held goes out with the try, or on its
- * own before anything else (a park, a wait); it is settled when fetch_job returns. */
+ * own before anything else (a park, a wait); it is settled when fetch_job returns. A job
+ * longer than max_job_bytes is never read: it is buried, and 0 returned (§7.9). */
 #define FETCH_IDLE 2
 int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out);
 void fetched_free(struct fetched *f);

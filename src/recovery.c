@@ -791,11 +791,16 @@ int reconcile_own(struct rconn *r, struct log_site *site)
 	/* This look happens after `sent`, and before `seen`, in the server's time. */
 	struct conf *c = conf_acquire();
 	double gap = c->orphan_check_interval / 2;
+	long long max = c->max_job_bytes;
 	conf_release(c);
 	if (gap > RECONCILE_LOOK_GAP)
 		gap = RECONCILE_LOOK_GAP;
 	double sent = mono_now();
+	/* A job too large to read (it comes as its length: rlink.h) is left to the fetcher
+	 * that took it, which buries it (doc/protocol.md §7.9). */
+	rconn_limit_bulk(r, (size_t)max, 0);
 	redisReply *rep = rcmd(r, "LRANGE %s 0 -1", list);
+	rconn_limit_bulk(r, 0, 0);
 	double seen = mono_now();
 	free(list);
 	if (!rep) {
@@ -807,7 +812,7 @@ int reconcile_own(struct rconn *r, struct log_site *site)
 	struct strs strays = { 0 }, owed = { 0 }, now_strays = { 0 };
 	for (size_t i = 0; i < rep->elements; i++) {
 		const redisReply *e = rep->element[i];
-		if (running_has(e->str))
+		if (e->type != REDIS_REPLY_STRING || running_has(e->str))
 			continue;
 		if (pending_has(e->str))
 			strs_add(&owed, e->str, e->len);

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "counters.h"
 #include "deathhook.h"
 #include "handler.h"
 #include "job.h"
@@ -701,6 +702,46 @@ enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct l
 	p->burial = 1;
 	pending_add(p);
 	return DISP_SETTLED;
+}
+
+/*
+ * A job longer than max_job_bytes that the fetch dropped unread (rlink.h) is an invalid job
+ * too, buried the same way, but by what was seen of it: the wrapper gets its first
+ * characters, and BURY_TOO_LARGE finds it on the list by its length, head and tail. No
+ * pending filing when that fails: the job is still on the list (the fetcher tries again),
+ * and its head is all a filing could hold.
+ */
+int bury_too_large(struct rconn *r, const struct rskip *seen, const char *queue, int taken,
+                   long long max, struct log_site *site)
+{
+	double now = now_float();
+	char *why = xasprintf("job of %zu bytes is larger than max_job_bytes (%lld)", seen->len,
+	                      max);
+	char *wrapper = job_unparseable_wrapper(seen->head, seen->head_len, queue,
+	                                        "Cogworker::InvalidJob", why, now);
+	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char len[32], score[64];
+	snprintf(len, sizeof len, "%zu", seen->len);
+	snprintf(score, sizeof score, "%.6f", now);
+	const char *keys[] = { list, K_DEAD };
+	const char *args[] = { len, seen->head, seen->tail, score, wrapper, taken ? "1" : "0" };
+	size_t lens[] = { strlen(len), seen->head_len < 256 ? seen->head_len : 256,
+	                  seen->tail_len, strlen(score), strlen(wrapper), 1 };
+	redisReply *rep = rscript(r, "bury_too_large", 2, keys, 6, args, lens);
+	if (rep && reply_integer(rep, 0) == 1) {
+		metrics_inc(METRIC_JOBS_DEAD);
+		bump_stats(r, 0, site);
+		log_error("invalid job from queue %s moved to dead: %s", queue, why);
+	} else if (rep) {
+		log_warn("a job of %zu bytes from queue %s, too large to read, is no longer on %s: "
+		         "not buried", seen->len, queue, list);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	free(why);
+	free(wrapper);
+	free(list);
+	return rep ? 0 : -1;
 }
 
 /* ---- pending settlements (reconcile, stop) ---- */

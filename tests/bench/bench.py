@@ -56,7 +56,8 @@ Figures (each run several times; the report gives medians):
   large        memory after large jobs (issue 21): the daemon's peak (VmHWM) and its RSS
                once they are done (the lowest within 10 s after the in-progress list
                empties), concurrency 6, a handler that reads its stdin: six jobs of a 10 MB
-               string arg at once, one of 200 MB, three of 200 MB one after the other.
+               string arg at once, one of 200 MB, three of 200 MB one after the other (no
+               max_job_bytes), and one of 400 MB that the default max_job_bytes buries.
   output       the cost of keeping output (output_keep, cogworkerctl jobs log): 5 000 jobs
                at concurrency 4 with output_keep = 0 and = 65536 (the default), for
                /bin/true and for /bin/cat of a 4 KiB file, interleaved, median of the
@@ -1189,17 +1190,20 @@ class Bench:
 
     # -- memory after large jobs
 
-    LARGE = (("6 x 10 MB at once", [10 ** 7] * 6, False),
-             ("1 x 200 MB", [2 * 10 ** 8], False),
-             ("3 x 200 MB one after the other", [2 * 10 ** 8] * 3, True))
+    # name, sizes, one after the other, max_job_bytes (None: the default, 16 MiB)
+    LARGE = (("6 x 10 MB at once", [10 ** 7] * 6, False, None),
+             ("1 x 200 MB", [2 * 10 ** 8], False, 0),
+             ("3 x 200 MB one after the other", [2 * 10 ** 8] * 3, True, 0),
+             ("1 x 400 MB, over max_job_bytes (buried unread)", [4 * 10 ** 8], False, None))
 
     def large(self):
         res = {}
         key = b"cogworker:queue:default"
-        for name, sizes, one_by_one in self.LARGE:
+        for name, sizes, one_by_one, limit in self.LARGE:
             r = self.fresh()
+            extra = {} if limit is None else {"max_job_bytes": limit}
             d = self.daemon(concurrency=6, handlers=[
-                {"class": "Big", "command": ["/bin/sh", "-c", "cat > /dev/null"]}])
+                {"class": "Big", "command": ["/bin/sh", "-c", "cat > /dev/null"]}], **extra)
             d.start(wait=False)
             try:
                 wait_ready(r, d)
@@ -1209,8 +1213,9 @@ class Bench:
                     r.lpush(key, job("Big", ["x" * size]))
                     if one_by_one or i == len(sizes) - 1:
                         n = i + 1 if one_by_one else len(sizes)
-                        wait_for(lambda: processed(r) >= n, timeout=300, interval=0.05,
-                                 message="%d large jobs done" % n)
+                        wait_for(lambda: processed(r) + r.zcard(b"cogworker:dead") >= n,
+                                 timeout=300, interval=0.05,
+                                 message="%d large jobs done or buried" % n)
                 inprogress = ("cogworker:inprogress:" + self.identity_of(r)).encode()
                 wait_for(lambda: r.llen(inprogress) == 0, timeout=60, interval=0.05)
                 after = []

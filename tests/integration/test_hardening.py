@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import handler, job, sanitizer_build, wait_for  # noqa: E402
+from harness import handler, job, new_jid, sanitizer_build, wait_for  # noqa: E402
 from runkit import (DEAD, FAILED, RETRY, JobTestCase, loads, recorder_cmd,  # noqa: E402
                     sh)
 
@@ -213,7 +213,7 @@ class Hardening(JobTestCase):
         must not raise its peak by 5 times its size, and after six 10 MB jobs at
         concurrency 4 its RSS must come back within 30 MB of where it started."""
         read = sh("cat > /dev/null")
-        d = self.daemon(concurrency=4, handlers=[{"class": "Big", "command": read}])
+        d = self.daemon(concurrency=4, max_job_bytes=0, handlers=[{"class": "Big", "command": read}])
         time.sleep(0.5)
         pid = d.proc.pid
         base = memory_mb(pid)
@@ -234,6 +234,92 @@ class Hardening(JobTestCase):
             wait_for(lambda: memory_mb(pid) < base + 30, timeout=10)
         except AssertionError:
             self.fail("RSS %d MB after the jobs, %d MB before" % (memory_mb(pid), base))
+
+    @staticmethod
+    def big_job(size, cls="X"):
+        """A job of exactly size bytes (its one arg pads it)."""
+        head = b'{"class":"%s","queue":"default","jid":"%s","args":["' % (
+            cls.encode(), new_jid().encode())
+        return head + b"a" * (size - len(head) - 3) + b'"]}'
+
+
+    def assert_too_large(self, d, raws, limit):
+        reasons = ["job of %d bytes is larger than max_job_bytes (%d)" % (len(r), limit)
+                   for r in raws]
+        self.assert_buried(d, raws, reasons)
+
+    def test_hd12_a_job_over_max_job_bytes_is_buried_as_invalid_never_run(self):
+        """Taken by the parked fetcher (BLMOVE), by a try (LMOVE, behind another), and
+        from two queues (FETCH); each is in dead as an invalid job with the reason, the
+        next job runs. A job of the limit itself runs."""
+        d = self.daemon_recording(max_job_bytes=4096)
+        time.sleep(0.3)                                 # parked
+        raws = [self.big_job(5000), self.big_job(4097), self.big_job(20000)]
+        self.push(raws[0])
+        self.wait_member(DEAD)
+        self.push(raws[1])
+        self.push(raws[2])
+        self.assert_too_large(d, raws, 4096)
+        ok = loads(self.push(self.big_job(4096, "R")))["jid"]
+        self.wait_done(d, "R", ok)
+
+    def test_hd12_over_max_job_bytes_from_two_queues_and_with_basic_fetch(self):
+        for settings in ({"queues": ["default", "low"]}, {"fetch": "basic"}):
+            with self.subTest(**settings):
+                self.r.flushall()
+                d = self.daemon_recording(max_job_bytes=2048, **settings)
+                raws = [self.big_job(3000), self.big_job(70000)]
+                for raw in raws:
+                    self.push(raw)
+                self.assert_too_large(d, raws, 2048)
+                d.stop()
+
+    def test_hd12_fetchers_that_share_a_try_each_bury_their_own(self):
+        """Concurrency 4: one round trip carries several fetchers' tries, so jobs too
+        large and jobs to run come back side by side; each is told apart in order."""
+        d = self.daemon(concurrency=4, max_job_bytes=2048, handlers=[
+            {"class": "*", "command": sh("sleep 0.2")}])
+        for _ in range(5):
+            jobs = [self.big_job(n, "S" if n < 2048 else "X")
+                    for n in (100, 30000, 100, 3000, 50000, 100, 2049, 100)]
+            for raw in jobs:
+                self.push(raw)
+            big = sorted(r for r in jobs if len(r) > 2048)
+            dead = self.wait_member(DEAD, count=len(big), timeout=20)
+            self.assertEqual(sorted(loads(m)["raw_payload"].encode() for m, _ in dead), big)
+            for raw in jobs:
+                if len(raw) <= 2048:
+                    self.wait_done(d, "S", loads(raw)["jid"])
+            self.wait_settled(d)
+            self.r.delete(DEAD)
+
+    def test_hd12_only_the_head_of_a_job_too_large_is_kept(self):
+        """The wrapper keeps the first 100 000 characters, as for any payload that is not a
+        job: the job itself is never read whole, so no more of it can be kept."""
+        d = self.daemon_recording(max_job_bytes=1024)
+        raw = self.big_job(1000000)
+        self.push(raw)
+        member, _ = self.wait_member(DEAD)
+        w = loads(member)
+        self.assertEqual(w["error_message"],
+                         "job of 1000000 bytes is larger than max_job_bytes (1024)")
+        self.assertEqual(w["raw_payload"], raw[:100000].decode())
+        self.wait_settled(d)
+        self.assertIsNone(self.read(self.path("runs.stdin")), "a job too large ran")
+
+    def test_hd13_a_100_mb_job_is_buried_without_being_read(self):
+        """A hostile push under Redis's 512 MB limit: with the default max_job_bytes
+        (16 MiB) the daemon never holds it. Reading a 100 MB job cost some 800 MB."""
+        d = self.daemon(handlers=[{"class": "*", "command": sh("cat > /dev/null")}])
+        time.sleep(0.5)
+        base = memory_mb(d.proc.pid)
+        self.push(self.big_job(100 * 1000 * 1000))
+        member, _ = self.wait_member(DEAD, timeout=60)
+        self.assertEqual(loads(member)["error_message"], "job of 100000000 bytes is larger "
+                         "than max_job_bytes (16777216)")
+        self.wait_settled(d)
+        grown = memory_mb(d.proc.pid, "VmHWM") - base
+        self.assertLess(grown, 30, "burying a 100 MB job raised the peak by %d MB" % grown)
 
     def test_hd8_rlimit_nproc_without_user_is_warned_about_at_start(self):
         d = self.daemon(handlers=[{"class": "N", "command": handler("ok"), "rlimit_nproc": 50},

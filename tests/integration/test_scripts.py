@@ -48,7 +48,7 @@ PROTOCOL_SCRIPTS = [
     "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
     "delete_if_owned", "kill", "output_write", "admit", "release_slot",
     "batch_open", "batch_push", "batch_commit", "batch_settle", "batch_revive",
-    "batch_cancel", "batch_expire",
+    "batch_cancel", "batch_expire", "bury_too_large",
 ]
 
 
@@ -1110,6 +1110,40 @@ class TestBury(ScriptTestCase):
         with self.assertRaises(redis.ResponseError):
             self.bury(b"e")
         self.assertEqual(self.r.zscore(SCHEDULE, b"e"), 1.0)
+
+
+class TestBuryTooLarge(ScriptTestCase):
+    """The job is found by its length, first and last bytes, never sent whole."""
+
+    def bury(self, big, head=256, taken="0"):
+        return self.run_script("bury_too_large", [INPROGRESS, DEAD],
+                               [len(big), big[:head], big[-64:], 99, b"wrapper", taken])
+
+    def test_finds_it_by_length_head_and_tail_and_buries_it(self):
+        big = b"{" + b"x" * 5000 + b"}"
+        same_head = b"{" + b"x" * 4999 + b"y}"
+        self.r.rpush(INPROGRESS, b"a", same_head, big, big, b"z")
+        self.assertEqual(self.bury(big), 1)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1, withscores=True), [(b"wrapper", 99.0)])
+        self.assertEqual(self.inprogress(), [b"a", same_head, big, b"z"], "one of the two")
+        self.assertEqual(self.bury(big), 1)
+        self.assertEqual(self.inprogress(), [b"a", same_head, b"z"])
+        self.assertEqual(self.bury(big), 0, "none left")
+        self.assertEqual(self.inprogress(), [b"a", same_head, b"z"])
+
+    def test_taken_by_basic_fetch_is_only_filed(self):
+        self.r.rpush(INPROGRESS, b"a")
+        self.assertEqual(self.bury(b"{" + b"x" * 5000 + b"}", taken="1"), 1)
+        self.assertEqual(self.r.zcard(DEAD), 1)
+        self.assertEqual(self.inprogress(), [b"a"])
+
+    def test_failed_write_keeps_the_job(self):
+        big = b"{" + b"x" * 5000 + b"}"
+        self.r.rpush(INPROGRESS, big)
+        self.r.set(DEAD, "x")
+        with self.assertRaises(redis.ResponseError):
+            self.bury(big)
+        self.assertEqual(self.inprogress(), [big])
 
 
 class TestKill(ScriptTestCase):

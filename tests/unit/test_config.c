@@ -125,6 +125,7 @@ static void check_defaults(const struct conf *c)
 	ck_assert_double_eq(c->orphan_check_interval, 60);
 	ck_assert_int_eq(c->max_orphanings, 3);
 	ck_assert_double_eq(c->fetch_idle_max_interval, 0.5);  /* issue 12: was 1.0 */
+	ck_assert_int_eq(c->max_job_bytes, 16 * 1024 * 1024);
 	ck_assert_double_eq(c->unique_lock_ttl, 86400);
 	ck_assert_int_eq(c->periodic_catch_up, 1);
 	ck_assert_int_eq(c->periodic_replace, 0);
@@ -340,6 +341,29 @@ START_TEST(test_max_orphanings)
 	expect_error("max_orphanings = 0;\n", 1, "max_orphanings must be a positive integer");
 	expect_error("max_orphanings = 2.5;\n", 1, "max_orphanings must be an integer");
 	expect_error("max_orphanings = \"3\";\n", 1, "max_orphanings must be an integer");
+}
+END_TEST
+
+static void expect_max_job_bytes(const char *text, long long want)
+{
+	struct conf c;
+
+	LOAD_OK(text, &c);
+	ck_assert_int_eq(c.max_job_bytes, want);
+	conf_free(&c);
+}
+
+START_TEST(test_max_job_bytes)
+{
+	expect_max_job_bytes("max_job_bytes = 1024;\n", 1024);
+	expect_max_job_bytes("max_job_bytes = 0;\n", 0);
+	expect_max_job_bytes("max_job_bytes = 4294967296L;\n", 4294967296LL);
+	expect_error("max_job_bytes = 1023;\n", 1,
+	             "max_job_bytes must be 0 (no limit) or from 1024 to 4294967296 bytes");
+	expect_error("max_job_bytes = -1;\n", 1, "max_job_bytes must be 0 (no limit)");
+	expect_error("max_job_bytes = 4294967297L;\n", 1, "max_job_bytes must be 0 (no limit)");
+	expect_error("max_job_bytes = 1e6;\n", 1, "max_job_bytes must be an integer");
+	expect_error("max_job_bytes = \"16M\";\n", 1, "max_job_bytes must be an integer");
 }
 END_TEST
 
@@ -1491,6 +1515,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_error_is_one_line);
 	tcase_add_test(tc, test_fetch);
 	tcase_add_test(tc, test_max_orphanings);
+	tcase_add_test(tc, test_max_job_bytes);
 	tcase_add_test(tc, test_orphan_threshold);
 	tcase_add_test(tc, test_fetch_idle_max_interval);
 	tcase_add_test(tc, test_unique_lock_ttl);
