@@ -274,10 +274,11 @@ esac
 }
 
 RUN_SET = {"build-essential", "pkg-config", "libhiredis-dev", "libcjson-dev", "libconfig-dev",
-           "libsystemd-dev", "libmicrohttpd-dev", "libcrypt-dev", "redis-server", "redis-tools"}
+           "libsystemd-dev", "libmicrohttpd-dev", "libcrypt-dev", "libssl-dev", "redis-server",
+           "redis-tools"}
 TEST_ONLY = {"valgrind", "cppcheck", "gnuplot-nox", "man-db", "python3-prometheus-client",
              "tmux", "check", "redis-sentinel", "python3-redis", "ruby", "nodejs", "chromium",
-             "chromium-driver", "python3-selenium"}
+             "chromium-driver", "python3-selenium", "openssl"}
 
 
 class Deps(unittest.TestCase):
