@@ -40,6 +40,7 @@
 #include "metrics.h"
 #include "state.h"
 #include "util.h"
+#include "workflow.h"
 
 /* ---- the endpoint ---- */
 
@@ -161,6 +162,9 @@ static const char *const metric_help[][2] = {
 	{ "cogworkerd_rate_limit_window_seconds", "A handler class's rate_limit window." },
 	{ "cogworkerd_rate_limit_window_starts",
 	  "Starts of a handler class within the current rate_limit window, fleet-wide." },
+	{ "cogworkerd_batches_open", "Batches not committed yet, fleet-wide." },
+	{ "cogworkerd_jobs_waiting_for_jobs",
+	  "Jobs waiting for other jobs to settle (push --after), fleet-wide." },
 	{ "cogworkerd_busy", "Handler children this process runs now." },
 	{ "cogworkerd_concurrency", "The most handler children this process runs at once." },
 	{ "cogworkerd_quiet", "1 while this process fetches no new jobs (quiet or stopping)." },
@@ -205,6 +209,11 @@ static void render_metrics(struct sbuf *out)
 	if (rc == 0 && frc == 0)
 		fleet_limits_render(fl, nfl, b);
 	fleet_limits_free(fl, nfl);
+	/* Batches and jobs waiting for jobs (doc/protocol.md §7.34), the same way. */
+	if (rc == 0 && frc == 0 && workflow_metrics(&mconn, b) != 0) {
+		frc = -1;
+		what = "batch counts";
+	}
 	if (rc != 0 || frc != 0) {
 		if (mconn.unavailable)
 			log_site_unavailable(&metrics_site, mconn.err, mono_now());

@@ -97,3 +97,30 @@ int workflow_tend(struct rconn *r)
 	freeReplyObject(rep);
 	return 0;
 }
+
+int workflow_counts(struct rconn *r, long long *open, long long *waiting)
+{
+	struct rpipe p;
+	redisReply *rep[2];
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "ZCARD " K_BATCH_OPEN);
+	rpipe_add(r, &p, "ZCARD " K_BATCH_WAITING);
+	int failures = rpipe_exec(r, &p, rep);
+	*open = rep[0] ? reply_integer(rep[0], 0) : 0;
+	*waiting = rep[1] ? reply_integer(rep[1], 0) : 0;
+	for (int i = 0; i < 2; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	return failures ? -1 : 0;
+}
+
+int workflow_metrics(struct rconn *r, struct sbuf *b)
+{
+	long long open, waiting;
+	if (workflow_counts(r, &open, &waiting) != 0)
+		return -1;
+	sb_printf(b, "# TYPE cogworkerd_batches_open gauge\ncogworkerd_batches_open %lld\n"
+	          "# TYPE cogworkerd_jobs_waiting_for_jobs gauge\n"
+	          "cogworkerd_jobs_waiting_for_jobs %lld\n", open, waiting);
+	return 0;
+}

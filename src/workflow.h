@@ -8,6 +8,7 @@
 #define COGWORKERD_WORKFLOW_H
 
 #include "redis.h"
+#include "util.h"
 
 /* Outcomes a job settles for good with (BATCH_SETTLE's ARGV[10]). */
 #define SETTLED_SUCCESS "success"
@@ -37,5 +38,13 @@ int workflow_settle(struct rconn *r, const char *jid, const char *bid, const cha
  * dependants (a crash after the ack) are settled again. 0 done, -1 error (r->err).
  */
 int workflow_tend(struct rconn *r);
+
+/* Batches not yet committed and jobs waiting for other jobs, fleet-wide (ZCARD of
+ * cogworker:batch:open and :waiting): *open, *waiting. 0, or -1 (r->err). */
+int workflow_counts(struct rconn *r, long long *open, long long *waiting);
+
+/* The same as Prometheus gauges, cogworkerd_batches_open and
+ * cogworkerd_jobs_waiting_for_jobs, into b. 0, or -1 (r->err; nothing written). */
+int workflow_metrics(struct rconn *r, struct sbuf *b);
 
 #endif

@@ -35,6 +35,7 @@
 #include <cJSON.h>
 #include "ctl.h"
 #include "job.h"
+#include "workflow.h"
 
 #define REFRESH 1.0             /* seconds between two redraws */
 #define RATE_SAMPLES 61         /* one per refresh: a minute of deltas */
@@ -384,6 +385,38 @@ static void show_queues(struct ctl *c, struct screen *s, struct top *t, char **w
 		cJSON_Delete(doc);
 }
 
+/* Batches with members pending (the newest, from batch list) and the jobs that wait for
+ * others (doc/protocol.md §7.34); nothing when there are none. */
+static void show_batches(struct ctl *c, struct screen *s, char **why)
+{
+	long long open = 0, waiting = 0;
+	workflow_counts(&c->r, &open, &waiting);
+	const char *argv[] = { "batch", "list" };
+	cJSON *doc = view(c, cmd_batch, 2, argv, why);
+	int shown = 0;
+	const cJSON *b;
+	cJSON_ArrayForEach(b, doc)
+		shown += jget_num(b, "pending", 0) > 0;
+	if (shown || open || waiting) {
+		char title[96];
+		snprintf(title, sizeof title, "BATCHES (%lld not committed, %lld job(s) waiting for "
+		         "others)", open, waiting);
+		heading(s, title);
+	}
+	int n = 0;
+	cJSON_ArrayForEach(b, doc) {
+		if (jget_num(b, "pending", 0) <= 0 || n++ >= 5)
+			continue;
+		line(s, "    %-24s %-10s %6.0f pending of %-6.0f %s", jget_str(b, "bid"),
+		     jget_str(b, "state"), jget_num(b, "pending", 0), jget_num(b, "total", 0),
+		     jget_str(b, "description"));
+	}
+	if (shown || open || waiting)
+		line(s, "%s", "");
+	if (doc)
+		cJSON_Delete(doc);
+}
+
 static long long counter(struct ctl *c, const char *key)
 {
 	redisReply *r = rcmd(&c->r, "GET %s", key);
@@ -542,6 +575,7 @@ static void frame(struct ctl *c, struct screen *s, struct top *t)
 		show_running(c, s, t, now, &why);
 		line(s, "%s", "");
 		show_waiting(c, s, now, &why);
+		show_batches(c, s, &why);
 		show_queues(c, s, t, &why);
 		line(s, "%s", "");
 		show_rates(c, s, t);

@@ -11,10 +11,11 @@ import os
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flowkit import RECORD, FlowTestCase  # noqa: E402
-from harness import wait_for  # noqa: E402
+from harness import free_port, wait_for  # noqa: E402
 from runkit import DEAD, sh  # noqa: E402
 
 
@@ -193,6 +194,22 @@ class Batches(FlowTestCase):
         out, _ = self.ctl("batch", "settle", bid, jid)
         self.assertIn("fired: %s success" % bid, out)
         self.wait_runs([self.callback_jid(bid, "success")])
+
+    def test_bt10_metrics_and_top_count_open_batches_and_waiting_jobs(self):
+        port = free_port()
+        self.flow_daemon(self.record("Slow", 30), metrics_listen="127.0.0.1:%d" % port)
+        bid = self.new("--description", "nightly")
+        self.member(bid, "Slow")
+        first = self.ctl("push", "--queue", "elsewhere", "Slow")[0].strip()
+        self.ctl("push", "--after", first, "--queue", "elsewhere", "Slow")
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as res:
+            text = res.read().decode()
+        self.assertIn("\ncogworkerd_batches_open 1\n", text)
+        self.assertIn("\ncogworkerd_jobs_waiting_for_jobs 1\n", text)
+        self.assertIn("# HELP cogworkerd_batches_open Batches not committed yet", text)
+        out, _ = self.ctl("top")
+        self.assertIn("BATCHES (1 not committed, 1 job(s) waiting for others)", out)
+        self.assertRegex(out, r"%s\s+open\s+1 pending of 1\s+nightly" % bid)
 
 
 if __name__ == "__main__":
