@@ -16,6 +16,12 @@ A share of the jobs (--warm-share, a half by default) goes to a warm handler
 records, from long-lived processes. Their processes must die with their daemon: a kill -9
 leaves none alive a few seconds later, and none is left once the daemons are gone.
 
+A batch of --batch-members jobs (1 000 by default, doc/protocol.md §7.34) rides along: the
+first jobs pushed are its members (BATCH_PUSH, the script cogworkerctl push --batch runs),
+the batch is committed once the last is pushed, and its on_success and on_complete are jobs
+of the sh handler. The soak fails unless each callback was pushed once and started once,
+after every member had ended once, with every member counted as succeeded.
+
 Every job is pushed once, with a unique jid, by a pusher whose own connection is spared
 (and which pauses while the server is down, so that no push is ever in doubt). Handlers
 append "S jid slot" when they start and "E jid slot" when they end to one file. At the end,
@@ -53,7 +59,7 @@ except ImportError:         # a python first in PATH without python3-redis: Debi
     if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
         os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
     raise
-from harness import Daemon, _die_with_parent, free_port, wait_for  # noqa: E402
+from harness import Daemon, _die_with_parent, free_port, load_script, wait_for  # noqa: E402
 from tlskit import PKI  # noqa: E402
 
 HANDLER = ('echo "S $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"; sleep "$1"; '
@@ -143,6 +149,9 @@ class Soak:
         self.lock = threading.Lock()
         self.generation = 0
         self.pusher_error = None
+        self.bid = "%024x" % (args.seed * 10 ** 9 + 999999999)
+        self.members = []
+        self.committed_at = None
 
     # -- daemons
 
@@ -220,6 +229,30 @@ class Soak:
             self.pusher_error = "%s: %s" % (type(e).__name__, e)
             self.push_idle.set()
 
+    def batch_script(self, c, name, *args):
+        """A batch script with the common arguments (lua/lib/batch.lua)."""
+        common = ["cogworker:batch:", "cogworker:queue:", "cogworker:queues",
+                  "cogworker:dead", "cogworker:schedule", "%.6f" % time.time(), 604800, 600]
+        return c.eval(load_script(name), 0, *(common + list(args)))
+
+    def open_batch(self):
+        c = self.server.client("soak-pusher")
+        self.batch_script(c, "batch_open", self.bid, "soak", "Soak", "Soak", "", "[0.01]",
+                          "default", "%.6f" % (time.time() + 86400), "", "")
+        c.close()
+
+    def push_job(self, c, jid, payload):
+        """A job of the batch while it takes members (its commit after the last), else a
+        plain LPUSH."""
+        if len(self.members) >= self.args.batch_members:
+            c.lpush("cogworker:queue:default", payload)
+            return
+        self.batch_script(c, "batch_push", jid, payload, "default", "", self.bid, "", "0")
+        self.members.append(jid)
+        if len(self.members) == self.args.batch_members:
+            self.batch_script(c, "batch_commit", self.bid)
+            self.committed_at = time.monotonic() - self.t0
+
     def push_all(self):
         """LPUSH at --rate. After a pause (the server restarted) a fresh connection, named
         again so CLIENT KILL spares it; any error ends the pushing, and the soak fails."""
@@ -241,11 +274,12 @@ class Soak:
             n += 1
             run = round(self.rng.uniform(0, self.args.max_run), 3)
             cls = "SoakWarm" if self.rng.random() < self.args.warm_share else "Soak"
-            payload = json.dumps({"class": cls, "args": [run],
-                                  "queue": "default", "jid": jid, "retry": True,
-                                  "created_at": now, "enqueued_at": now},
-                                 separators=(",", ":"))
-            c.lpush("cogworker:queue:default", payload)     # an error ends the soak: loudly
+            job = {"class": cls, "args": [run], "queue": "default", "jid": jid, "retry": True,
+                   "created_at": now, "enqueued_at": now}
+            if len(self.members) < self.args.batch_members:
+                job["bid"] = self.bid
+            payload = json.dumps(job, separators=(",", ":"))
+            self.push_job(c, jid, payload)      # an error ends the soak: loudly
             with self.lock:
                 self.pushed.append(jid)
                 if cls == "SoakWarm":
@@ -372,8 +406,43 @@ class Soak:
                     found.append("%s: %s" % (os.path.basename(d.log_path), line[:200]))
         return found
 
+    def batch_report(self, c, runs):
+        """The batch's end: each callback pushed once (its fired mark), started once, after
+        every member's first end (the order of the records' file)."""
+        h = c.hgetall("cogworker:batch:" + self.bid)
+        first_end, starts = {}, {}
+        for i, rec in enumerate(runs):
+            if rec[0] == "E":
+                first_end.setdefault(rec[1], i)
+            else:
+                starts.setdefault(rec[1], []).append(i)
+        members_ended = [first_end.get(j) for j in self.members]
+        last_member = max((i for i in members_ended if i is not None), default=-1)
+        out = {"members": len(self.members), "committed_at_s": self.committed_at,
+               "state": h.get("state"),
+               "pending": c.scard("cogworker:batch:%s:pending" % self.bid),
+               "succeeded": c.scard("cogworker:batch:%s:succeeded" % self.bid),
+               "dead": c.scard("cogworker:batch:%s:dead" % self.bid),
+               "members_unended": sum(i is None for i in members_ended)}
+        for kind in ("success", "complete"):
+            jid = h.get("fired_" + kind)
+            s = starts.get(jid, []) if jid else []
+            out[kind] = {"jid": jid, "starts": len(s),
+                         "after_last_member": bool(s) and s[0] > last_member}
+        return out
+
+    def batch_ok(self, b):
+        if not self.args.batch_members:
+            return True
+        return (b["members"] == self.args.batch_members and b["pending"] == 0 and
+                b["succeeded"] == b["members"] and b["members_unended"] == 0 and
+                all(b[k]["jid"] and b[k]["starts"] == 1 and b[k]["after_last_member"]
+                    for k in ("success", "complete")))
+
     def run(self):
         self.server.start()
+        if self.args.batch_members:
+            self.open_batch()
         self.slots = [self.start_daemon(i) for i in range(self.args.daemons)]
         self.t0 = time.monotonic()
         pusher = threading.Thread(target=self.pusher, daemon=True)
@@ -410,6 +479,7 @@ class Soak:
                 dead_jids.add(json.loads(m).get("jid"))
             except ValueError:
                 pass
+        batch = self.batch_report(c, runs) if self.args.batch_members else None
         c.close()
         pushed = set(self.pushed)
         lost = [j for j in pushed if j not in ends and j not in dead_jids]
@@ -435,6 +505,7 @@ class Soak:
             "sanitizer_reports": self.sanitizer_reports(),
             "died_by_themselves": [os.path.basename(d.log_path) for d in died],
             "pusher_error": self.pusher_error,
+            "batch": batch,
             "workdir": self.workdir,
         }
         return report, lost
@@ -456,6 +527,8 @@ def main():
     ap.add_argument("--json", help="also write the report here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--tls", action="store_true", help="everything over TLS (rediss://)")
+    ap.add_argument("--batch-members", type=int, default=1000,
+                    help="the first jobs pushed are members of one batch (0: no batch)")
     args = ap.parse_args()
     soak = Soak(args)
     try:
@@ -470,7 +543,7 @@ def main():
     ok = (rep["lost"] == 0 and left == 0 and rep["extra_runs"] <= rep["at_least_once_window"]
           and not rep["sanitizer_reports"] and not rep["died_by_themselves"]
           and not rep["warm_survivors_of_kills"] and not rep["warm_left_behind"]
-          and not rep["pusher_error"])
+          and not rep["pusher_error"] and soak.batch_ok(rep["batch"]))
     print("soak: %gs, %d daemons x %d, build %s, seed %d%s" % (
         args.seconds, args.daemons, args.concurrency, args.build, args.seed,
         ", over TLS" if args.tls else ""))
@@ -492,6 +565,16 @@ def main():
           "%d of them still alive %gs later; left once the daemons were gone: %d" % (
               rep["pushed_warm"], rep["warm_processes"], rep["warm_at_kills"],
               rep["warm_survivors_of_kills"], WARM_DEATH_WAIT, rep["warm_left_behind"]))
+    b = rep["batch"]
+    if b:
+        print("  batch: %d members, committed at %.0fs; %s, %d pending, %d succeeded, %d dead; "
+              "on_success pushed %s, started %d time(s), after the last member: %s; "
+              "on_complete pushed %s, started %d time(s), after the last member: %s" % (
+                  b["members"], b["committed_at_s"] or -1, b["state"], b["pending"],
+                  b["succeeded"], b["dead"], "once" if b["success"]["jid"] else "never",
+                  b["success"]["starts"], "yes" if b["success"]["after_last_member"] else "NO",
+                  "once" if b["complete"]["jid"] else "never", b["complete"]["starts"],
+                  "yes" if b["complete"]["after_last_member"] else "NO"))
     if rep["sanitizer_reports"]:
         print("  sanitizer reports:\n    " + "\n    ".join(rep["sanitizer_reports"][:20]))
     if rep["died_by_themselves"]:
