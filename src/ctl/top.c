@@ -403,10 +403,12 @@ static void show_batches(struct ctl *c, struct screen *s, char **why)
 		         "others)", open, waiting);
 		heading(s, title);
 	}
-	int n = 0;
-	cJSON_ArrayForEach(b, doc) {
-		if (jget_num(b, "pending", 0) <= 0 || n++ >= 5)
+	int all = cJSON_GetArraySize(doc);
+	for (int i = 0, room = 5; i < all && room > 0; i++) {
+		b = cJSON_GetArrayItem(doc, i);
+		if (jget_num(b, "pending", 0) <= 0)
 			continue;
+		room--;
 		line(s, "    %-24s %-10s %6.0f pending of %-6.0f %s", jget_str(b, "bid"),
 		     jget_str(b, "state"), jget_num(b, "pending", 0), jget_num(b, "total", 0),
 		     jget_str(b, "description"));
