@@ -255,25 +255,31 @@ static int batch_list(struct ctl *c)
 	return CTL_OK;
 }
 
-/* The member jobs BATCH_CANCEL handed back: deleted where they wait, cancelled where they
- * run. */
+/* The member jobs BATCH_CANCEL handed back: those still waiting deleted first, so that no
+ * process takes one while the running ones are cancelled (concurrency frees up as each
+ * stops), then the running ones cancelled. */
 static int cancel_members(struct ctl *c, const redisReply *jids)
 {
 	int status = CTL_OK;
 	const struct filter any = { 0 };
-	for (size_t i = 0; jids->type == REDIS_REPLY_ARRAY && i < jids->elements; i++) {
-		char *jid = jids->element[i]->str;
-		char where[256] = "";
-		int found = ctl_job_whereabouts(c, jid, where, sizeof where);
-		if (found <= 0)
-			continue;
-		if (strncmp(where, "running", 7) == 0 || strncmp(where, "fetched", 7) == 0)
-			status = ctl_worse(status, jobs_cancel(c, jid, 0) == CTL_USAGE ? CTL_USAGE
-			                                                               : CTL_OK);
-		else if (strncmp(where, "in dead", 7) != 0)
-			status = ctl_worse(status, jobs_act_on_args(c, A_DELETE, BIT(S_QUEUED) |
-			                   BIT(S_SCHEDULED) | BIT(S_RETRY), &any, 1, &jid, 0, 0)
-			                   == CTL_USAGE ? CTL_USAGE : CTL_OK);
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; jids->type == REDIS_REPLY_ARRAY && i < jids->elements; i++) {
+			char *jid = jids->element[i]->str;
+			char where[256] = "";
+			int found = ctl_job_whereabouts(c, jid, where, sizeof where);
+			if (found < 0)
+				return CTL_USAGE;
+			int runs = found && strncmp(where, "queued", 6) != 0 &&
+			           strncmp(where, "scheduled", 9) != 0 && strncmp(where, "in ", 3) != 0;
+			if (pass == 0 && found && !runs) {
+				if (strncmp(where, "in dead", 7) != 0 &&
+				    jobs_act_on_args(c, A_DELETE, BIT(S_QUEUED) | BIT(S_SCHEDULED) |
+				                     BIT(S_RETRY), &any, 1, &jid, 0, 0) == CTL_USAGE)
+					status = CTL_USAGE;
+			} else if (pass == 1 && runs && jobs_cancel(c, jid, 0) == CTL_USAGE) {
+				status = CTL_USAGE;
+			}
+		}
 	}
 	return status;
 }

@@ -144,16 +144,18 @@ class Batches(FlowTestCase):
         return binary("cogworkerctl")
 
     def test_bt6_cancel_mid_run_fires_nothing(self):
-        self.flow_daemon(self.record("Work", 2), self.record("Done"), self.record("All"),
+        self.flow_daemon(self.record("Work", 4), self.record("Done"), self.record("All"),
                          self.record("Died"), concurrency=1)
         bid = self.new()
         jids = [self.member(bid) for _ in range(3)]
         self.ctl("batch", "commit", bid)
-        wait_for(lambda: self.r.hlen("cogworker:workers:" + self.daemons[0].identity) or
-                 self.r.llen("cogworker:queue:default") == 2, timeout=10, message="one running")
-        out, _ = self.ctl("--yes", "batch", "cancel", bid)
+        wait_for(lambda: self.r.hlen("cogworker:workers:" + self.daemons[0].identity),
+                 timeout=10, message="one running (in its workers hash)")
+        out, err = self.ctl("--yes", "batch", "cancel", bid)
         self.assertIn("no callback will fire", out)
-        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=20, message="the running one cancelled")
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=20,
+                 message="the running one cancelled (%s%s)" % (out, err))
+        self.assertIn("deleted", out)
         self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
         time.sleep(1.5)
         self.assertEqual(len(self.runs()), 1 if self.runs() else 0)
