@@ -31,6 +31,7 @@
 #include "settle.h"
 #include "state.h"
 #include "util.h"
+#include "workflow.h"
 
 static struct log_site entry_site = LOG_SITE("Scheduled poll");
 
@@ -142,6 +143,7 @@ int deadline_settle_entry(struct rconn *r, const char *set, const char *raw, siz
 		}
 		if (done == 1) {
 			bump_stats(r, 0, &entry_site);
+			workflow_settle_filed(r, j.jid, j.bid, discard ? SETTLED_DISCARDED : SETTLED_DEAD);
 			release_job_locks(r, j.jid, j.pjid, j.unique, j.cls, j.queue, j.args_json);
 			metrics_inc(METRIC_JOBS_EXPIRED);
 			char *from = xasprintf(" (from %s)", set);

@@ -76,6 +76,7 @@
 #include "settle.h"
 #include "state.h"
 #include "util.h"
+#include "workflow.h"
 
 #define BATCH 100               /* repeat orphans / unsettled records read per pass */
 #define RECONCILE_LOOK_GAP 0.5  /* least time between the two looks at a stray */
@@ -257,6 +258,7 @@ static void repeat_orphan_followup(struct pass *p, const struct job *j, const ch
 		free(counter);
 	}
 	bump_stats(p->r, 0, p->site);
+	workflow_settle_filed(p->r, j->jid, j->bid, SETTLED_DEAD);    /* doc/protocol.md §7.34 */
 	if (once)
 		log_warn("jid=%s orphaned by a dead process, moved to dead: its handler is at most "
 		         "once (on_orphan = \"dead\")", j->jid ? j->jid : "?");

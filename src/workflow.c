@@ -73,6 +73,15 @@ int workflow_settle(struct rconn *r, const char *jid, const char *bid, const cha
 	return 0;
 }
 
+void workflow_settle_filed(struct rconn *r, const char *jid, const char *bid,
+                           const char *outcome)
+{
+	if (jid && workflow_settle(r, jid, bid, outcome) != 0)
+		log_error("jid=%s %s, but not settled in its batch%s%s nor for the jobs waiting for "
+		          "it: %s (cogworkerctl batch settle --outcome %s does it)", jid, outcome,
+		          bid ? " " : "", bid ? bid : "", r->err, outcome);
+}
+
 /* How many open batches and waiting jobs one look reads at most. */
 #define TEND_BATCH "100"
 

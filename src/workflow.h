@@ -33,6 +33,14 @@ void workflow_log_fired(const redisReply *rep, size_t first);
 int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome);
 
 /*
+ * The same for a job whose filing took it off every list already (a burial by orphan
+ * recovery, a due entry past its deadline): nothing can redo it, so a failure is said,
+ * with the command that settles it by hand.
+ */
+void workflow_settle_filed(struct rconn *r, const char *jid, const char *bid,
+                           const char *outcome);
+
+/*
  * The poller's look at each orphan check (BATCH_EXPIRE): uncommitted batches past their
  * time expire, each said in the log; dependencies settled without releasing their
  * dependants (a crash after the ack) are settled again. 0 done, -1 error (r->err).

@@ -213,6 +213,22 @@ class Batches(FlowTestCase):
         self.assertIn("BATCHES (1 not committed, 1 job(s) waiting for others)", out)
         self.assertRegex(out, r"%s\s+open\s+1 pending of 1\s+nightly" % bid)
 
+    def test_bt11_a_member_buried_unrun_past_its_deadline_settles_dead(self):
+        d = self.flow_daemon(self.record("Work"), self.record("All"), self.record("Died"),
+                             start=False)
+        bid = self.new()
+        jid = self.ctl("push", "--batch", bid, "--in", "1", "--expires-in", "1", "Work")[0]
+        jid = jid.strip()
+        self.ctl("batch", "commit", bid)
+        time.sleep(2.5)
+        d.start()
+        wait_for(lambda: self.callback_jid(bid, "complete"), timeout=20, message="on_complete")
+        self.assertEqual(json.loads(self.r.zrange(DEAD, 0, -1)[0])["error_class"],
+                         "Cogworker::JobExpired")
+        self.assertEqual(self.show(bid)["dead_jids"], [jid])
+        self.wait_runs([self.callback_jid(bid, "death"), self.callback_jid(bid, "complete")])
+        self.assertNotIn(jid, self.runs())
+
 
 if __name__ == "__main__":
     unittest.main()
