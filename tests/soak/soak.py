@@ -418,7 +418,9 @@ class Soak:
                 starts.setdefault(rec[1], []).append(i)
         members_ended = [first_end.get(j) for j in self.members]
         last_member = max((i for i in members_ended if i is not None), default=-1)
+        done = float(h["completed_at"]) - self.t0_epoch if h.get("completed_at") else None
         out = {"members": len(self.members), "committed_at_s": self.committed_at,
+               "completed_at_s": done,
                "state": h.get("state"),
                "pending": c.scard("cogworker:batch:%s:pending" % self.bid),
                "succeeded": c.scard("cogworker:batch:%s:succeeded" % self.bid),
@@ -445,6 +447,7 @@ class Soak:
             self.open_batch()
         self.slots = [self.start_daemon(i) for i in range(self.args.daemons)]
         self.t0 = time.monotonic()
+        self.t0_epoch = time.time()
         pusher = threading.Thread(target=self.pusher, daemon=True)
         pusher.start()
         self.chaos()
@@ -567,10 +570,12 @@ def main():
               rep["warm_survivors_of_kills"], WARM_DEATH_WAIT, rep["warm_left_behind"]))
     b = rep["batch"]
     if b:
-        print("  batch: %d members, committed at %.0fs; %s, %d pending, %d succeeded, %d dead; "
+        print("  batch: %d members, committed at %.0fs, completed at %.0fs (the chaos ran to "
+              "%gs); %s, %d pending, %d succeeded, %d dead; "
               "on_success pushed %s, started %d time(s), after the last member: %s; "
               "on_complete pushed %s, started %d time(s), after the last member: %s" % (
-                  b["members"], b["committed_at_s"] or -1, b["state"], b["pending"],
+                  b["members"], b["committed_at_s"] or -1, b["completed_at_s"] or -1,
+                  args.seconds, b["state"], b["pending"],
                   b["succeeded"], b["dead"], "once" if b["success"]["jid"] else "never",
                   b["success"]["starts"], "yes" if b["success"]["after_last_member"] else "NO",
                   "once" if b["complete"]["jid"] else "never", b["complete"]["starts"],
