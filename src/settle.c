@@ -351,6 +351,7 @@ int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome)
 	p->raw = xstrndup(j->raw, j->raw_len);
 	p->is_ack = atomic_load(&D.fetch_mode) != FETCH_BASIC;
 	p->flow_only = !p->is_ack;
+	p->since = now_float();
 	p->jid = xstrdup(j->jid);
 	p->flow = xstrdup(outcome);
 	p->bid = j->bid ? xstrdup(j->bid) : NULL;

@@ -22,6 +22,7 @@
 #include "state.h"
 #include "job.h"
 #include "util.h"
+#include "workflow.h"
 #include "unit_redis.h"
 
 static pid_t server_pid;
@@ -482,6 +483,52 @@ START_TEST(test_combined_tries_retry_their_acks_each_on_its_own)
 }
 END_TEST
 
+/*
+ * BT-12 [unit]: a member's success whose batch settle fails is owed with its ack, settle
+ * first: the job stays on the in-progress list (a crash now runs it again, to be settled
+ * again) until reconcile's pass settles it in its batch, then acks it. A pass whose settle
+ * fails again acks nothing.
+ */
+static const char *MEMBER = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                            "\"jid\":\"bbbbbbbbbbbbbbbbbbbbbbbb\",\"bid\":\"b1\"}";
+
+START_TEST(test_member_settle_owed_before_its_ack)
+{
+	const char *open[] = { "b1", "", "Done", "", "", "[]", "default", "9999999999", "", "" };
+	redisReply *rep = workflow_script(&R, "batch_open", 10, open, NULL);
+	ck_assert_ptr_nonnull(rep);
+	freeReplyObject(rep);
+	const char *add[] = { "bbbbbbbbbbbbbbbbbbbbbbbb", MEMBER, "default", "", "b1", "", "0" };
+	rep = workflow_script(&R, "batch_push", 7, add, NULL);
+	ck_assert_ptr_nonnull(rep);
+	freeReplyObject(rep);
+	const char *commit[] = { "b1" };
+	rep = workflow_script(&R, "batch_commit", 1, commit, NULL);
+	freeReplyObject(rep);
+	redisReply *q = redisCommand(check_conn, "DEL cogworker:queue:default");
+	freeReplyObject(q);
+	put_in_progress(MEMBER);
+	struct job j;
+	job_parse(&j, MEMBER, strlen(MEMBER), "default");
+	unit_fail(0, "batch_settle", 2);
+	ck_assert_int_eq(settle_flow_first(&R, &j, SETTLED_SUCCESS), -1);
+	ck_assert(pending_has(MEMBER));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b1:pending"), 1);
+	struct log_site site = LOG_SITE("test");
+	settle_pending_all(&R, &site);          /* the second failure: nothing acked */
+	ck_assert(pending_has(MEMBER));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 1);
+	settle_pending_all(&R, &site);
+	ck_assert(!pending_has(MEMBER));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b1:pending"), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b1:succeeded"), 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);    /* on_success */
+	job_free(&j);
+}
+END_TEST
+
 int main(void)
 {
 	start_server();
@@ -517,6 +564,7 @@ int main(void)
 	tcase_add_test(tc, test_lost_ack_not_rerun);
 	tcase_add_test(tc, test_pending_burial_runs_no_on_death);
 	tcase_add_test(tc, test_combined_tries_retry_their_acks_each_on_its_own);
+	tcase_add_test(tc, test_member_settle_owed_before_its_ack);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
