@@ -1422,7 +1422,7 @@ START_TEST(test_tls_errors)
 	             2, "cannot read redis.tls.ca_file");
 	expect_error("redis = { url = \"rediss://h/0\"; tls = {\n ca_file = \"/dev/null\"; }; };\n",
 	             2, "redis.tls.ca_file '/dev/null' is not a regular file");
-	write_file("junk.crt", "not a certificate\n");
+	free(write_file("junk.crt", "not a certificate\n"));
 	expect_error("redis = { url = \"rediss://h/0\";\n tls = { ca_file = \"junk.crt\"; }; };\n",
 	             2, "redis.tls.ca_file");
 	/* A key others can read is refused, whatever else is right. */
