@@ -664,7 +664,11 @@ static int drop_finished_stray(struct rconn *r, const char *raw, size_t len)
 {
 	struct job j;
 	job_parse(&j, raw, len, NULL);
-	int rc = settle_ack(r, raw, len, j.jid);
+	/* The failover that lost the ack may have lost its batch settle, made just before
+	 * it: again, which counts once (doc/protocol.md §7.34). */
+	int rc = j.bid ? settle_flow_first(r, &j, SETTLED_SUCCESS) : 0;
+	if (rc == 0)
+		rc = settle_ack(r, raw, len, j.jid);
 	if (rc == 0)
 		log_warn("dropped stray in-progress job jid=%s: it finished here (its ack was lost, "
 		         "e.g. by a Redis failover)", j.jid ? j.jid : "?");

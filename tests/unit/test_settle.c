@@ -529,6 +529,41 @@ START_TEST(test_member_settle_owed_before_its_ack)
 }
 END_TEST
 
+/*
+ * BT-13 [unit]: a member that finished here, whose ack and batch settle a failover lost
+ * (back on the own list, still pending in its batch): reconcile settles it in its batch
+ * before it acks it again, never runs it again.
+ */
+static const char *LOST_MEMBER = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                                 "\"jid\":\"cccccccccccccccccccccccc\",\"bid\":\"b2\"}";
+
+START_TEST(test_lost_member_settled_before_its_ack_again)
+{
+	put_in_progress(LOST_MEMBER);
+	ck_assert_int_eq(settle_ack(&R, LOST_MEMBER, strlen(LOST_MEMBER),
+	                            "cccccccccccccccccccccccc"), 0);
+	const char *open[] = { "b2", "", "Done", "", "", "[]", "default", "9999999999", "", "" };
+	redisReply *rep = workflow_script(&R, "batch_open", 10, open, NULL);
+	freeReplyObject(rep);
+	const char *add[] = { "cccccccccccccccccccccccc", LOST_MEMBER, "elsewhere", "", "b2", "",
+	                      "0" };
+	rep = workflow_script(&R, "batch_push", 7, add, NULL);
+	freeReplyObject(rep);
+	const char *commit[] = { "b2" };
+	rep = workflow_script(&R, "batch_commit", 1, commit, NULL);
+	freeReplyObject(rep);
+	put_in_progress(LOST_MEMBER);   /* what the new primary still holds */
+	char *log = capture_log(reconcile_twice, NULL);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b2:pending"), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b2:succeeded"), 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);    /* on_success */
+	ck_assert_ptr_nonnull(strstr(log, "dropped stray in-progress job "
+	                                  "jid=cccccccccccccccccccccccc: it finished here"));
+	free(log);
+}
+END_TEST
+
 int main(void)
 {
 	start_server();
@@ -565,6 +600,7 @@ int main(void)
 	tcase_add_test(tc, test_pending_burial_runs_no_on_death);
 	tcase_add_test(tc, test_combined_tries_retry_their_acks_each_on_its_own);
 	tcase_add_test(tc, test_member_settle_owed_before_its_ack);
+	tcase_add_test(tc, test_lost_member_settled_before_its_ack_again);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
