@@ -222,6 +222,9 @@ class JobPage(PagesCase):
         self.click("main .location button", "Delete")
         self.accept("Delete this job?")
         wait_until(lambda: self.r.llen(b"cogworker:queue:default") == 0, message="deleted")
+        # the page goes back to its list after the delete, as after Retry now: a page opened
+        # before that was replaced by the list (seen under ASan on a loaded host)
+        wait_until(lambda: self.b.current_url.endswith("/jobs/queued"), message="back to queued")
         self.open(w, "/jobs/0123456789abcdef01234567")
         self.assertIn("no job 0123456789abcdef01234567", text_of(self.b, "#not-found"))
 
