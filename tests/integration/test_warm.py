@@ -206,7 +206,8 @@ class Running(WarmTestCase):
         self.wait_done(d, "W", jid, timeout=5)
 
     def test_wm8_a_50_mb_job(self):
-        d = self.daemon(handlers=[warm()])
+        # Above the default max_job_bytes (16 MiB), which would bury it unread (HD-12).
+        d = self.daemon(handlers=[warm()], max_job_bytes=64 << 20)
         big = "x" * (50 << 20)
         jid, _ = self.push_job("size", big)
         line = d.wait_log("jid=%s stdout: message bytes" % jid, timeout=60)
