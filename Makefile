@@ -8,7 +8,7 @@
 #                   sanitizer builds compile
 #   make compile_commands.json   the compilation database for clangd & co (needs bear)
 #   make run        deps of building and running only (no test tools), then the daemon on
-#                   conf/dev.conf with a private redis-server
+#                   conf/dev.conf (or CONF=your.conf) with a private redis-server
 #   make bench      benchmarks (tests/bench), report in build/bench/report.md
 #   make deb        the Debian package, build/deb/cogworkerd_<version>_<arch>.deb, lintian-checked
 #   make check-systemd   the package installed, purged and run as a service by a real
@@ -143,8 +143,10 @@ lint: deps
 	sh tools/lint.sh -s src -b $(BUILD)
 	python3 tools/check-refs.py
 
+# CONF: the conf make run runs the daemon on.
+CONF ?= conf/dev.conf
 run: deps-run all
-	sh tools/run.sh $(BUILD)
+	sh tools/run.sh $(BUILD) $(CONF)
 
 bench: deps all $(BUILD)/bench/spawn_ceiling $(BUILD)/bench/spawn_path $(BUILD)/bench/warm_noop
 	python3 tests/bench/bench.py --build $(BUILD)

@@ -1,23 +1,28 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# `make run`: the daemon on conf/dev.conf, with the example handlers of conf/handlers on
+# `make run`: the daemon on conf/dev.conf (or make run CONF=FILE: sh tools/run.sh BUILD FILE), with the example handlers of conf/handlers on
 # its PATH. Unless REDIS_URL says otherwise, a private redis-server is started on a unix
 # socket under build/run/ and stopped when the daemon exits. Push work from another
 # terminal with the command this prints.
 #
 # A second `make run` in the same checkout: while the first one runs, it refuses (two
 # daemons each believing they own the private server would stop it under each other) and
-# says how to reach the running one, or how to add a second daemon on purpose. A
+# says how to reach the running one, and that daemons on one Redis need the same handlers. A
 # redis-server left behind by a run that was killed (kill -9, a closed terminal) is
 # reused and becomes this run's, so none is ever orphaned for good.
 #
-# Ctrl-C stops the daemon: the running jobs get dev.conf's shutdown_timeout to finish, a
+# Ctrl-C stops the daemon: the running jobs get the conf's shutdown_timeout to finish, a
 # second Ctrl-C stops them at once, and either way those left go back to their queues. The
 # private server keeps its data in build/run/ (an append-only file), so what was requeued,
 # scheduled or left queued is still there for the next make run (make clean removes it).
 set -e
 build=${1:-build}
+conf=${2:-conf/dev.conf}
 top=$(pwd)
+if [ ! -f "$conf" ]; then
+	echo "run: no conf file $conf (make run CONF=path/to/your.conf)" >&2
+	exit 2
+fi
 dir=$top/build/run
 pidfile=/dev/null           # the daemon's pid, recorded only for a private server
 mkdir -p "$dir"
@@ -38,8 +43,9 @@ if [ -z "$REDIS_URL" ]; then
 	if other=$(live_pid "$dir/run.pid" tools/run.sh) && [ "$other" != $$ ]; then
 		echo "run: make run is already running in this checkout (pid $other)." >&2
 		echo "run: push jobs to it with:  REDIS_URL=unix://$sock $build/cogworkerctl push Echo hello" >&2
-		echo "run: stop it with Ctrl-C in its terminal (or: kill $other), or start a second" >&2
-		echo "run: daemon on the same Redis with:  REDIS_URL=unix://$sock make run" >&2
+		echo "run: stop it with Ctrl-C in its terminal (or: kill $other) before a make run" >&2
+		echo "run: of another conf: daemons on one Redis must have the same handlers, or the" >&2
+		echo "run: jobs one of them has no handler for fail there as 'no handler configured'" >&2
 		exit 1
 	fi
 	if daemon=$(live_pid "$dir/daemon.pid" cogworkerd); then
@@ -66,7 +72,9 @@ if [ -z "$REDIS_URL" ]; then
 	# Whatever ends this script (the daemon's exit, Ctrl-C, TERM, a closed terminal)
 	# stops the server it owns.
 	trap 'kill "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null || true; rm -f "$dir/run.pid" "$dir/daemon.pid"' EXIT
-	trap 'exit 130' INT
+	# Ctrl-C reaches the daemon too, which stops cleanly: its exit status is then this
+	# script's, so make does not report a clean stop as "Error 130".
+	trap ':' INT
 	trap 'exit 143' TERM
 	trap 'exit 129' HUP
 	REDIS_URL="unix://$sock"
@@ -75,11 +83,11 @@ if [ -z "$REDIS_URL" ]; then
 fi
 echo "run: push a job with:  REDIS_URL=$REDIS_URL $build/cogworkerctl push Echo hello world"
 echo "run: and watch it with: REDIS_URL=$REDIS_URL $build/cogworkerctl jobs show JID"
-drain=$(sed -n 's/^shutdown_timeout *= *\([0-9.]*\).*/\1/p' conf/dev.conf)
+drain=$(sed -n 's/^shutdown_timeout *= *\([0-9.]*\).*/\1/p' "$conf")
 echo "run: Ctrl-C stops it: running jobs get ${drain:-25}s to finish (shutdown_timeout in" \
-    "conf/dev.conf), a second Ctrl-C stops them at once; unfinished jobs go back to their queue"
+    "$conf), a second Ctrl-C stops them at once; unfinished jobs go back to their queue"
 [ "$pidfile" = /dev/null ] ||
 	echo "run: the private Redis keeps its data in build/run/ for the next make run"
 # The daemon in the foreground (Ctrl-C reaches it), its pid recorded by the shell it
 # replaces.
-sh -c 'echo $$ >"$1"; shift; exec "$@"' run "$pidfile" "$build/cogworkerd" -c conf/dev.conf
+sh -c 'echo $$ >"$1"; shift; exec "$@"' run "$pidfile" "$build/cogworkerd" -c "$conf"

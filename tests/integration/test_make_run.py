@@ -70,12 +70,14 @@ class MakeRun(unittest.TestCase):
         except (OSError, ValueError):
             return None
 
-    def start(self):
-        """tools/run.sh in its own session (like a terminal's foreground job)."""
+    def start(self, *conf):
+        """tools/run.sh in its own session (like a terminal's foreground job); conf: make
+        run's CONF."""
         log = os.path.join(self.top, "run-%d.log" % len(self.runs))
         out = open(log, "wb")
         self.addCleanup(out.close)
-        p = subprocess.Popen(["sh", "tools/run.sh", build_dir()], cwd=self.top, env=self.env,
+        p = subprocess.Popen(["sh", "tools/run.sh", build_dir()] + list(conf), cwd=self.top,
+                             env=self.env,
                              stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                              start_new_session=True)
         self.runs.append((p, log))
@@ -140,7 +142,8 @@ class MakeRun(unittest.TestCase):
         self.assertIn("reusing the private redis-server (pid %d)" % redis_pid, self.text(log3))
         self.assertIn(jid, self.ctl("history").stdout)      # the same server, data kept
         os.killpg(third.pid, signal.SIGINT)                # Ctrl-C in its terminal
-        third.wait(timeout=40)
+        # a clean stop is no error: make must not say "Error 130"
+        self.assertEqual(third.wait(timeout=40), 0)
         self.assertIn("stopped", self.text(log3))
         wait_for(lambda: not alive(redis_pid), timeout=10, message="redis-server stopped")
         self.assertFalse(os.path.exists(os.path.join(self.rundir, "run.pid")))
@@ -190,6 +193,33 @@ class MakeRun(unittest.TestCase):
                  message="the requeued job ran in the next make run")
         os.killpg(second.pid, signal.SIGINT)
         second.wait(timeout=20)
+
+    def test_run7_a_conf_of_ones_own(self):
+        # make run CONF=FILE: a missing file is named, nothing started
+        missing = subprocess.run(["sh", "tools/run.sh", build_dir(), "my.conf"], cwd=self.top,
+                                 env=self.env, capture_output=True, text=True, timeout=20)
+        self.assertEqual(missing.returncode, 2, missing)
+        self.assertIn("run: no conf file my.conf (make run CONF=path/to/your.conf)",
+                      missing.stderr)
+        self.assertIsNone(self.pid("redis.pid"))
+        # a conf of one's own: its handler runs, its shutdown_timeout is the one announced
+        with open(os.path.join(self.top, "conf", "dev.conf")) as f:
+            dev = f.read()
+        mine = dev.replace("shutdown_timeout = 5;", "shutdown_timeout = 3;").replace(
+            'handlers = (', 'handlers = (\n  { class = "Mine"; command = [ "example-echo" ]; '
+            'args_as_argv = true; },')
+        self.assertNotEqual(mine, dev)
+        with open(os.path.join(self.top, "my.conf"), "w") as f:
+            f.write(mine)
+        p, log = self.start("my.conf")
+        self.wait_started(log)
+        self.assertIn("running jobs get 3s to finish (shutdown_timeout in my.conf)",
+                      self.text(log))
+        jid = self.ctl("push", "Mine", "hi").stdout.strip()
+        wait_for(lambda: "done: Mine jid=%s" % jid in self.text(log), timeout=10,
+                 message="the handler of my.conf ran")
+        os.killpg(p.pid, signal.SIGINT)
+        self.assertEqual(p.wait(timeout=40), 0)
 
     def test_run2_a_stale_pid_file_starts_a_fresh_server(self):
         os.makedirs(self.rundir)
