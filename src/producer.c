@@ -169,6 +169,15 @@ static int strings_are_utf8(const struct push *p, char *err, size_t errlen)
 	return 1;
 }
 
+int producer_after_ok(int n, char *err, size_t errlen)
+{
+	if (n <= PUSH_MAX_AFTER)
+		return 0;
+	snprintf(err, errlen, "%d dependencies: a job waits for at most %d (for more, make them "
+	         "a batch and this job its on_success callback)", n, PUSH_MAX_AFTER);
+	return -1;
+}
+
 /* BATCH_PUSH: membership or waiting and the push in one step. */
 static redisReply *push_flow(struct rconn *r, const struct push *p, const char *jid,
                              const char *json, double at, int *waiting)
@@ -209,7 +218,7 @@ int producer_push_flow(struct rconn *r, const struct push *p, char jid_out[25], 
 		snprintf(err, errlen, "the class is empty");
 		return -1;
 	}
-	if (!strings_are_utf8(p, err, errlen))
+	if (!strings_are_utf8(p, err, errlen) || producer_after_ok(p->nafter, err, errlen) != 0)
 		return -1;
 	if (p->jid)
 		snprintf(jid, sizeof jid, "%s", p->jid);

@@ -28,6 +28,16 @@ struct push {
 	int after_any;              /* runs once they settled, whatever the outcome */
 };
 
+/*
+ * The most jobs one push may wait for (--after, doc/protocol.md §7.34): each is carried in
+ * the job's JSON, checked by cogworkerctl one by one and written by BATCH_PUSH in one atomic
+ * step. A wider fan-in is a batch whose on_success callback is the job.
+ */
+#define PUSH_MAX_AFTER 1000
+
+/* 0 when a push may wait for n jobs, else -1 with the refusal, naming the cap, in err. */
+int producer_after_ok(int n, char *err, size_t errlen);
+
 /* 1 pushed (jid_out filled), 0 suppressed by a held unique lock, -1 error (r->err or err).
  * With dependencies not yet met, "pushed" is into the waiting set: *waiting (may be NULL)
  * says so. */

@@ -22,10 +22,10 @@ redisReply *workflow_script(struct rconn *r, const char *name, int nargs, const 
 {
 	char now[32];
 	job_format_time(now_float(), now);
-	const char *all[COMMON_ARGS + 64];
-	size_t all_lens[COMMON_ARGS + 64];
-	if (nargs > 64)
-		nargs = 64;
+	/* As many as given: a cut list dropped a push's dependencies past the 57th, and the
+	 * job ran before them (the cap on them is the producer's, PUSH_MAX_AFTER). */
+	const char **all = xcalloc((size_t)(COMMON_ARGS + nargs), sizeof *all);
+	size_t *all_lens = xcalloc((size_t)(COMMON_ARGS + nargs), sizeof *all_lens);
 	const char *common[COMMON_ARGS] = { K_BATCH, K_QUEUE, K_QUEUES, K_DEAD, K_SCHEDULE, now,
 	                                    BATCH_KEEP_TTL, SETTLED_TTL };
 	for (int i = 0; i < COMMON_ARGS; i++) {
@@ -36,7 +36,10 @@ redisReply *workflow_script(struct rconn *r, const char *name, int nargs, const 
 		all[COMMON_ARGS + i] = args[i];
 		all_lens[COMMON_ARGS + i] = lens ? lens[i] : strlen(args[i]);
 	}
-	return rscript(r, name, 0, NULL, COMMON_ARGS + nargs, all, all_lens);
+	redisReply *rep = rscript(r, name, 0, NULL, COMMON_ARGS + nargs, all, all_lens);
+	free(all);
+	free(all_lens);
+	return rep;
 }
 
 void workflow_log_fired(const redisReply *rep, size_t first)

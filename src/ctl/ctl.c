@@ -58,7 +58,7 @@ static const struct command commands[] = {
 	  "member of that batch. --after: it waits until each job named has succeeded, and is\n"
 	  "buried as Cogworker::DependencyFailed when one dies or is discarded; with --after-any\n"
 	  "it runs once they all settled, however. A jid named must exist (or have settled in\n"
-	  "the last 10 minutes).\n"
+	  "the last 10 minutes); at most 1000 of them.\n"
 	  DURATIONS_AND_TIMES },
 	{ "stats", cmd_stats, "stats",
 	  "processed, failed, queued, scheduled, retry, dead, busy; hourly throughput",

@@ -13,8 +13,9 @@
  * --batch BID and --after JID,... (doc/protocol.md §7.34) go through BATCH_PUSH. Each
  * dependency is looked up first: settled lately (its settled record), or found in a queue,
  * a set, a process or the waiting set; one found nowhere is refused as unknown, a dead one
- * unless --after-any. Run by a handler, the push names its job (COGWORKER_JID) as the
- * adder, so a running member may add to its committed batch.
+ * unless --after-any; more than PUSH_MAX_AFTER of them are refused before any look. Run by
+ * a handler, the push names its job (COGWORKER_JID) as the adder, so a running member may
+ * add to its committed batch.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -227,9 +228,13 @@ static int read_after(char *list, struct push *p, const char ***out)
 	for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
 		if (*t)
 			v[k++] = t;
-	if (k == 0) {
+	char err[160];
+	if (k == 0 || producer_after_ok(k, err, sizeof err) != 0) {
 		free(v);
-		ctl_error("push --after: which jids? (JID[,JID...])");
+		if (k == 0)
+			ctl_error("push --after: which jids? (JID[,JID...])");
+		else
+			ctl_error("push --after: %s", err);
 		return -1;
 	}
 	p->after = v;

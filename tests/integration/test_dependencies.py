@@ -15,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flowkit import FlowTestCase  # noqa: E402
-from harness import wait_for  # noqa: E402
+from harness import new_jid, wait_for  # noqa: E402
 from runkit import DEAD  # noqa: E402
 
 
@@ -117,6 +117,38 @@ class Dependencies(FlowTestCase):
         done = self.callback_jid(bid, "success")
         runs = self.wait_runs([a, b, done])
         self.assertGreater(runs[done][0][1], runs[b][0][2])
+
+    def test_dp7_a_job_waits_for_every_one_of_many_dependencies_up_to_the_cap(self):
+        self.flow_daemon(self.record("Work"))
+        pending = self.push("Work", "--in", "3600")      # due in an hour
+        waiters = []
+        for n in (58, 59, 64, 1000):
+            # n - 1 that finished (their settled records, as a daemon's ack writes them)
+            # and the pending one last: a cut argument list dropped the last ones
+            done = [new_jid() for _ in range(n - 1)]
+            pipe = self.r.pipeline()
+            for j in done:
+                pipe.set("cogworker:batch:settled:" + j, "success", ex=600)
+            pipe.execute()
+            w = json.loads(self.ctl("--json", "push", "--after", ",".join(done + [pending]),
+                                    "Work")[0])
+            self.assertTrue(w["waiting"], "%d dependencies: waits" % n)
+            shown = json.loads(self.ctl("--json", "jobs", "show", w["jid"])[0])
+            self.assertEqual(shown["waits_for"], {"jids": [pending], "after_any": False})
+            waiters.append(w["jid"])
+        over = ",".join([new_jid() for _ in range(1000)] + [pending])
+        _, err = self.ctl("push", "--after", over, "Work", rc=2)
+        self.assertIn("1001 dependencies: a job waits for at most 1000", err)
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), len(waiters))
+        time.sleep(2.5)                     # two looks of the poller: nothing ran
+        self.assertEqual(self.runs(), {})
+        self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
+        self.ctl("jobs", "retry", pending)  # due now: it runs, then each waiter
+        runs = self.wait_runs([pending] + waiters)
+        for w in waiters:
+            self.assertEqual(len(runs[w]), 1)
+            self.assertGreater(runs[w][0][1], runs[pending][0][2])
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
 
 
 if __name__ == "__main__":
