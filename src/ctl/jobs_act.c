@@ -6,6 +6,8 @@
  *
  *   retry       CLAIM_AND_REQUEUE (lua/claim_and_requeue.lua) with enqueued_at re-stamped
  *               by byte-preserving surgery; the claim gate makes a second retry do nothing.
+ *               A dead batch member goes through BATCH_REVIVE instead, which has the same
+ *               gate and makes it pending in its batch in the same step.
  *               An entry with no usable queue, or an (unparseable) wrapper, stays put, and
  *               so does one whose own expires_at has passed (a daemon would bury it again
  *               at once, doc/protocol.md §7.31) unless --expires-in gives it a new one.
@@ -110,20 +112,35 @@ static char *retry_payload(const struct entry *e, double now, double expires_in)
 	return json_edit_object(e->raw, e->raw_len, ed, 2);
 }
 
-/* A dead batch member retried is pending in its batch again (BATCH_REVIVE), so the batch
- * waits for it and its success fires on_success (doc/protocol.md §7.34). */
-static void revive_member(struct act *x, const struct entry *e)
+/*
+ * Put the entry back on queue q as payload: CLAIM_AND_REQUEUE, or for a dead batch member
+ * BATCH_REVIVE, which also makes it pending in its batch again (up the tree) in the same
+ * step, so the batch waits for it and its success fires on_success (doc/protocol.md
+ * §7.34): revived after the requeue, a run that died again in between left it pending for
+ * good. 1 requeued, 0 gone, -1 error (r->err).
+ */
+static int requeue(struct act *x, const struct entry *e, const char *payload, const char *q)
 {
-	if (e->set != S_DEAD || !e->j.bid || !e->j.jid)
-		return;
-	const char *args[] = { e->j.bid, e->j.jid };
-	redisReply *rep = workflow_script(&x->c->r, "batch_revive", 2, args, NULL);
-	if (!rep) {
-		ctl_error("warning: %s is not pending in batch %s again (its success still counts): "
-		          "%s", label(e), e->j.bid, x->c->r.err);
-		return;
+	size_t plen = strlen(payload), qlen = strlen(q);
+	int member = e->set == S_DEAD && e->j.bid && e->j.jid;
+	redisReply *rep;
+	if (member) {
+		const char *args[] = { e->j.bid, e->j.jid, e->raw, payload, q };
+		size_t lens[] = { strlen(e->j.bid), strlen(e->j.jid), e->raw_len, plen, qlen };
+		rep = workflow_script(&x->c->r, "batch_revive", 5, args, lens);
+	} else {
+		char *qkey = xasprintf(K_QUEUE "%s", q);
+		const char *keys[] = { e->key, K_QUEUES, qkey };
+		const char *args[] = { e->raw, payload, q };
+		size_t lens[] = { e->raw_len, plen, qlen };
+		rep = rscript(&x->c->r, "claim_and_requeue", 3, keys, 3, args, lens);
+		free(qkey);
 	}
+	if (!rep)
+		return -1;
+	long long r = reply_integer(rep, -1);
 	freeReplyObject(rep);
+	return member ? r >= 0 : r == 1;      /* BATCH_REVIVE: -1 gone, else revived in r */
 }
 
 /* A job taken out by hand settled for good (deleted: discarded; killed: dead): its batch
@@ -167,22 +184,15 @@ static int do_retry(struct act *x, const struct entry *e)
 		result(x, e, NULL, "refused", "unreadable payload", NULL, 0);
 		return CTL_NOTHING;
 	}
-	char *qkey = xasprintf(K_QUEUE "%s", q);
-	const char *keys[] = { e->key, K_QUEUES, qkey };
-	const char *args[] = { e->raw, payload, q };
-	size_t lens[] = { e->raw_len, strlen(payload), strlen(q) };
-	redisReply *rep = rscript(&c->r, "claim_and_requeue", 3, keys, 3, args, lens);
+	int r = requeue(x, e, payload, q);
 	free(payload);
-	free(qkey);
-	if (!rep) {
+	if (r < 0) {
 		char *what = xasprintf("retry of %s", label(e));
 		int s = ctl_redis_error(c, what);
 		free(what);
 		return s;
 	}
-	long long r = reply_integer(rep, 0);
-	freeReplyObject(rep);
-	if (r != 1) {
+	if (r == 0) {
 		if (!x->quiet_gone)
 			ctl_error("%s: gone from %s (someone else took it)", label(e),
 			          jobs_set_names[e->set]);
@@ -190,7 +200,6 @@ static int do_retry(struct act *x, const struct entry *e)
 		return CTL_NOTHING;
 	}
 	x->done++;
-	revive_member(x, e);
 	double until = x->expires_in > 0 ? now + x->expires_in : 0;
 	if (!c->json && until > 0) {
 		char iso[32];

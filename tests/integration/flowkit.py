@@ -37,9 +37,10 @@ class FlowTestCase(JobTestCase):
         settings.setdefault("poll_interval", 1)
         return self.daemon(handlers=list(handlers), **settings)
 
-    def ctl(self, *args, rc=0):
+    def ctl(self, *args, rc=0, url=None):
+        """cogworkerctl on the test's Redis (or on url: a proxy in front of it)."""
         env = dict(os.environ)
-        env["REDIS_URL"] = self.server.url
+        env["REDIS_URL"] = url or self.server.url
         env.pop("COGWORKER_JID", None)
         p = subprocess.run([binary("cogworkerctl"), "-c", self.conf] + list(args), env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)

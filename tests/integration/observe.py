@@ -335,6 +335,10 @@ class TcpProxy:
                         # the first client chunk holding the needle goes through, and the
                         # connection is cut when the server answers it: the command ran,
                         # its reply is lost (once per call; calls add needles)
+        p.delay_on(b"needle", 2)
+                        # the first client chunk holding the needle, and what follows it on
+                        # its connection, goes to the server 2 s late: a client stalled
+                        # between two commands (once per call)
         p.hold_replies(); p.held_replies(); p.release_replies()
                         # what the server sends waits in the proxy (held_replies: what is
                         # held), then goes on at once, one send per connection: replies that
@@ -362,6 +366,8 @@ class TcpProxy:
         self.held = None          # socket -> bytes of the server's, while replies are held
         self.lose = []            # needles of lose_reply_to, not met yet
         self.cut = set()          # server sockets whose next reply is lost, then cut
+        self.delays = []          # (needle, seconds) of delay_on, not met yet
+        self.delayed = {}         # client socket -> [when to send, bytes held]
         self.accepted = 0
         self._lock = threading.Lock()
         self._stop = False
@@ -394,6 +400,22 @@ class TcpProxy:
     def lose_reply_to(self, needle):
         with self._lock:
             self.lose.append(needle)
+
+    def delay_on(self, needle, seconds):
+        with self._lock:
+            self.delays.append((needle, seconds))
+
+    def _send_delayed(self):
+        now = time.monotonic()
+        for s, (when, data) in list(self.delayed.items()):
+            if when <= now:
+                del self.delayed[s]
+                other = self.peer.get(s)
+                try:
+                    if other is not None:
+                        other.sendall(data)
+                except OSError:
+                    self._close(s)
 
     def hold_replies(self):
         with self._lock:
@@ -451,7 +473,9 @@ class TcpProxy:
     def _run(self):
         import selectors
         while not self._stop:
-            for key, _ in self.sel.select(0.1):
+            with self._lock:
+                self._send_delayed()
+            for key, _ in self.sel.select(0.02 if self.delayed else 0.1):
                 with self._lock:
                     s = key.fileobj
                     if s is self.listener:
@@ -506,6 +530,15 @@ class TcpProxy:
                         data = data.replace(*self.rewrite)
                     if self.held is not None and not self._is_client(s):
                         self.held[other] = self.held.get(other, b"") + data
+                        continue
+                    if s in self.delayed:
+                        self.delayed[s][1] += data
+                        continue
+                    late = [d for d in self.delays if d[0] in data] \
+                        if self._is_client(s) else []
+                    if late:
+                        self.delays.remove(late[0])
+                        self.delayed[s] = [time.monotonic() + late[0][1], data]
                         continue
                     try:
                         other.sendall(data)

@@ -16,6 +16,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flowkit import RECORD, FlowTestCase  # noqa: E402
 from harness import free_port, wait_for  # noqa: E402
+from observe import TcpProxy  # noqa: E402
 from runkit import DEAD, sh  # noqa: E402
 
 
@@ -101,6 +102,32 @@ class Batches(FlowTestCase):
         self.assertEqual(len(runs[died]), 1)
         s = self.show(bid)
         self.assertEqual((s["dead"], s["succeeded"]), (0, 2))
+
+    def test_bt14_a_retried_member_that_dies_again_at_once_is_not_left_pending(self):
+        self.flow_daemon(self.record("Bad", 0.05, 1), self.record("All"))
+        parent = self.ctl("batch", "new", "--on-complete", "All")[0].strip()
+        child = self.ctl("batch", "new", "--parent", parent)[0].strip()
+        bad = self.ctl("push", "--batch", child, "--retry", "false", "Bad")[0].strip()
+        self.ctl("batch", "commit", child)
+        self.ctl("batch", "commit", parent)
+        wait_for(lambda: self.callback_jid(parent, "complete"), timeout=20,
+                 message="the parent's on_complete")
+        self.assertEqual(self.show(parent)["dead_jids"], [child])
+        # the retry's revive reaches Redis 2 s late, as from a client stalled between two
+        # commands: the member may run and die again meanwhile (EVAL, with the script's
+        # name in its source: no script is cached)
+        proxy = TcpProxy(self.server.port)
+        self.addCleanup(proxy.close)
+        proxy.delay_on(b"BATCH_REVIVE", 2)
+        self.r.script_flush()
+        self.ctl("jobs", "retry", bad, url=proxy.url)
+        wait_for(lambda: len(self.runs().get(bad, ())) == 2, timeout=20, message="second run")
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=10, message="dead again")
+        time.sleep(1)
+        for bid, dead in ((child, bad), (parent, child)):
+            s = self.show(bid)
+            self.assertEqual((s["pending"], s["dead_jids"]), (0, [dead]), bid)
+        self.assertEqual(len(self.runs()[self.callback_jid(parent, "complete")]), 1)
 
     def test_bt4_nested_batches(self):
         self.flow_daemon(self.record("Work", 0.2), self.record("Done"), self.record("All"))

@@ -1707,6 +1707,12 @@ class BatchScriptCase(ScriptTestCase):
     def settle(self, jid, outcome="success", bid=""):
         return self.batch("batch_settle", jid, outcome, bid)
 
+    def revive(self, bid, jid):
+        """jobs retry of a dead member: its entry in dead put back, revived in bid."""
+        entry = job(jid, bid=bid, error_class="E")
+        self.r.zadd(DEAD, {entry: 1767225000})
+        return self.batch("batch_revive", bid, jid, entry, job(jid, bid=bid), "default")
+
     def members(self, bid, part):
         return sorted(m.decode() for m in self.r.smembers(BATCH + bid + ":" + part))
 
@@ -1794,8 +1800,15 @@ class TestBatchSettle(BatchScriptCase):
         self.settle("j3", bid="b1")
         self.assertEqual(sorted(c["class"] for c in self.callbacks()), ["All", "Died"])
         # j1 retried by hand (BATCH_REVIVE), j2 by a client that does not call it
-        self.assertEqual(self.batch("batch_revive", "b1", "j1"), 1)
+        queued = len(self.queue())
+        self.assertEqual(self.revive("b1", "j1"), 1)
         self.assertEqual(self.members("b1", "pending"), ["j1"])
+        self.assertEqual(self.queue()[0], job("j1", bid="b1"))
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        # a second retry of the same entry finds it gone: nothing done
+        self.assertEqual(self.batch("batch_revive", "b1", "j1", job("j1", bid="b1",
+                                    error_class="E"), job("j1", bid="b1"), "default"), -1)
+        self.assertEqual(len(self.queue()), queued + 1)
         self.assertEqual(self.r.ttl(BATCH + "b1"), -1)
         self.settle("j1", bid="b1")
         self.assertNotIn("Done", [c["class"] for c in self.callbacks()])
@@ -1828,7 +1841,7 @@ class TestBatchSettle(BatchScriptCase):
         self.batch("batch_commit", "c")
         self.settle("j1", "dead", bid="c")
         self.assertEqual(self.members("p", "dead"), ["c"])
-        self.assertEqual(self.batch("batch_revive", "c", "j1"), 2)
+        self.assertEqual(self.revive("c", "j1"), 2)
         self.assertEqual(self.members("p", "pending"), ["c"])
         self.settle("j1", bid="c")
         self.assertIn(["p", "success"], [[c["bid"], c["callback"]] for c in self.callbacks()])
