@@ -13,7 +13,8 @@
  * --batch BID and --after JID,... (doc/protocol.md §7.34) go through BATCH_PUSH. Each
  * dependency is looked up first: settled lately (its settled record), or found in a queue,
  * a set, a process or the waiting set; one found nowhere is refused as unknown, a dead one
- * unless --after-any; more than PUSH_MAX_AFTER of them are refused before any look. Run by
+ * unless --after-any (with it, a dead one is met, its settled record written again if it
+ * had expired); more than PUSH_MAX_AFTER of them are refused before any look. Run by
  * a handler, the push names its job (COGWORKER_JID) as the adder, so a running member may
  * add to its committed batch.
  */
@@ -26,6 +27,7 @@
 #include "json.h"
 #include "producer.h"
 #include "util.h"
+#include "workflow.h"
 
 /* The time options as given; resolved together, since each bounds the others. */
 struct when {
@@ -153,6 +155,22 @@ static void say_lock_holder(struct ctl *c, const struct push *p)
 	free(key);
 }
 
+/*
+ * A dependency found in dead whose settled record expired (it died over SETTLED_TTL ago):
+ * its record again (SET NX, a record written meanwhile wins), so that BATCH_PUSH counts it
+ * as what it is, settled dead: met with --after-any. Without the record it counted unmet,
+ * and the job waited for a settle that had happened long ago.
+ */
+static int restore_dead_record(struct ctl *c, const char *dep)
+{
+	redisReply *rep = rcmd(&c->r, "SET " K_SETTLED "%s " SETTLED_DEAD " EX " SETTLED_TTL " NX",
+	                       dep);
+	if (!rep)
+		return ctl_redis_error(c, "push --after-any");
+	freeReplyObject(rep);
+	return CTL_OK;
+}
+
 /* 0 when every dependency exists (settled lately, or somewhere), else refused (said). */
 static int dependencies_ok(struct ctl *c, const struct push *p)
 {
@@ -174,6 +192,8 @@ static int dependencies_ok(struct ctl *c, const struct push *p)
 			          "--after-any it runs once the others settled)", dep, where);
 			return CTL_USAGE;
 		}
+		if (found && strncmp(where, "in dead", 7) == 0 && restore_dead_record(c, dep) != CTL_OK)
+			return CTL_USAGE;
 		if (found)
 			continue;
 		rep = rcmd(&c->r, "ZSCORE " K_BATCH_WAITING " %s", dep);

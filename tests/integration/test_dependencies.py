@@ -105,6 +105,22 @@ class Dependencies(FlowTestCase):
         self.assertIsNone(self.r.zscore("cogworker:batch:waiting", b))
         self.wait_runs([b])
 
+    def test_dp8_after_any_a_job_dead_longer_than_its_settled_record_runs(self):
+        self.flow_daemon(self.record("Work"), self.record("Bad", 0.05, 1))
+        bad = self.push("Bad", "--retry", "false")
+        wait_for(lambda: bad in self.dead_entries(), timeout=10, message="dead")
+        wait_for(lambda: self.r.get("cogworker:batch:settled:" + bad), timeout=5,
+                 message="settled record")
+        self.r.delete("cogworker:batch:settled:" + bad)     # expired: it died long ago
+        _, err = self.ctl("push", "--after", bad, "Work", rc=2)
+        self.assertIn("is in dead since", err)
+        anyway = json.loads(self.ctl("--json", "push", "--after-any", "--after", bad,
+                                     "Work")[0])
+        self.assertFalse(anyway["waiting"], "a dead dependency is settled: met")
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + bad), b"dead")
+        self.wait_runs([anyway["jid"]])
+
     def test_dp6_a_waiting_member_of_a_batch(self):
         self.flow_daemon(self.record("Work", 0.3), self.record("Done"))
         bid = self.ctl("batch", "new", "--on-success", "Done")[0].strip()
