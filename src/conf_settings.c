@@ -347,6 +347,25 @@ static int read_fetch(struct loader *L, const config_setting_t *s, const char *n
 	return 0;
 }
 
+static int read_containment(struct loader *L, const config_setting_t *s, const char *name,
+                            void *base)
+{
+	static const char *const names[] = { [JOBCG_AUTO] = "auto", [JOBCG_CGROUP] = "cgroup",
+		                             [JOBCG_PGROUP] = "process-group" };
+	struct conf *c = base;
+	const char *v = config_setting_type(s) == CONFIG_TYPE_STRING
+	                ? config_setting_get_string(s) : NULL;
+
+	for (size_t i = 0; v && i < sizeof names / sizeof *names; i++)
+		if (strcmp(v, names[i]) == 0) {
+			c->containment = (enum jobcg_mode)i;
+			free(c->containment_where);
+			c->containment_where = setting_where(L, s);
+			return 0;
+		}
+	return failf(L, s, "%s must be one of: auto, cgroup, process-group", name);
+}
+
 static int read_log_level(struct loader *L, const config_setting_t *s, const char *name,
                           void *base)
 {
@@ -889,6 +908,7 @@ static const struct spec top_specs[] = {
 	{ .name = "periodic_catch_up", .kind = K_BOOL, .off = C(periodic_catch_up) },
 	{ .name = "periodic_replace", .kind = K_BOOL, .off = C(periodic_replace) },
 	{ .name = "tick_interval", .kind = K_CUSTOM, .read = read_tick_interval },
+	{ .name = "containment", .kind = K_CUSTOM, .read = read_containment },
 	{ .name = "log_level", .kind = K_CUSTOM, .read = read_log_level },
 	{ .name = "log_format", .kind = K_CUSTOM, .read = read_log_format },
 	{ .name = "metrics_listen", .kind = K_CUSTOM, .read = read_metrics_listen },
@@ -950,6 +970,7 @@ void conf_defaults(struct conf *c)
 	c->output_ttl = 7 * 86400;
 	c->output_runs = 10;
 	c->on_death_timeout = 30;
+	c->containment = JOBCG_AUTO;
 }
 
 int conf_apply_top(struct loader *L, const config_setting_t *root, struct conf *c)

@@ -387,7 +387,8 @@ static void strv_copy(char ***dst, int *ndst, char *const *src, int nsrc)
 }
 
 /* A reload keeps what the running threads were built for: the fetchers' number, the
- * queues they park on (park.c sets one waiter per queue at start) and the fetch mode. */
+ * queues they park on (park.c sets one waiter per queue at start), the fetch mode and the
+ * containment (its cgroups are made at start, jobcg.h). */
 void conf_keep_restart_settings(struct conf *fresh, const struct conf *running)
 {
 	fresh->concurrency = running->concurrency;
@@ -395,6 +396,7 @@ void conf_keep_restart_settings(struct conf *fresh, const struct conf *running)
 	strv_copy(&fresh->queue_names, &fresh->nqueue_names, running->queue_names,
 	          running->nqueue_names);
 	fresh->fetch_basic = running->fetch_basic;
+	fresh->containment = running->containment;
 }
 
 void conf_free(struct conf *c)
@@ -405,6 +407,7 @@ void conf_free(struct conf *c)
 	strv_free(&c->queue_names, &c->nqueue_names);
 	free(c->metrics_listen);
 	free(c->tick_interval_where);
+	free(c->containment_where);
 	for (int i = 0; i < c->nhandlers; i++)
 		conf_handler_free(&c->handlers[i]);
 	free(c->handlers);

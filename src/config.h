@@ -4,6 +4,7 @@
 #define COGWORKERD_CONFIG_H
 
 #include <stddef.h>
+#include "jobcg.h"
 #include "log.h"
 
 #define DEFAULT_CONF_PATH "/etc/cogworkerd/cogworkerd.conf"
@@ -147,6 +148,8 @@ struct conf {
 	struct argv_list *on_death;     /* global on_death commands, in conf order */
 	int non_death;
 	double on_death_timeout;        /* global on_death timeout, default 30 */
+	enum jobcg_mode containment;    /* how a job's processes are contained (jobcg.h); auto */
+	char *containment_where;        /* "<file>:<line>" when the file sets it, else NULL */
 };
 
 /* Command-line overrides, applied on top of the file (command line > file > defaults). */

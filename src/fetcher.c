@@ -33,6 +33,7 @@
 #include "fetcher.h"
 #include "handler.h"
 #include "job.h"
+#include "jobcg.h"
 #include "json.h"
 #include "keys.h"
 #include "outcome.h"
@@ -52,6 +53,7 @@ struct fetcher {
 	atomic_int exited;
 	int batched;                /* this job's workers entry goes through batch.c */
 	struct warm_pool *warm;     /* this thread's warm processes (warm.h) */
+	struct jobcg *cg;           /* its cold runs' cgroup, one job at a time; or NULL */
 	double next_tend;           /* monotonic: when the pool wants tending */
 	struct rconn r;
 	struct fetch_state fs;
@@ -243,6 +245,7 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 		 * retired), so the longest block it allows did too. */
 		f->next_tend = 0;
 	} else {
+		run.req.cgroup = f->cg;
 		handler_run(&run.req, &res, NULL, NULL);
 	}
 	performing_remove(j->raw);
@@ -467,6 +470,8 @@ static void *fetcher_main(void *arg)
 	/* Every warm process of this thread ends with it (their PDEATHSIG is tied to it). */
 	warm_pool_free(f->warm, WARM_STOP_GRACE);
 	f->warm = NULL;
+	jobcg_free(f->cg);
+	f->cg = NULL;
 	atomic_store(&f->exited, 1);
 	return NULL;
 }
@@ -487,6 +492,9 @@ int fetchers_start(int n)
 		f->index = i;
 		fetch_state_init(&f->fs, i);
 		f->warm = warm_pool_new();
+		char cgname[32];
+		snprintf(cgname, sizeof cgname, "fetcher-%d", i);
+		f->cg = jobcg_new(cgname);
 		random_hex(f->tid, 6);
 		memcpy(fields[i], f->tid, sizeof f->tid);
 		rconn_init(&f->r, &c->redis);

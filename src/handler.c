@@ -23,6 +23,7 @@
 
 #include "handler.h"
 #include "handler_int.h"
+#include "jobcg.h"
 #include "reaper.h"
 #include "util.h"
 
@@ -121,6 +122,8 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	}
 	epipe = pump_run(req, &io, pid, res);   /* returns once the child is reaped */
 	reaper_untrack((int)pid);               /* and its group killed */
+	if (req->cgroup)                        /* the cgroup too: wait for it to be empty */
+		jobcg_wait_empty(req->cgroup, JOBCG_WAIT_SECS);
 
 	if (epipe)
 		consume_sigpipe();

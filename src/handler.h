@@ -12,6 +12,8 @@
  *   unterminated last line is delivered at EOF.
  * - Whatever is left in the child's process group after the child exits is SIGKILLed,
  *   after a normal exit too; after TERM (timeout/abort) the grace covers the whole group.
+ *   With req->cgroup, so is whatever is left in the cgroup (escaped processes included),
+ *   and handler_run returns once it is empty.
  * - code is 0 for RUN_TIMEOUT and RUN_ABORTED; tail is always a malloc'd NUL-terminated
  *   string (possibly empty), also for RUN_SPAWN_FAILED; pid is 0 if nothing was forked.
  * - Children are reaped with waitpid(pid): nothing else in the process may waitpid(-1)
@@ -34,6 +36,8 @@ enum run_status {
 	RUN_WARM_BROKEN,    /* a warm process ended or broke the protocol while running the
 	                     * job, in a way no exit status tells (detail says how) */
 };
+
+struct jobcg;
 
 struct run_request {
 	const struct argv_list *command;    /* argv to exec (argv[0] is the program) */
@@ -74,6 +78,10 @@ struct run_request {
 	 * for a process to be ready gives up unstarted, as RUN_ABORTED: a job that never
 	 * started is handed back at once rather than held through the stop's drain. */
 	atomic_int *stopping;
+	/* May be NULL: the cgroup the child joins before exec (jobcg.h). At the run's end
+	 * everything in it is killed (cgroup.kill) and waited for, as the process group is:
+	 * the processes that left the group too. */
+	struct jobcg *cgroup;
 };
 
 /* Where a RUN_SPAWN_FAILED failed, for its message. */
@@ -84,6 +92,7 @@ enum spawn_step {
 	SPAWN_STEP_RLIMIT,
 	SPAWN_STEP_IDS,         /* setgroups / setresgid / setresuid */
 	SPAWN_STEP_EXEC,        /* execve */
+	SPAWN_STEP_CGROUP,      /* joining the run's cgroup (cgroup.procs) */
 };
 
 struct run_result {

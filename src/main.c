@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "handler.h"
+#include "jobcg.h"
 #include "manager.h"
 #include "redis.h"
 #include "util.h"
@@ -41,6 +42,28 @@ static void check_report(void *ctx, const char *problem)
 {
 	(void)ctx;
 	fprintf(stderr, "cogworkerd: %s\n", problem);
+}
+
+/*
+ * Which containment the daemon would have (jobcg.h), said on stdout; containment =
+ * "cgroup" where no cgroup can be had is an error naming its line. 0, or 1.
+ */
+static int check_containment(const struct conf *conf)
+{
+	char msg[1024];
+	int ok = jobcg_probe(msg, sizeof msg);
+	if (!ok && conf->containment == JOBCG_CGROUP) {
+		fprintf(stderr, "cogworkerd: %s: containment = \"cgroup\": no cgroup can be had: %s\n",
+		        conf->containment_where ? conf->containment_where : "?", msg);
+		return 1;
+	}
+	if (conf->containment == JOBCG_PGROUP)
+		printf("containment: process group only (containment = \"process-group\")\n");
+	else if (ok)
+		printf("containment: cgroup v2, a subtree of its own in %s\n", msg);
+	else
+		printf("containment: process group only (%s)\n", msg);
+	return 0;
 }
 
 /* --check --connect: a connection as the daemon makes it, and a PING. 0, or 1. */
@@ -132,6 +155,7 @@ int main(int argc, char **argv)
 	}
 	if (check) {
 		int bad = conf_check_commands(&conf, check_report, NULL);
+		bad += check_containment(&conf);
 		char **warn;
 		int nwarn = conf_warnings(&conf, &warn);
 		for (int i = 0; i < nwarn; i++)

@@ -36,6 +36,7 @@
 #include "fetcher.h"
 #include "handler.h"
 #include "heartbeat.h"
+#include "jobcg.h"
 #include "keys.h"
 #include "manager.h"
 #include "metrics.h"
@@ -192,6 +193,8 @@ static void reload(void)
 		         "restart");
 	if (fresh.fetch_basic != old->fetch_basic)
 		log_warn("reload: fetch changed; it takes effect at the next restart");
+	if (fresh.containment != old->containment)
+		log_warn("reload: containment changed; it takes effect at the next restart");
 	if (strcmp(fresh.metrics_listen, old->metrics_listen) != 0)
 		log_warn("reload: metrics_listen changed; it takes effect at the next restart");
 	/* Settings that need a restart keep their running values. */
@@ -370,6 +373,7 @@ static int shutdown_daemon(void)
 	sentinel_watch_stop();
 	if (reachable)
 		presence_remove(&mconn);
+	jobcg_shutdown();               /* whatever a job left: killed, its cgroups removed */
 	log_info("stopped");
 	if (abandoned) {
 		/* Threads still sit in Redis calls: leave without running exit handlers under
@@ -403,6 +407,12 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	log_set_format(c->log_format);
 	make_identity();
 	D.started_at = now_float();
+	char cgerr[1024];
+	if (jobcg_init(c->containment, cgerr, sizeof cgerr) != 0) {   /* before the reaper */
+		log_error("%s: %s", c->containment_where ? c->containment_where : "?", cgerr);
+		conf_release(c);
+		return 2;
+	}
 	reaper_start();                 /* before any thread: it is a fork */
 	if (signals_setup() != 0) {
 		log_error("couldn't set up signal handling: %s", strerror(errno));

@@ -107,6 +107,8 @@ static char *spawn_detail(const struct job_run *run, const struct run_result *re
 		return xasprintf("exec failed: switching user/group: %s", why);
 	case SPAWN_STEP_SETUP:
 		return xasprintf("exec failed: starting %s: %s", prog, why);
+	case SPAWN_STEP_CGROUP:
+		return xasprintf("exec failed: joining its cgroup: %s", why);
 	case SPAWN_STEP_EXEC:
 		break;
 	}

@@ -35,9 +35,11 @@
  * (exit 0 with a backgrounded grandchild included), without a grace period: the job's
  * outcome is already decided and its leftovers are not part of it. After a timeout or an
  * abort, the grace applies to the whole group before the final SIGKILL. A grandchild that
- * left the group (its own setsid) is out of reach here (systemd's cgroup kill covers it),
- * and may hold the output pipes open: so after the leader exits, output is drained only
- * for at most HANDLER_DRAIN_SECS, never until EOF.
+ * left the group (its own setsid) is out of reach of the group's kill: with a cgroup
+ * (req->cgroup, jobcg.h) the same SIGKILL goes to everything in the cgroup, and
+ * handler_run waits for it to be empty; without one it lives on (systemd's cgroup kill
+ * covers it at the stop). It may hold the output pipes open: so after the leader exits,
+ * output is drained only for at most HANDLER_DRAIN_SECS, never until EOF.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -55,6 +57,7 @@
 
 #include "handler.h"
 #include "handler_int.h"
+#include "jobcg.h"
 #include "log.h"
 #include "util.h"
 
@@ -484,6 +487,8 @@ static void watch_tick(struct pump *p, struct watch *w, double now)
 			due = w->reason != KILL_NONE && now >= w->kill_at;
 		if (due) {
 			group_signal(w->pid, SIGKILL);
+			if (req->cgroup)        /* the escaped ones: they may hold our pipes too */
+				jobcg_kill(req->cgroup);
 			w->killed = 1;
 		}
 	}

@@ -5,7 +5,9 @@
  * A handler child is armed with PR_SET_PDEATHSIG, so it dies when the daemon is killed
  * with SIGKILL; but its own children (a shell's `sleep`, a worker pool) are not, and they
  * would go on running beside the copy of the job that orphan recovery starts elsewhere.
- * Under systemd the control-group kill covers this; everywhere else this reaper does.
+ * Under systemd the control-group kill covers this; everywhere else this reaper does. With
+ * cgroup containment (jobcg.h) it also kills the daemon's job subtree, which reaches the
+ * processes that left their group too, and removes it.
  *
  * At boot, before any thread exists, the daemon forks the reaper. The two share a table of
  * process groups (an anonymous shared mapping made before the fork) and a pipe whose write
@@ -33,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include "jobcg.h"
 #include "log.h"
 #include "reaper.h"
 
@@ -55,6 +58,7 @@ static void reaper_loop(int fd)
 		if (pgid > 0)
 			kill(-pgid, SIGKILL);
 	}
+	jobcg_reap();
 	_exit(0);
 }
 

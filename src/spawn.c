@@ -12,7 +12,9 @@
  * searched in the child's PATH (not the daemon's) by the parent.
  *
  * The child, in order: setsid() (its own session and process group, so the whole job tree
- * can be signalled as -pgid); every signal disposition back to SIG_DFL (SIGPIPE is
+ * can be signalled as -pgid); with a cgroup (jobcg.h), "0" written into its cgroup.procs,
+ * opened by the parent long before (one write: the child moves itself, before it runs
+ * anything of the handler's, so nothing it starts can be outside); every signal disposition back to SIG_DFL (SIGPIPE is
  * ignored by the daemon and SIG_IGN survives execve), then an empty signal mask (the daemon
  * blocks every signal in every thread); the pipes onto 0/1/2; every other fd closed
  * (close_range, with a loop as fallback); chdir; rlimits; setgroups/setresgid/setresuid
@@ -55,6 +57,7 @@
 
 #include "handler.h"
 #include "handler_int.h"
+#include "jobcg.h"
 #include "util.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -165,6 +168,7 @@ struct child_spec {
 	int fd_in, fd_out, fd_err;      /* child ends of the pipes, all >= 3 */
 	int fd_report;                  /* fork: CLOEXEC pipe for the failing errno (>= 3) */
 	int fd_ctl;                     /* a warm process's socket, to become fd 3; or -1 */
+	int fd_cgroup;                  /* the cgroup.procs to join, or -1 */
 	volatile int step, err;         /* clone: the failing step and errno, by the child */
 	pid_t parent;
 	const char *cwd;
@@ -225,6 +229,8 @@ static void child_exec(const struct child_spec *c)
 
 	if (setsid() < 0)
 		child_fail(rep, SPAWN_STEP_SETUP, errno);
+	if (c->fd_cgroup >= 0 && write(c->fd_cgroup, "0", 1) != 1)
+		child_fail(rep, SPAWN_STEP_CGROUP, errno);
 
 	/*
 	 * The raw system call, not sigaction(3): glibc refuses to touch the two real-time
@@ -467,6 +473,7 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.fd_err = perr[1];
 	c.fd_report = prep[1];
 	c.fd_ctl = req->ctl_fd > 2 ? req->ctl_fd : -1;
+	c.fd_cgroup = req->cgroup ? jobcg_procs_fd(req->cgroup) : -1;
 	c.parent = self_pid;
 	c.cwd = req->cwd;
 	c.set_ids = req->set_ids;

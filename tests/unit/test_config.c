@@ -117,6 +117,8 @@ static void check_defaults(const struct conf *c)
 	ck_assert_int_eq(c->nqueue_names, 1);
 	ck_assert_str_eq(c->queue_names[0], "default");
 	ck_assert_int_eq(c->fetch_basic, 0);
+	ck_assert_int_eq(c->containment, JOBCG_AUTO);
+	ck_assert_ptr_null(c->containment_where);
 	ck_assert_double_eq(c->shutdown_timeout, 25);
 	ck_assert_double_eq(c->poll_interval, 2);          /* issue 12: was 5 */
 	ck_assert_double_eq(c->heartbeat_interval, 5);
@@ -328,6 +330,27 @@ START_TEST(test_fetch)
 	expect_error("\n\nfetch = \"fast\";\n", 3, "reliable, basic");
 	expect_error("fetch = \"\";\n", 1, "reliable, basic");
 	expect_error("fetch = 1;\n", 1, "reliable, basic");
+}
+END_TEST
+
+/* CT-7: the three names, with the line of the setting kept for --check's error. */
+START_TEST(test_containment)
+{
+	struct conf c;
+
+	LOAD_OK("containment = \"cgroup\";\n", &c);
+	ck_assert_int_eq(c.containment, JOBCG_CGROUP);
+	ck_assert_ptr_nonnull(strstr(c.containment_where, ":1"));
+	conf_free(&c);
+	LOAD_OK("\ncontainment = \"process-group\";\n", &c);
+	ck_assert_int_eq(c.containment, JOBCG_PGROUP);
+	ck_assert_ptr_nonnull(strstr(c.containment_where, ":2"));
+	conf_free(&c);
+	LOAD_OK("containment = \"auto\";\n", &c);
+	ck_assert_int_eq(c.containment, JOBCG_AUTO);
+	conf_free(&c);
+	expect_error("\n\ncontainment = \"jail\";\n", 3, "auto, cgroup, process-group");
+	expect_error("containment = true;\n", 1, "auto, cgroup, process-group");
 }
 END_TEST
 
@@ -1514,6 +1537,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_queue_errors);
 	tcase_add_test(tc, test_error_is_one_line);
 	tcase_add_test(tc, test_fetch);
+	tcase_add_test(tc, test_containment);
 	tcase_add_test(tc, test_max_orphanings);
 	tcase_add_test(tc, test_max_job_bytes);
 	tcase_add_test(tc, test_orphan_threshold);
