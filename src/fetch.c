@@ -671,7 +671,7 @@ static int next_job(struct rconn *r, struct fetch_state *st, struct fetched *out
 	ack_held_settle(r, &st->held);      /* never held across a block */
 	long long id = client_id(r, st);
 	struct park_plan plan;
-	enum park_result pr = park_plan(st->index, basic, id, idle_max, gen, &plan);
+	enum park_result pr = park_plan(st->index, basic, id, idle_max, st->max_block, gen, &plan);
 	if (pr != PARK_ON) {
 		free_list(active, n);
 		st->hot = pr == PARK_SIGNALLED;

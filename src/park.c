@@ -261,7 +261,7 @@ static int watcher_lost(void)
 /* ---- an idle fetcher ---- */
 
 enum park_result park_plan(int index, int basic, long long client_id, double idle_max,
-                           unsigned gen, struct park_plan *plan)
+                           double max_wait, unsigned gen, struct park_plan *plan)
 {
 	pthread_mutex_lock(&mu);
 	if (gen != atomic_load(&paused_gen)) {
@@ -284,10 +284,12 @@ enum park_result park_plan(int index, int basic, long long client_id, double idl
 		}
 	}
 	if (pick < 0 || least > 0) {
-		/* Every queue has its watcher: wait here until one leaves with a job. */
+		/* Every queue has its watcher: wait here until one leaves with a job, or until
+		 * the caller's warm processes want tending (a retired one left <defunct> for a
+		 * minute otherwise, and counted as a live one). */
 		free(w);
 		struct timespec ts;
-		deadline_in(&ts, LOCAL_WAIT_MAX);
+		deadline_in(&ts, max_wait > 0 && max_wait < LOCAL_WAIT_MAX ? max_wait : LOCAL_WAIT_MAX);
 		nwaiting++;
 		int rc = pthread_cond_timedwait(&waiters_cv, &mu, &ts);
 		nwaiting--;

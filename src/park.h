@@ -54,10 +54,11 @@ struct park_plan {
  * already has one, locally without any Redis call until a parked one leaves with a job.
  * client_id is its connection's CLIENT ID (-1 unknown: the waker cannot unblock it, so it
  * blocks briefly). basic: one blocking BRPOP watches every queue. gen: park_paused_gen()
- * when the caller chose its active queues; changed since, it must choose again.
+ * when the caller chose its active queues; changed since, it must choose again. max_wait:
+ * the longest the caller may wait locally (its warm processes want tending then), 0 none.
  */
 enum park_result park_plan(int index, int basic, long long client_id, double idle_max,
-                           unsigned gen, struct park_plan *plan);
+                           double max_wait, unsigned gen, struct park_plan *plan);
 /* The blocking fetch of PARK_ON returned (got: with a job). Returns 1 when the waker was
  * asked to cut it short (something changed: re-plan, trying first). */
 int park_leave(int index, int got);

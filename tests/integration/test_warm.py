@@ -613,7 +613,9 @@ class Recycling(WarmTestCase):
 class Lifecycle(WarmTestCase):
 
     def test_wm11_cancel_a_running_warm_job(self):
-        d = self.daemon(handlers=[warm(kill_grace=5)])
+        # concurrency 4 on one queue: most fetchers wait locally (no Redis call), and the
+        # one whose process was cancelled must still wake to reap and replace it
+        d = self.daemon(handlers=[warm(kill_grace=5)], concurrency=4)
         jid, _ = self.push_job("sleep", 30, retry=3)
         wait_for(lambda: self.pid_of(jid), timeout=10, message="running")
         res = self.ctl("jobs", "cancel", jid)
@@ -621,6 +623,15 @@ class Lifecycle(WarmTestCase):
         member, _ = self.wait_member(DEAD)
         self.assertEqual(loads(member)["error_class"], "Cogworker::Cancelled")
         d.wait_log("its job was cancelled")
+        # With no more jobs coming: the cancelled process is reaped (no <defunct> left for
+        # the next job to clear) and a fresh one takes its place at once (issue 31).
+        pid = self.pid_of(jid)
+        started = time.monotonic()
+        wait_for(lambda: not os.path.exists("/proc/%d" % pid), timeout=8,
+                 message="the cancelled process reaped, not left <defunct>")
+        wait_for(lambda: len(self.warm_pids()) == 1 and pid not in self.warm_pids(), timeout=8,
+                 message="a fresh process in its place")
+        self.assertLess(time.monotonic() - started, 8)
 
     def test_wm12_stop_drains_warm_jobs_then_ends_every_process(self):
         d = self.daemon(handlers=[warm()], concurrency=2, shutdown_timeout=10)
