@@ -303,7 +303,7 @@ async function performJob(job) {
     code = 1;
     if (job.cancelled && (e instanceof Cancelled || e === job.signal.reason ||
         (e && e.name === "AbortError"))) {
-      error = "cancelled";
+      error = null;     // the daemon says why: "cancelled on request"
     } else {
       process.stderr.write(`${e instanceof Error ? e.stack : "Uncaught " + util.inspect(e)}\n`);
       error = text(describe(e));

@@ -286,7 +286,7 @@ def _perform(fn, job):
                 _current = None
         return 0, None
     except Cancelled:
-        return 1, "cancelled"
+        return 1, None          # the daemon says why: "cancelled on request"
     except SystemExit as e:
         if e.code is None:
             return 0, None

@@ -265,7 +265,7 @@ module CogworkerHandler
         Thread.handle_interrupt(Cancelled => :immediate) { perform.call(job) }
         [0, nil]
       rescue Cancelled
-        [1, "cancelled"]
+        [1, nil] # the daemon says why: "cancelled on request"
       rescue SystemExit => e
         [e.status & 0xFF, nil]
       rescue SignalException

@@ -172,6 +172,8 @@ class LibraryScenarios:
         member, _ = self.wait_member(DEAD, timeout=KILL_GRACE / 2)
         self.assertLess(time.monotonic() - t, KILL_GRACE / 2)
         self.assertEqual(loads(member)["error_class"], "Cogworker::Cancelled")
+        # the reason once, not "cancelled on request: cancelled" (issue 31)
+        self.assertEqual(loads(member)["error_message"], "cancelled on request")
         self.assertTrue(os.path.exists(self.path(jid + ".cleanup")), "cleanup did not run")
         # a cancelled process is never reused
         again = self.push_args('["ok"]')
