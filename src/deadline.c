@@ -84,7 +84,8 @@ void deadline_settle_fetched(struct rconn *r, const struct conf *c, const struct
 	            : w.interrupted ? ", filed by the interrupt path" : "");
 	metrics_inc(METRIC_JOBS_EXPIRED);
 	if (disp == DISP_ACK)
-		settle_ack(r, j->raw, j->raw_len, j->jid);
+		settle_ack(r, j->raw, j->raw_len, j->jid, j->bid,
+		           discard ? SETTLED_DISCARDED : SETTLED_DEAD);
 	if (died && dead_entry)
 		on_death_run(j->cls, j->jid, dead_entry);
 	free(dead_entry);

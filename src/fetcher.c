@@ -270,9 +270,9 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
  * (process).
  */
 static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry,
-                                int *succeeded)
+                                const char **settled_as)
 {
-	*succeeded = 0;
+	*settled_as = NULL;
 	*died = 0;
 	*dead_entry = NULL;
 	if (!j->obj || j->invalid) {            /* never run, never retried (§7.4) */
@@ -315,7 +315,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		return DISP_ABANDON;
 	}
 	if (o.success) {
-		*succeeded = 1;
+		*settled_as = SETTLED_SUCCESS;
 		outkeep_end(out, "success", NULL, NULL, finished);
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		batch_processed();
@@ -336,6 +336,9 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		struct filing where;
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,
 		                     dead_entry, &where);
+		/* A retry settles nothing: its ack must not say it did (doc/protocol.md §7.34). */
+		*settled_as = d == DECIDE_RETRY ? NULL : d == DECIDE_DISCARD ? SETTLED_DISCARDED
+		              : SETTLED_DEAD;
 		if (o.cancelled && *died) {
 			*died = 0;      /* no on_death for a cancel */
 			free(*dead_entry);
@@ -377,9 +380,11 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	}
 	atomic_fetch_add(&D.busy, 1);
 	running_add(j.raw);
-	int died = 0, succeeded = 0;
+	int died = 0;
+	const char *settled_as;
 	char *dead_entry = NULL;
-	enum disposition disp = execute(f, &j, &died, &dead_entry, &succeeded);
+	enum disposition disp = execute(f, &j, &died, &dead_entry, &settled_as);
+	int succeeded = settled_as && strcmp(settled_as, SETTLED_SUCCESS) == 0;
 	int basic = atomic_load(&D.fetch_mode) == FETCH_BASIC;
 	/* A member's success settles in its batch before its ack (settle.c); a plain job's
 	 * rides on the ack, which basic fetch does not have. */
@@ -392,11 +397,11 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	if (disp == DISP_ACK && !died && !basic) {
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an
 		 * on_death hook: that runs for as long as it takes. */
-		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid);
+		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid, j.bid, settled_as);
 		j.raw = NULL;                   /* the held ack has it now */
 	} else {
 		if (disp == DISP_ACK)
-			settle_ack(&f->r, j.raw, j.raw_len, j.jid);
+			settle_ack(&f->r, j.raw, j.raw_len, j.jid, j.bid, settled_as);
 		running_remove(j.raw);
 	}
 	if (died && dead_entry)

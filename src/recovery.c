@@ -664,11 +664,14 @@ static int drop_finished_stray(struct rconn *r, const char *raw, size_t len)
 {
 	struct job j;
 	job_parse(&j, raw, len, NULL);
-	/* The failover that lost the ack may have lost its batch settle, made just before
-	 * it: again, which counts once (doc/protocol.md §7.34). */
-	int rc = j.bid ? settle_flow_first(r, &j, SETTLED_SUCCESS) : 0;
+	/* The failover that lost the ack may have lost the settle made before it: again, as
+	 * what the job settled as here (a retry settles nothing), which counts once
+	 * (doc/protocol.md §7.34). */
+	const char *outcome;
+	finished_here(raw, len, &outcome);
+	int rc = outcome ? settle_flow_first(r, &j, outcome) : 0;
 	if (rc == 0)
-		rc = settle_ack(r, raw, len, j.jid);
+		rc = settle_ack(r, raw, len, j.jid, j.bid, outcome);
 	if (rc == 0)
 		log_warn("dropped stray in-progress job jid=%s: it finished here (its ack was lost, "
 		         "e.g. by a Redis failover)", j.jid ? j.jid : "?");
@@ -839,7 +842,7 @@ int reconcile_own(struct rconn *r, struct log_site *site)
 		int done = 0, k = strs_find(&prev_strays, strays.v[i]);
 		double first = k >= 0 ? prev_strays.at[k] : seen;
 		if (k >= 0 && sent - first >= gap && rc == 0 && !atomic_load(&D.stopping)) {
-			int x = finished_here(strays.v[i], strays.len[i])
+			int x = finished_here(strays.v[i], strays.len[i], NULL)
 			        ? drop_finished_stray(r, strays.v[i], strays.len[i])
 			        : requeue_stray(r, strays.v[i], strays.len[i], site);
 			rc = x < 0 ? -1 : 0;

@@ -271,33 +271,69 @@ int record_attempt(struct rconn *r, const char *jid, long attempt, double when,
  */
 #define FINISHED_KEEP 16384
 static uint64_t finished[FINISHED_KEEP];        /* under settle_mu; 0 = empty */
+static unsigned char finished_how[FINISHED_KEEP];       /* index into settled_outcomes */
 static unsigned finished_next;
 
-static void finished_note(const char *raw, size_t len)
+/* How a finished job settled for good, as finished_how keeps it: [0] a retry. */
+static const char *const settled_outcomes[] = { NULL, SETTLED_SUCCESS, SETTLED_DEAD,
+                                                SETTLED_DISCARDED };
+
+static void finished_note(const char *raw, size_t len, const char *outcome)
 {
 	uint64_t d = bytes_digest(raw, len);
+	unsigned char how = 0;
+	for (unsigned char i = 1; outcome && i < 4; i++)
+		if (strcmp(outcome, settled_outcomes[i]) == 0)
+			how = i;
 	pthread_mutex_lock(&settle_mu);
 	finished[finished_next] = d;
+	finished_how[finished_next] = how;
 	finished_next = (finished_next + 1) % FINISHED_KEEP;
 	pthread_mutex_unlock(&settle_mu);
 }
 
-int finished_here(const char *raw, size_t len)
+int finished_here(const char *raw, size_t len, const char **outcome)
 {
 	uint64_t d = bytes_digest(raw, len);
 	int found = 0;
+	unsigned char how = 0;
 	pthread_mutex_lock(&settle_mu);
-	for (unsigned i = 0; i < FINISHED_KEEP && !found; i++)
+	for (unsigned i = 0; i < FINISHED_KEEP && !found; i++) {
 		found = finished[i] == d;
+		how = finished_how[i];
+	}
 	pthread_mutex_unlock(&settle_mu);
+	if (outcome)
+		*outcome = found ? settled_outcomes[how] : NULL;
 	return found;
 }
 
 /* ---- ack, give back ---- */
 
-/* ACK attempts first..3, sleeping 0.1·n s after a failed attempt n; then a pending entry. */
+/* A pending settlement that owes the settle of a job for good, then its ack (or, in basic
+ * mode, the settle only: the job left its list already); made: it was made once already. */
+static void owe_flow(const char *raw, size_t len, const char *jid, const char *bid,
+                     const char *outcome, int made)
+{
+	struct pending *p = xcalloc(1, sizeof *p);
+	p->raw = xstrndup(raw, len);
+	p->is_ack = atomic_load(&D.fetch_mode) != FETCH_BASIC;
+	p->flow_only = !p->is_ack;
+	p->since = now_float();
+	p->jid = xstrdup(jid);
+	p->flow = xstrdup(outcome);
+	p->settled = outcome;
+	p->bid = bid ? xstrdup(bid) : NULL;
+	p->flow_made = made;
+	pending_add(p);
+}
+
+/* ACK attempts first..3, sleeping 0.1·n s after a failed attempt n; then a pending entry,
+ * which settles the job again (outcome, bid) before its late ack. settle: the settle is
+ * still to make (a plain success whose record did not ride on its ack), each attempt
+ * making it first. */
 static int ack_attempts(struct rconn *r, const char *raw, size_t len, const char *jid,
-                        int first)
+                        const char *bid, const char *outcome, int first, int settle)
 {
 	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
 	char *counter = xasprintf(K_ORPHANINGS "%s", jid ? jid : "");
@@ -308,10 +344,12 @@ static int ack_attempts(struct rconn *r, const char *raw, size_t len, const char
 	if (first > 1)
 		sleep_seconds(0.1 * (first - 1));
 	for (int attempt = first; attempt <= 3 && !ok; attempt++) {
-		redisReply *rep = rscript(r, "ack", 2, keys, 1, args, lens);
+		if (settle && workflow_settle(r, jid, bid, outcome) == 0)
+			settle = 0;
+		redisReply *rep = settle ? NULL : rscript(r, "ack", 2, keys, 1, args, lens);
 		if (rep) {
 			freeReplyObject(rep);
-			finished_note(raw, len);
+			finished_note(raw, len, outcome);
 			ok = 1;
 		} else if (attempt < 3) {
 			sleep_seconds(0.1 * attempt);
@@ -322,41 +360,45 @@ static int ack_attempts(struct rconn *r, const char *raw, size_t len, const char
 		 * been made after all (a stalled server runs what it was sent). */
 		log_warn("couldn't acknowledge finished job jid=%s yet (3 attempts failed: %s): "
 		         "retried once Redis answers", jid ? jid : "?", r->err);
-		struct pending *p = xcalloc(1, sizeof *p);
-		p->raw = xstrndup(raw, len);
-		p->is_ack = 1;
-		p->jid = jid ? xstrdup(jid) : NULL;
-		p->since = now_float();
-		pending_add(p);
+		if (jid && outcome) {
+			owe_flow(raw, len, jid, bid, outcome, !settle);
+		} else {
+			struct pending *p = xcalloc(1, sizeof *p);
+			p->raw = xstrndup(raw, len);
+			p->is_ack = 1;
+			p->jid = jid ? xstrdup(jid) : NULL;
+			p->since = now_float();
+			pending_add(p);
+		}
 	}
 	free(list);
 	free(counter);
 	return ok ? 0 : -1;
 }
 
-int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid)
+int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid, const char *bid,
+               const char *outcome)
 {
 	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
 		return 0;
-	return ack_attempts(r, raw, len, jid, 1);
+	return ack_attempts(r, raw, len, jid, bid, outcome, 1, 0);
+}
+
+/* workflow_settle, or, when Redis fails, the settle and the ack owed (owe_flow). */
+static int flow_first(struct rconn *r, const char *raw, size_t len, const char *jid,
+                      const char *bid, const char *outcome)
+{
+	if (!jid || workflow_settle(r, jid, bid, outcome) == 0)
+		return 0;
+	log_error("couldn't settle jid=%s (%s) in its batch and dependants, nor ack it (kept in "
+	          "memory, settled later): %s", jid, outcome, r->err);
+	owe_flow(raw, len, jid, bid, outcome, 0);
+	return -1;
 }
 
 int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome)
 {
-	if (!j->jid || workflow_settle(r, j->jid, j->bid, outcome) == 0)
-		return 0;
-	log_error("couldn't settle jid=%s (%s) in its batch and dependants, nor ack it (kept in "
-	          "memory, settled later): %s", j->jid, outcome, r->err);
-	struct pending *p = xcalloc(1, sizeof *p);
-	p->raw = xstrndup(j->raw, j->raw_len);
-	p->is_ack = atomic_load(&D.fetch_mode) != FETCH_BASIC;
-	p->flow_only = !p->is_ack;
-	p->since = now_float();
-	p->jid = xstrdup(j->jid);
-	p->flow = xstrdup(outcome);
-	p->bid = j->bid ? xstrdup(j->bid) : NULL;
-	pending_add(p);
-	return -1;
+	return flow_first(r, j->raw, j->raw_len, j->jid, j->bid, outcome);
 }
 
 /* A success's settled record and the question whether jobs wait for it, in the pipeline
@@ -385,24 +427,22 @@ static int settled_read(struct rconn *r, struct rpipe *p)
 	return waited;
 }
 
-/* The same on its own, when no pipeline carried it: best effort, like the release that
- * follows it (BATCH_EXPIRE redoes it from the record). */
-static void settled_note(struct rconn *r, const char *jid)
-{
-	struct rpipe p;
-	rpipe_begin(r, &p);
-	settled_add(r, &p, jid);
-	if (settled_read(r, &p) && workflow_settle(r, jid, NULL, SETTLED_SUCCESS) != 0)
-		log_warn("jid=%s: the jobs waiting for it not released yet (the poller will): %s",
-		         jid, r->err);
-}
-
-void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid)
+void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid, const char *bid,
+              const char *outcome)
 {
 	memset(a, 0, sizeof *a);
 	a->raw = raw;
 	a->len = len;
 	a->jid = jid ? xstrdup(jid) : NULL;
+	a->bid = bid ? xstrdup(bid) : NULL;
+	a->outcome = outcome;
+}
+
+/* The held ack writes the settled record itself: a plain job's success (settle.c's opening
+ * comment); every other settle for good was made before the ack, by BATCH_SETTLE. */
+static int held_writes_record(const struct held_ack *a)
+{
+	return a->jid && !a->bid && a->outcome && strcmp(a->outcome, SETTLED_SUCCESS) == 0;
 }
 
 void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a)
@@ -417,7 +457,7 @@ void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a)
 	const char *lrem[] = { "LREM", list, "1", a->raw };
 	size_t lens[] = { 4, strlen(list), 1, a->len };
 	const char *del[] = { "DEL", counter };
-	if (a->jid)
+	if (held_writes_record(a))
 		settled_add(r, p, a->jid);
 	rpipe_add_argv(r, p, 4, lrem, lens);
 	rpipe_add_argv(r, p, 2, del, NULL);
@@ -431,7 +471,7 @@ void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a)
 	if (!a->added || a->read)
 		return;
 	redisReply *rep, *del;
-	if (a->jid)
+	if (held_writes_record(a))
 		a->dependants = settled_read(r, p);
 	rpipe_read(r, p, 1, &rep);
 	a->read = 1;
@@ -449,25 +489,26 @@ void ack_held_settle(struct rconn *r, struct held_ack *a)
 {
 	if (!a->raw)
 		return;
-	if (!a->read) {
-		if (a->jid)
-			settled_note(r, a->jid);
-		ack_attempts(r, a->raw, a->len, a->jid, 1);
-	} else if (a->ok) {
-		finished_note(a->raw, a->len);
+	if (a->read && a->ok) {
+		finished_note(a->raw, a->len, a->outcome);
 		if (a->dependants && workflow_settle(r, a->jid, NULL, SETTLED_SUCCESS) != 0)
 			log_warn("jid=%s: the jobs waiting for it not released yet (the poller will): "
 			         "%s", a->jid, r->err);
 	} else {
-		if (a->jid)
-			settled_note(r, a->jid);
-		r->unavailable = a->unavailable;    /* the LREM's error, for what follows */
-		snprintf(r->err, sizeof r->err, "%s", a->err);
-		ack_attempts(r, a->raw, a->len, a->jid, 2);
+		/* The ride failed or never left: the record it carried is made by the settle
+		 * itself, before each attempt of the ack, as for a member (a late ack settles as
+		 * the first would have). */
+		if (a->read) {
+			r->unavailable = a->unavailable;    /* the LREM's error, for what follows */
+			snprintf(r->err, sizeof r->err, "%s", a->err);
+		}
+		ack_attempts(r, a->raw, a->len, a->jid, a->bid, a->outcome, a->read ? 2 : 1,
+		             held_writes_record(a));
 	}
 	running_remove(a->raw);
 	free(a->raw);
 	free(a->jid);
+	free(a->bid);
 	memset(a, 0, sizeof *a);
 }
 
@@ -784,7 +825,7 @@ static int settle_one(struct rconn *r, struct pending *p)
 		if (!rep)
 			return -1;
 		freeReplyObject(rep);
-		finished_note(p->raw, strlen(p->raw));
+		finished_note(p->raw, strlen(p->raw), p->settled);
 		char late[32];
 		human_duration(now_float() - p->since, 1, late, sizeof late);
 		log_info("acknowledged finished job jid=%s %s after its ack first failed",

@@ -37,6 +37,9 @@ struct pending {
 	char *flow;             /* owed first: BATCH_SETTLE with this outcome (workflow.h) */
 	char *bid;              /* the job's batch, for flow */
 	int flow_only;          /* nothing else owed: the job left its list already */
+	const char *settled;    /* an ack: how the job settled for good (SETTLED_*), or NULL */
+	int flow_made;          /* flow was made once: redone only in case a failover lost it,
+	                         * so the stop drops the job as acked, not requeued for it */
 };
 
 /* What a run leaves to settle. */
@@ -77,7 +80,15 @@ void bump_stats(struct rconn *r, int success, struct log_site *site);
 void stats_add(struct rconn *r, struct rpipe *p, int success);
 void stats_read(struct rconn *r, struct rpipe *p, struct log_site *site);
 
-int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid);
+/*
+ * Ack a job that ran, settled for good as outcome (SETTLED_*; NULL: a retry, nothing
+ * settled), a member of bid (NULL: none). Its settle was made before (settle_flow_first);
+ * should the ack be owed, the late ack settles again first (BATCH_SETTLE, which counts
+ * once), since a failover that loses the ack may lose the settle made before it: a late
+ * ack settles as the first would have (doc/protocol.md §7.7). 0 acked, -1 owed.
+ */
+int settle_ack(struct rconn *r, const char *raw, size_t len, const char *jid, const char *bid,
+               const char *outcome);
 
 /*
  * A job settled for good as outcome (workflow.h): its batch and the jobs that wait for it
@@ -106,16 +117,22 @@ struct held_ack {
 	int ok;
 	int unavailable;
 	int dependants;             /* jobs wait for it: BATCH_SETTLE after the ack */
+	const char *outcome;        /* how it settled for good (SETTLED_*), NULL: a retry */
+	char *bid;
 	char err[sizeof ((struct rconn *)0)->err];
 };
-/* raw (malloc'd) is the held ack's from then on: a job's text is not copied to be acked. */
-void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid);
+/* raw (malloc'd) is the held ack's from then on: a job's text is not copied to be acked.
+ * outcome and bid as settle_ack's; only a plain job's success writes its settled record
+ * in the ack's pipeline (a member's, and every failure's, was written by its settle). */
+void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid, const char *bid,
+              const char *outcome);
 void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a);
 void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a);
 void ack_held_settle(struct rconn *r, struct held_ack *a);
 /* True if an ack of exactly this raw payload was confirmed by Redis lately (the last 16384
- * acks): a stray that finished here, whose ack a failover lost (doc/protocol.md §7.11). */
-int finished_here(const char *raw, size_t len);
+ * acks): a stray that finished here, whose ack a failover lost (doc/protocol.md §7.11).
+ * *outcome (may be NULL) is then how it settled for good (SETTLED_*), NULL for a retry. */
+int finished_here(const char *raw, size_t len, const char **outcome);
 /* REQUEUE_ONE of a job on our in-progress list (give back, stray): the reply, or NULL. */
 redisReply *requeue_one(struct rconn *r, const char *raw, size_t len);
 /* The same, to the back of the queue when back (a job a saturated handler gives away,

@@ -58,14 +58,15 @@ static void requeue_reliable(struct rconn *r, const struct conf *c)
 		char kind = 'd';
 		/* Its batch settle is still owed, and comes before the job leaves the list
 		 * (doc/protocol.md §7.34): no mark, so the requeue puts it back; it runs again
-		 * and settles then. Gone from the list already, the settle is lost: say so. */
+		 * and settles then. Gone from the list already, the settle is lost: say so. A
+		 * late ack's settle made once already is only redone (settle.h): acked. */
 		if (p->flow && p->flow_only) {
 			log_error("jid=%s: its settle in batch %s and of the jobs waiting for it is "
 			          "lost (cogworkerctl batch settle does it by hand): %s",
 			          p->jid ? p->jid : "?", p->bid ? p->bid : "-", r->err);
 			continue;
 		}
-		if (p->flow) {
+		if (p->flow && !p->flow_made) {
 			log_warn("jid=%s: its batch settle is still owed: requeued, to run and settle "
 			         "again", p->jid ? p->jid : "?");
 			continue;

@@ -22,6 +22,10 @@
 --   it as a member (success when no member died or was discarded, else dead), up the tree.
 -- - A dead member that later succeeds (retried by hand, by cogworkerctl or the Web UI)
 --   moves from dead to succeeded, so on_success fires after all.
+-- - A job's settled record never contradicts what its batch counted: the first settle for
+--   good wins, and a later one settles as that one did (a re-run after a kill -9 between
+--   the settle and the ack may die where the first run succeeded); only a success after a
+--   death replaces it, as the batch moves that member from dead to succeeded.
 local K, QP, QUEUES, DEAD, SCHED = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local NOW, KEEP, SETTLED_TTL = ARGV[6], ARGV[7], ARGV[8]
 local fired = {}        -- 'bid kind jid' of each callback this call pushed
@@ -142,6 +146,8 @@ local function job_settled(jid, outcome, bid)
 	while work[i] do
 		local j, o, b = work[i][1], work[i][2], work[i][3]
 		i = i + 1
+		local prev = redis.call('GET', K .. 'settled:' .. j)
+		if prev and prev ~= o and not (prev == 'dead' and o == 'success') then o = prev end
 		redis.call('SET', K .. 'settled:' .. j, o, 'EX', SETTLED_TTL)
 		batch_settled(b, j, o)
 		local dk = K .. 'dependants:' .. j

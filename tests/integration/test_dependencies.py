@@ -166,6 +166,24 @@ class Dependencies(FlowTestCase):
             self.assertGreater(runs[w][0][1], runs[pending][0][2])
         self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
 
+    def test_dp9_a_dependency_that_fails_into_retry_holds_its_dependants(self):
+        fixed = self.path("fixed")
+        self.flow_daemon(self.record("Work"), self.record("Flaky", 0.05, 1, fixed))
+        a = self.push("Flaky")
+        b = self.push("Work", "--after", a)
+        wait_for(lambda: self.r.zcard("cogworker:retry") == 1, timeout=10, message="retry")
+        time.sleep(1.5)       # a held ack rides on the next fetch, within a poll
+        self.assertIsNone(self.r.get("cogworker:batch:settled:" + a))
+        self.assertNotIn(b, self.runs())
+        self.assertIsNotNone(self.r.zscore("cogworker:batch:waiting", b))
+        with open(fixed, "w"):
+            pass
+        self.ctl("jobs", "retry", a)
+        runs = self.wait_runs([b])
+        self.assertEqual([r[3] for r in runs[a]], [1, 0])
+        self.assertGreater(runs[b][0][1], runs[a][1][2])
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + a), b"success")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1846,6 +1846,32 @@ class TestBatchSettle(BatchScriptCase):
         self.settle("j1", bid="c")
         self.assertIn(["p", "success"], [[c["bid"], c["callback"]] for c in self.callbacks()])
 
+    def test_the_settled_record_never_contradicts_the_batch(self):
+        """BT-19: first settle for good wins; only a success after a death replaces it,
+        as the batch moves that member from dead to succeeded."""
+        self.open("b1")
+        for j in ("j1", "j2", "j3"):
+            self.push(j, bid="b1")
+        self.push("w", deps=("j1",))
+        self.settle("j1", bid="b1")
+        # a re-run after a kill -9 between its settle and its ack, dying this time
+        self.assertEqual(self.settle("j1", "dead", bid="b1"), [0, 0])
+        self.assertEqual(self.r.get(BATCH + "settled:j1"), b"success")
+        self.assertEqual(self.members("b1", "succeeded"), ["j1"])
+        self.assertEqual(self.r.zcard(DEAD), 0)
+        self.assertIn(job("w"), self.queue())       # released once, by the success
+        self.settle("j2", "discarded", bid="b1")
+        self.settle("j2", bid="b1")
+        self.assertEqual(self.r.get(BATCH + "settled:j2"), b"discarded")
+        self.assertEqual(self.members("b1", "discarded"), ["j2"])
+        self.settle("j3", "dead", bid="b1")
+        self.settle("j3", "discarded", bid="b1")
+        self.assertEqual(self.r.get(BATCH + "settled:j3"), b"dead")
+        self.settle("j3", bid="b1")     # retried by hand, and a success
+        self.assertEqual(self.r.get(BATCH + "settled:j3"), b"success")
+        self.assertEqual(self.members("b1", "succeeded"), ["j1", "j3"])
+        self.assertEqual(self.members("b1", "dead"), [])
+
     def test_a_bad_outcome_is_refused(self):
         with self.assertRaisesRegex(redis.ResponseError, "outcome must be"):
             self.settle("j1", "maybe")

@@ -101,7 +101,8 @@ static void do_ack(void *arg)
 {
 	(void)arg;
 	double t = mono_now();
-	ack_result = settle_ack(&R, ACK_JOB, strlen(ACK_JOB), "aaaaaaaaaaaaaaaaaaaaaaaa");
+	ack_result = settle_ack(&R, ACK_JOB, strlen(ACK_JOB), "aaaaaaaaaaaaaaaaaaaaaaaa", NULL,
+	                        NULL);
 	ack_elapsed = mono_now() - t;
 }
 
@@ -176,10 +177,11 @@ static void reconcile_twice(void *arg)
 START_TEST(test_lost_ack_not_rerun)
 {
 	put_in_progress(LOST_JOB);
-	ck_assert_int_eq(settle_ack(&R, LOST_JOB, strlen(LOST_JOB), "dddddddddddddddddddddddd"), 0);
+	ck_assert_int_eq(settle_ack(&R, LOST_JOB, strlen(LOST_JOB), "dddddddddddddddddddddddd",
+	                            NULL, NULL), 0);
 	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
-	ck_assert(finished_here(LOST_JOB, strlen(LOST_JOB)));
-	ck_assert(!finished_here(STRAY_JOB, strlen(STRAY_JOB)));
+	ck_assert(finished_here(LOST_JOB, strlen(LOST_JOB), NULL));
+	ck_assert(!finished_here(STRAY_JOB, strlen(STRAY_JOB), NULL));
 	put_in_progress(LOST_JOB);      /* what the new primary still holds */
 	put_in_progress(STRAY_JOB);
 	char *log = capture_log(reconcile_twice, NULL);
@@ -453,7 +455,7 @@ START_TEST(test_combined_tries_retry_their_acks_each_on_its_own)
 		fetch_state_init(&t[i].fs, i);
 		char jid[32];
 		snprintf(jid, sizeof jid, "c%023d", i);
-		ack_hold(&t[i].fs.held, xstrdup(raw), strlen(raw), jid);
+		ack_hold(&t[i].fs.held, xstrdup(raw), strlen(raw), jid, NULL, SETTLED_SUCCESS);
 	}
 	conf_release(c);
 	pthread_barrier_init(&comb_start, NULL, COMB_N);
@@ -541,7 +543,7 @@ START_TEST(test_lost_member_settled_before_its_ack_again)
 {
 	put_in_progress(LOST_MEMBER);
 	ck_assert_int_eq(settle_ack(&R, LOST_MEMBER, strlen(LOST_MEMBER),
-	                            "cccccccccccccccccccccccc"), 0);
+	                            "cccccccccccccccccccccccc", "b2", SETTLED_SUCCESS), 0);
 	const char *open[] = { "b2", "", "Done", "", "", "[]", "default", "9999999999", "", "" };
 	redisReply *rep = workflow_script(&R, "batch_open", 10, open, NULL);
 	freeReplyObject(rep);
@@ -560,6 +562,202 @@ START_TEST(test_lost_member_settled_before_its_ack_again)
 	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);    /* on_success */
 	ck_assert_ptr_nonnull(strstr(log, "dropped stray in-progress job "
 	                                  "jid=cccccccccccccccccccccccc: it finished here"));
+	free(log);
+}
+END_TEST
+
+
+/* ---- late acks settle as the first would have (doc/protocol.md §7.7, §7.34) ---- */
+
+static const char *DEP_A = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                           "\"jid\":\"a1a1a1a1a1a1a1a1a1a1a1a1\"}";
+static const char *WAITER = "{\"class\":\"W\",\"args\":[],\"queue\":\"default\","
+                            "\"jid\":\"f1f1f1f1f1f1f1f1f1f1f1f1\"}";
+
+
+/* Acks as the fetcher makes them. */
+static void settle_held_member3(void *arg)
+{
+	const struct job *j = arg;
+	settle_ack(&R, j->raw, j->raw_len, j->jid, j->bid, SETTLED_SUCCESS);
+}
+
+static int do_settle_ack_dead(const struct job *j)
+{
+	return settle_ack(&R, j->raw, j->raw_len, j->jid, j->bid, SETTLED_DEAD);
+}
+
+static int do_settle_ack_success_a(void)
+{
+	return settle_ack(&R, DEP_A, strlen(DEP_A), "a1a1a1a1a1a1a1a1a1a1a1a1", NULL,
+	                  SETTLED_SUCCESS);
+}
+
+/* WAITER waits for DEP_A (BATCH_PUSH's waiting records), DEP_A on the own list. */
+static void waiter_for_a(void)
+{
+	const char *push[] = { "f1f1f1f1f1f1f1f1f1f1f1f1", WAITER, "default", "", "", "", "0",
+	                       "a1a1a1a1a1a1a1a1a1a1a1a1" };
+	redisReply *rep = workflow_script(&R, "batch_push", 8, push, NULL);
+	ck_assert_ptr_nonnull(rep);
+	freeReplyObject(rep);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:batch:waiting"), 1);
+	put_in_progress(DEP_A);
+}
+
+static void assert_waiter_released(void)
+{
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:batch:waiting"), 0);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 1);
+	char *rec = string("GET %s", "cogworker:batch:settled:a1a1a1a1a1a1a1a1a1a1a1a1");
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_str_eq(rec, "success");
+	free(rec);
+}
+
+/* DP-10 [unit]: a success whose ack and settled record could not ride on a fetch (a Redis
+ * blip) and are made on their own: the record is written and the job that waits released,
+ * as the first attempt would have. */
+START_TEST(test_late_success_ack_releases_dependants)
+{
+	waiter_for_a();
+	struct held_ack a;
+	ack_hold(&a, xstrdup(DEP_A), strlen(DEP_A), "a1a1a1a1a1a1a1a1a1a1a1a1", NULL,
+	         SETTLED_SUCCESS);
+	unit_fail(0, "SET", 1);
+	ack_held_settle(&R, &a);
+	assert_waiter_released();
+}
+END_TEST
+
+static void settle_held_ack_a(void *arg)
+{
+	(void)arg;
+	struct held_ack a;
+	ack_hold(&a, xstrdup(DEP_A), strlen(DEP_A), "a1a1a1a1a1a1a1a1a1a1a1a1", NULL,
+	         SETTLED_SUCCESS);
+	ack_held_settle(&R, &a);
+}
+
+/* DP-10 [unit]: the same ack owed (three attempts failed): reconcile's late ack writes the
+ * record and releases the job that waits before it acks. */
+START_TEST(test_owed_success_ack_releases_dependants)
+{
+	waiter_for_a();
+	unit_fail(0, "SET", 1);
+	unit_fail(1, "batch_settle", 3);
+	unit_fail(2, "ack", 3);
+	char *log = capture_log(settle_held_ack_a, NULL);
+	ck_assert(pending_has(DEP_A));
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:batch:waiting"), 1);
+	unit_faults_reset();
+	struct log_site site = LOG_SITE("test");
+	settle_pending_all(&R, &site);
+	ck_assert(!pending_has(DEP_A));
+	assert_waiter_released();
+	free(log);
+}
+END_TEST
+
+static const char *MEMBER3 = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                             "\"jid\":\"b3b3b3b3b3b3b3b3b3b3b3b3\",\"bid\":\"b3\"}";
+
+/* A committed batch bid of one member, raw, with on_success / on_death classes. */
+static void batch_of_one(const char *bid, const char *raw, const char *jid,
+                         const char *on_success, const char *on_death)
+{
+	const char *open[] = { bid, "", on_success, "", on_death, "[]", "cb", "9999999999", "",
+	                       "" };
+	redisReply *rep = workflow_script(&R, "batch_open", 10, open, NULL);
+	ck_assert_ptr_nonnull(rep);
+	freeReplyObject(rep);
+	const char *add[] = { jid, raw, "elsewhere", "", bid, "", "0" };
+	rep = workflow_script(&R, "batch_push", 7, add, NULL);
+	ck_assert_ptr_nonnull(rep);
+	freeReplyObject(rep);
+	const char *commit[] = { bid };
+	rep = workflow_script(&R, "batch_commit", 1, commit, NULL);
+	freeReplyObject(rep);
+	put_in_progress(raw);
+}
+
+/* BT-17 [unit]: a member settled in its batch, then its ack owed; a failover loses the
+ * settle with the old primary; reconcile's late ack on the new one settles it again first,
+ * so the batch completes. */
+START_TEST(test_owed_member_ack_settles_again)
+{
+	batch_of_one("b3", MEMBER3, "b3b3b3b3b3b3b3b3b3b3b3b3", "Done", "");
+	struct job j;
+	job_parse(&j, MEMBER3, strlen(MEMBER3), "default");
+	ck_assert_int_eq(settle_flow_first(&R, &j, SETTLED_SUCCESS), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b3:succeeded"), 1);
+	unit_fail(0, "ack", 3);
+	char *log = capture_log(settle_held_member3, &j);
+	ck_assert(pending_has(MEMBER3));
+	/* The failover: the new primary never got the settle. */
+	redisReply *rep = redisCommand(check_conn, "SMOVE cogworker:batch:b3:succeeded "
+	                               "cogworker:batch:b3:pending b3b3b3b3b3b3b3b3b3b3b3b3");
+	freeReplyObject(rep);
+	rep = redisCommand(check_conn, "HDEL cogworker:batch:b3 fired_success fired_complete "
+	                   "completed_at");
+	freeReplyObject(rep);
+	rep = redisCommand(check_conn, "DEL cogworker:queue:cb cogworker:batch:settled:"
+	                   "b3b3b3b3b3b3b3b3b3b3b3b3");
+	freeReplyObject(rep);
+	struct log_site site = LOG_SITE("test");
+	settle_pending_all(&R, &site);
+	ck_assert(!pending_has(MEMBER3));
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b3:pending"), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b3:succeeded"), 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:cb"), 1);    /* on_success */
+	job_free(&j);
+	free(log);
+}
+END_TEST
+
+static const char *MEMBER4 = "{\"class\":\"A\",\"args\":[],\"queue\":\"default\","
+                             "\"jid\":\"b4b4b4b4b4b4b4b4b4b4b4b4\",\"bid\":\"b4\"}";
+
+/* BT-18 [unit]: a member that died here, whose ack a failover lost: reconcile drops the
+ * stray and settles it as what it was, dead: it stays dead in its batch and on_success
+ * never fires (it did fire, after on_death, when every finished stray was a success). */
+START_TEST(test_lost_dead_member_stays_dead)
+{
+	batch_of_one("b4", MEMBER4, "b4b4b4b4b4b4b4b4b4b4b4b4", "Done", "Died");
+	struct job j;
+	job_parse(&j, MEMBER4, strlen(MEMBER4), "default");
+	ck_assert_int_eq(settle_flow_first(&R, &j, SETTLED_DEAD), 0);
+	ck_assert_int_eq(do_settle_ack_dead(&j), 0);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	put_in_progress(MEMBER4);       /* the ack the failover lost */
+	char *log = capture_log(reconcile_twice, NULL);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b4:dead"), 1);
+	ck_assert_int_eq(integer("SCARD %s", "cogworker:batch:b4:succeeded"), 0);
+	ck_assert_int_eq(integer("HEXISTS cogworker:batch:b4 %s", "fired_success"), 0);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:cb"), 1);    /* on_death only */
+	ck_assert_ptr_nonnull(strstr(log, "dropped stray in-progress job "
+	                                  "jid=b4b4b4b4b4b4b4b4b4b4b4b4: it finished here"));
+	job_free(&j);
+	free(log);
+}
+END_TEST
+
+/* DP-10 [unit]: a plain job that succeeded here, whose ack and settled record a failover
+ * lost: reconcile drops the stray, writes the record and releases the job that waits. */
+START_TEST(test_lost_success_stray_releases_dependants)
+{
+	waiter_for_a();
+	ck_assert_int_eq(do_settle_ack_success_a(), 0);
+	ck_assert_int_eq(integer("LLEN %s", inprogress), 0);
+	redisReply *rep = redisCommand(check_conn, "DEL cogworker:batch:settled:"
+	                               "a1a1a1a1a1a1a1a1a1a1a1a1");
+	freeReplyObject(rep);
+	put_in_progress(DEP_A);         /* the ack and the record the failover lost */
+	char *log = capture_log(reconcile_twice, NULL);
+	assert_waiter_released();
 	free(log);
 }
 END_TEST
@@ -601,6 +799,11 @@ int main(void)
 	tcase_add_test(tc, test_combined_tries_retry_their_acks_each_on_its_own);
 	tcase_add_test(tc, test_member_settle_owed_before_its_ack);
 	tcase_add_test(tc, test_lost_member_settled_before_its_ack_again);
+	tcase_add_test(tc, test_late_success_ack_releases_dependants);
+	tcase_add_test(tc, test_owed_success_ack_releases_dependants);
+	tcase_add_test(tc, test_owed_member_ack_settles_again);
+	tcase_add_test(tc, test_lost_dead_member_stays_dead);
+	tcase_add_test(tc, test_lost_success_stray_releases_dependants);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
