@@ -459,6 +459,13 @@ static void show_rates(struct ctl *c, struct screen *s, struct top *t)
 	char span[32];
 	snprintf(span, sizeof span, nd >= RATE_SAMPLES - 1 ? "per minute" : "in the last %ds", nd);
 	heading(s, "THROUGHPUT");
+	if (nd == 0) {
+		/* One look (a snapshot, or the first screen) has no rate: "0 in the last 0s"
+		 * read as an idle fleet. The totals are what one look knows. */
+		line(s, "processed %8lld in total", t->processed[0]);
+		line(s, "failed    %8lld in total", t->failed[0]);
+		return;
+	}
 	line(s, "processed %8lld %-16s %s   (total %lld)", sp, span, s1, t->processed[nd]);
 	line(s, "failed    %8lld %-16s %s   (total %lld)", sf, span, s2, t->failed[nd]);
 }

@@ -50,6 +50,9 @@ class TestTop(DaemonTestCase):
                         "RECENT FAILURES"):
             self.assertIn(section, out)
         self.assertIn(self.d.identity, out)
+        # one look has no rate: the totals, not "processed 0 in the last 0s" (issue 31)
+        self.assertNotIn("in the last 0s", out)
+        self.assertRegex(out, r"processed +\d+ in total")
         self.assertIn("[########............]  40% resized 4 of 10", out)
         mail = [l for l in out.splitlines() if " mail " in l]
         self.assertTrue(mail and mail[0].rstrip().endswith("paused"), out)
