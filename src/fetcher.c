@@ -203,9 +203,17 @@ static void on_progress(void *ctx, const char *line, size_t len)
 		p->off = 1;
 }
 
+/* A warm process's progress comes over fd 3, not stdout: it goes into the kept output as
+ * the line a cold handler prints for it, so `jobs log --follow` shows both alike. */
 static void on_warm_progress(void *ctx, const char *pct, const char *message)
 {
 	struct progress_ctx *p = ctx;
+	if (p->out) {
+		char *line = xasprintf(PROGRESS_LINE "%s%s%s\n", pct, message && *message ? " " : "",
+		                       message ? message : "");
+		outkeep_add(p->out, line, strlen(line));
+		free(line);
+	}
 	if (!p->off && status_progress_msg(&p->f->r, p->c, p->jid, pct, message) < 0)
 		p->off = 1;
 }

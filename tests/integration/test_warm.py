@@ -174,6 +174,9 @@ class Running(WarmTestCase):
                  message="progress in the status hash")
         self.assertEqual(self.r.hget(key, b"pct"), b"40")
         self.wait_done(d, "W", jid)
+        # ...and in its kept output, as a cold handler's progress line is, so that `jobs
+        # log --follow` shows it (issue 31)
+        self.assertIn(b"cogworker:progress 40 forty\n", self.ctl("jobs", "log", jid).stdout)
 
     def test_wm22_a_warm_handler_in_sh(self):
         d = self.daemon(handlers=[warm("S", command=handler("warm_sh"))])
