@@ -54,6 +54,7 @@ struct warm_proc {
 	int ready;
 	int exited, wstatus;
 	double kill_at;             /* retiring: SIGKILL to its group then */
+	struct jobcg *cg;           /* its cgroup (jobcg.h), or NULL: what it starts ends with it */
 	struct warm_proc *next;     /* on the retiring list */
 };
 
@@ -96,6 +97,7 @@ struct warm_proc *warm_proc_start(const struct handler *h, const struct run_requ
 int warm_same_print(const struct warm_proc *w, const struct handler *h);
 void warm_proc_reap(struct warm_proc *w);
 int warm_proc_kill(struct warm_proc *w);
+void warm_proc_sigkill(struct warm_proc *w);
 void warm_proc_free(struct warm_proc *w);
 long long warm_proc_rss(pid_t pid);
 void warm_status_text(int wstatus, char *out, size_t n);

@@ -11,7 +11,10 @@
  *
  * Reaping is by pid (never waitpid(-1), which would take other fetchers' children), and
  * the grandchild rule of cold children holds: once the leader has exited, whatever is
- * left in its group is SIGKILLed. A retired process was asked to leave by EOF on its
+ * left in its group is SIGKILLed. With containment (jobcg.h) each process has a cgroup of
+ * its own, warm-N, made before it starts: every SIGKILL of its group goes to the cgroup
+ * too, and the cgroup is emptied and removed when the process is freed, so whatever it
+ * started, escaped or not, ends with it (doc/design.md "Containment"). A retired process was asked to leave by EOF on its
  * fd 3; its group is killed after its kill_grace, by warm_tend_retiring, which the pool's
  * tend and a long job's serve loop both call, so a retired process never lingers for the
  * length of the next job.
@@ -30,8 +33,11 @@
 #include <unistd.h>
 
 #include "counters.h"
+#include "jobcg.h"
 #include "reaper.h"
 #include "warm_int.h"
+
+static atomic_uint warm_cg_seq;     /* names the processes' cgroups: warm-N */
 
 /*
  * What a process is started from: a reload that changes any of it replaces the process.
@@ -85,6 +91,7 @@ void warm_proc_free(struct warm_proc *w)
 {
 	if (!w)
 		return;
+	jobcg_free(w->cg);              /* what it started: killed, waited for, removed */
 	outpipes_free(w->o);
 	close_fd(&w->sock);
 	close_fd(&w->pidfd);
@@ -112,16 +119,24 @@ void warm_proc_reap(struct warm_proc *w)
 	if (w->exited) {
 		/* The grandchild rule: nothing of its group outlives the leader. While a member
 		 * lives the group's id stays taken, so this reaches that group or nothing. */
-		group_signal(w->pid, SIGKILL);
+		warm_proc_sigkill(w);
 		reaper_untrack((int)w->pid);
 		atomic_fetch_sub(&warm_processes_live, 1);
 	}
 }
 
+/* SIGKILL to its group and its cgroup (the processes that left the group). */
+void warm_proc_sigkill(struct warm_proc *w)
+{
+	group_signal(w->pid, SIGKILL);
+	if (w->cg)
+		jobcg_kill(w->cg);
+}
+
 /* SIGKILL the group and wait (bounded) for the leader: 1 when reaped. */
 int warm_proc_kill(struct warm_proc *w)
 {
-	group_signal(w->pid, SIGKILL);
+	warm_proc_sigkill(w);
 	for (double until = mono_now() + WARM_REAP_WAIT; !w->exited && mono_now() < until;) {
 		if (w->pidfd >= 0) {
 			struct pollfd pfd = { .fd = w->pidfd, .events = POLLIN };
@@ -196,10 +211,14 @@ struct warm_proc *warm_proc_start(const struct handler *h, const struct run_requ
 	sreq.stdin_data = NULL;
 	sreq.stdin_len = 0;
 	sreq.ctl_fd = sv[1];
+	char cgname[32];
+	snprintf(cgname, sizeof cgname, "warm-%u", atomic_fetch_add(&warm_cg_seq, 1));
+	sreq.cgroup = jobcg_new(cgname);
 	int rc = handler_spawn(&sreq, fail, &pid, &io);
 	close(sv[1]);
 	handler_free_env(env);
 	if (rc != 0) {
+		jobcg_free(sreq.cgroup);
 		close(sv[0]);
 		return NULL;
 	}
@@ -208,6 +227,7 @@ struct warm_proc *warm_proc_start(const struct handler *h, const struct run_requ
 
 	struct warm_proc *w = xcalloc(1, sizeof *w);
 	w->pid = pid;
+	w->cg = sreq.cgroup;
 	w->pidfd = io.pidfd >= 0 ? io.pidfd : (int)syscall(SYS_pidfd_open, pid, 0);
 	w->sock = sv[0];
 	fd_nonblock(w->sock);
@@ -296,7 +316,7 @@ double warm_tend_retiring(struct warm_pool *p, double now)
 		outpipes_drain(w->o);
 		warm_proc_reap(w);
 		if (!w->exited && now >= w->kill_at) {
-			group_signal(w->pid, SIGKILL);
+			warm_proc_sigkill(w);
 			warm_proc_reap(w);
 		}
 		if (w->exited) {

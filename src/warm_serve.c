@@ -89,7 +89,7 @@ static void serve_tick(struct warm_proc *w, struct serve *s, double now)
 	if (s->eof_at > 0 && !w->exited && now >= s->eof_at + WARM_EOF_GRACE && !s->done)
 		protocol_error(s, "%s", "closed fd 3");
 	if (s->why_kill != KW_NONE && !s->killed && !s->done && now >= s->kill_at) {
-		group_signal(w->pid, SIGKILL);
+		warm_proc_sigkill(w);
 		s->killed = 1;
 	}
 }

@@ -169,6 +169,43 @@ class Containment(JobTestCase):
         self.wait_fail(d, "Slow", jid, timeout=15)
         self.assert_gone_within(m, 2)
 
+    WARM = """printf '{"type":"ready"}\\n' >&3
+while IFS= read -r line <&3; do
+  case $line in *'"type":"cancel"'*) continue ;; esac
+  setsid sh -c 'touch "$0"; exec sleep '"$MARK" "$READY" </dev/null >/dev/null 2>&1 3>&- &
+  while [ ! -e "$READY" ]; do sleep 0.02; done
+  case $line in *'"hang"'*) sleep 30 ;; esac
+  printf '{"type":"done","exit":0}\\n' >&3
+done
+"""
+
+    def warm_handler(self, mark, **extra):
+        h = {"class": "W", "command": sh(self.WARM), "warm": True,
+             "env": ["MARK=" + mark, "READY=" + self.path("ready-" + mark)]}
+        h.update(extra)
+        return h
+
+    @NEEDS_CGROUP
+    def test_ct4_warm_process_recycled_takes_its_escaped_child(self):
+        """CT-4: a warm process whose job left an escaped child is recycled after that job
+        (warm_max_jobs 1): the child is gone within 2 s of the job's done."""
+        m = self.mark()
+        d = self.daemon(handlers=[self.warm_handler(m, warm_max_jobs=1, kill_grace=1)])
+        jid = loads(self.push(job("W")))["jid"]
+        self.wait_done(d, "W", jid, timeout=15)
+        self.assert_gone_within(m, 2)
+
+    @NEEDS_CGROUP
+    def test_ct4_warm_job_timed_out_takes_its_escaped_child(self):
+        """CT-4: a warm job that times out while the escaped child it started runs: its
+        process is killed, and the child with it, within 2 s of the job's fail."""
+        m = self.mark()
+        d = self.daemon(handlers=[self.warm_handler(m, timeout=1, kill_grace=0.5)])
+        jid = loads(self.push(job("W", ["hang"], retry=False)))["jid"]
+        self.wait_started(m)
+        self.wait_fail(d, "W", jid, timeout=15)
+        self.assert_gone_within(m, 2)
+
     @NEEDS_CGROUP
     def test_ct5_daemon_killed_nothing_left(self):
         """CT-5: the daemon is killed with SIGKILL while a job's escaped child runs: nothing
