@@ -75,8 +75,9 @@ int jobcg_populated(const struct jobcg *g);
 /* SIGKILL to everything in it (cgroup.kill) when it is populated: 1 if something was,
  * else 0. Does not wait. */
 int jobcg_kill(struct jobcg *g);
-/* Wait for it to be empty (cgroup.events "populated 0"), at most timeout seconds: 0, or -1
- * (logged) when something is still in it then. */
+/* After jobcg_kill: wait for it to be empty (cgroup.events "populated 0"), at most timeout
+ * seconds: 0, or -1 (logged) when something is still in it then. At once 0 when no kill
+ * was sent since it was last seen empty. */
 int jobcg_wait_empty(struct jobcg *g, double timeout);
 /* Both: what a job's end does. 0 when empty (at once or within timeout), else -1. */
 int jobcg_kill_and_wait(struct jobcg *g, double timeout);
