@@ -35,8 +35,16 @@ class Batches(FlowTestCase):
         self.flow_daemon(self.record("Work", 0.3), self.record("Done"), self.record("All"))
         bid = self.new("--description", "thumbnails")
         jids = [self.member(bid) for _ in range(6)]
+        # The window: every member ended and settled, nothing is pending, and only the
+        # missing commit holds the callbacks back (a callback fired now would run at once).
+        wait_for(lambda: self.show(bid)["succeeded"] == 6, timeout=20,
+                 message="the 6 members settled before the commit")
         time.sleep(0.5)
-        self.assertIsNone(self.callback_jid(bid, "success"), "fired before the commit")
+        s = self.show(bid)
+        self.assertEqual((s["state"], s["pending"]), ("open", 0))
+        for kind in ("success", "complete"):
+            self.assertIsNone(self.callback_jid(bid, kind), "%s before the commit" % kind)
+        self.assertEqual(set(self.runs()), set(jids), "only members ran")
         self.ctl("batch", "commit", bid)
         done, all_ = None, None
         wait_for(lambda: self.callback_jid(bid, "success") and self.callback_jid(bid, "complete"),
@@ -137,15 +145,20 @@ class Batches(FlowTestCase):
         b = self.member(child)
         c = self.member(child)
         self.ctl("batch", "commit", parent)
-        self.wait_runs([a])
+        # The window: every member of both ran and settled, the parent is committed, and
+        # only the child's missing commit holds the parent's on_success back.
+        self.wait_runs([a, b, c])
+        wait_for(lambda: self.show(child)["succeeded"] == 2 and self.show(parent)["succeeded"]
+                 >= 1, timeout=20, message="the members settled in their batches")
         time.sleep(0.5)
+        self.assertEqual(self.show(parent)["pending"], 1, "the child is pending in the parent")
         self.assertIsNone(self.callback_jid(parent, "success"), "before the child completed")
         self.ctl("batch", "commit", child)
         wait_for(lambda: self.callback_jid(parent, "success"), timeout=20, message="parent")
         pd, cd = self.callback_jid(parent, "success"), self.callback_jid(child, "success")
         runs = self.wait_runs([pd, cd, b, c])
         self.assertGreater(runs[pd][0][1], max(runs[b][0][2], runs[c][0][2]))
-        self.assertEqual(self.show(parent)["succeeded_jids"].sort(), [a, child].sort())
+        self.assertEqual(sorted(self.show(parent)["succeeded_jids"]), sorted([a, child]))
 
     def test_bt5_a_running_member_adds_members_to_its_committed_batch(self):
         adder = sh(RECORD.replace("exit $code", '"$5" push --batch "$COGWORKER_BID" Work; '
@@ -176,21 +189,27 @@ class Batches(FlowTestCase):
         bid = self.new()
         jids = [self.member(bid) for _ in range(3)]
         self.ctl("batch", "commit", bid)
-        wait_for(lambda: self.r.hlen("cogworker:workers:" + self.daemons[0].identity),
-                 timeout=10, message="one running (in its workers hash)")
+        workers = "cogworker:workers:" + self.daemons[0].identity
+        wait_for(lambda: self.r.hlen(workers), timeout=10,
+                 message="one running (in its workers hash)")
+        self.assertEqual(self.r.llen("cogworker:queue:default"), 2, "two queued")
         out, err = self.ctl("--yes", "batch", "cancel", bid)
         self.assertIn("no callback will fire", out)
         wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=20,
                  message="the running one cancelled (%s%s)" % (out, err))
         self.assertIn("deleted", out)
         self.assertEqual(self.r.llen("cogworker:queue:default"), 0)
+        dead = json.loads(self.r.zrange(DEAD, 0, -1)[0])
+        self.assertIn(dead["jid"], jids)
+        # A queued member left anywhere the daemon fetches would start within this (its one
+        # slot is free again), and a callback pushed would run.
         time.sleep(1.5)
-        self.assertEqual(len(self.runs()), 1 if self.runs() else 0)
+        self.assertEqual(self.r.hlen(workers), 0, "a member started after the cancel")
+        self.assertEqual(self.runs(), {}, "no member or callback ran")
         for kind in ("success", "complete", "death"):
             self.assertIsNone(self.callback_jid(bid, kind))
         self.assertEqual(self.show(bid)["state"], "cancelled")
         self.assertEqual(self.r.llen("cogworker:queue:callbacks"), 0)
-        self.assertTrue(set(self.runs()) <= set(jids))
 
     def test_bt7_an_uncommitted_batch_expires_and_says_so(self):
         d = self.flow_daemon(self.record("Work"), self.record("Done"))
