@@ -50,6 +50,11 @@ class WarmTestCase(JobTestCase):
     def warm_pids(self):
         """PIDs of this test's live warm_py processes (not zombies), from /proc: those whose
         RUNS is this test's, not another test's run at the same time on the machine."""
+        return self.my_pids(b"warm_py")
+
+    def my_pids(self, name):
+        """PIDs of this test's live processes (not zombies) whose command line holds name:
+        those that inherited this test's RUNS, so no other test's process on the machine."""
         out = []
         mine = ("RUNS=" + os.path.join(self.workdir, "runs")).encode()
         for d in os.listdir("/proc"):
@@ -62,7 +67,7 @@ class WarmTestCase(JobTestCase):
                     env = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"warm_py" in cmd and mine in env and not self.pid_gone(int(d)):
+            if name in cmd and mine in env and not self.pid_gone(int(d)):
                 out.append(int(d))
         return out
 
@@ -310,9 +315,11 @@ class Failing(WarmTestCase):
         jid, _ = self.push_job("grandchild")
         self.wait_done(d, "W", jid)
         self.assertLess(time.time() - started, 5)
+        with open(os.path.join(d.gates, jid + ".grandchild")) as f:
+            grandchild = int(f.read())
+        self.assertIn(grandchild, self.my_pids(b"sleep"), "the grandchild runs, holding stdout")
         d.stop()
-        out = subprocess.run(["pgrep", "-f", "^sleep 30$"], stdout=subprocess.PIPE)
-        self.assertEqual(out.stdout, b"", "the grandchild outlived its warm process")
+        self.assertEqual(self.my_pids(b"sleep"), [], "the grandchild outlived the daemon's stop")
 
     def test_wm21_a_process_that_died_idle_is_replaced_without_an_attempt(self):
         d = self.daemon(handlers=[warm()])
