@@ -121,7 +121,7 @@ class Presence(DaemonTestCase):
 
     def test_hb15_hb16_queues_and_live_queues(self):
         self.r.zadd(LIVE, {"stale": self.redis_time() - 86401})
-        d = self.daemon(handlers=GATE, queues=["default", "low"], heartbeat_interval=1)
+        self.daemon(handlers=GATE, queues=["default", "low"], heartbeat_interval=1)
         self.assertEqual(self.r.smembers(QUEUES), {b"default", b"low"})
         wait_for(lambda: self.r.zscore(LIVE, "stale") is None, timeout=3,
                  message="the stale live_queues member pruned")
@@ -130,7 +130,6 @@ class Presence(DaemonTestCase):
         # refreshed: a score set back is moved forward by the next beat
         self.r.zadd(LIVE, {"low": self.redis_time() - 1000})
         wait_for(lambda: self.redis_time() - self.r.zscore(LIVE, "low") < 5, timeout=3)
-        self.assertIsNotNone(d.identity)
 
     def test_hb21_workers_hash_while_running(self):
         d = self.daemon(handlers=GATE, heartbeat_interval=1)

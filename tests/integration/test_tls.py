@@ -85,7 +85,7 @@ class EndToEnd(TLSCase):
         d = Daemon(self.server, self.workdir, handlers=OK, redis=self.tls_conf())
         p = check_connect(d)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertRegex(p.stdout, r"redis: connected to rediss://127\.0\.0\.1:%d/0 \(TLSv1\.[23] "
+        self.assertRegex(p.stdout, r"redis: connected to rediss://127\.0\.0\.1:%d/0 \(TLSv1\.3 "
                          r".*certificate .*CN ?= ?localhost \(verified\)\), PING answered"
                          % self.server.port)
 

@@ -217,7 +217,7 @@ class Pages(BrowserCase):
     """The pages in Chromium against a daemon; one browser for the class."""
 
     def test_web7_overview_shows_the_numbers(self):
-        d = self.daemon(handlers=[{"class": "Ok", "command": handler("ok")}], concurrency=2)
+        self.daemon(handlers=[{"class": "Ok", "command": handler("ok")}], concurrency=2)
         for i in range(5):
             self.push(job("Ok", [i]))
         wait_for(lambda: self.r.get(b"cogworker:stats:processed") == b"5", timeout=20)
@@ -253,7 +253,6 @@ class Pages(BrowserCase):
         self.assertTrue(self.b.execute_script(
             "return live.points.some(p => p.p > 1)"), "a point above 1 processed/s")
         shot(self.b, "overview")
-        self.assertIsNotNone(d.identity)
 
     def test_web8_queue_actions_clicked(self):
         from selenium.webdriver.common.by import By
@@ -299,14 +298,16 @@ class Pages(BrowserCase):
         self.assertEqual(self.b.find_elements(By.CSS_SELECTOR, "main button"), [])
 
     def test_web10_banner_while_redis_is_away(self):
+        # A number no empty or reset page shows, so "the last numbers stay" can fail.
+        self.r.set(b"cogworker:stats:processed", 12345)
         w = self.web()
         self.b.get(w.url("/"))
-        text_of(self.b, "#c-processed .n", contains="0")
+        text_of(self.b, "#c-processed .n", contains="12,345")
         self.server.down()
         try:
             text = text_of(self.b, "#banner", contains="Redis does not answer", timeout=15)
             self.assertIn("Showing the last view", text)
-            self.assertEqual(text_of(self.b, "#c-processed .n"), "0")
+            self.assertEqual(text_of(self.b, "#c-processed .n"), "12,345")
         finally:
             self.server.restart()
         wait_until(lambda: not self.b.find_element("id", "banner").is_displayed(), timeout=15,
