@@ -375,7 +375,17 @@ class Daemon:
         d.start(); d.identity; d.wait_log("done: Ok"); d.stop()
 
     Test handlers append their jid to <workdir>/runs and read gates from <workdir>/gates
-    (the RUNS and GATES variables are put into every handler's env)."""
+    (the RUNS and GATES variables are put into every handler's env).
+
+    A daemon must be alive until the test ends it: stop(), kill(), wait_exit(), signal()
+    with a stopping signal, or expect_exit() before ending it any other way (os.kill of its
+    pid, a fatal error the test provokes). Any other exit, whenever it happened, and a death
+    by a crash signal even during an asked-for stop, is reported by death() and fails the
+    test at teardown (DaemonTestCase)."""
+
+    STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
+    CRASHES = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+               signal.SIGTRAP, signal.SIGSYS)
 
     def __init__(self, server, workdir, url=None, **settings):
         self.server = server
@@ -389,6 +399,8 @@ class Daemon:
         self.url = url or server.url
         self.proc = None
         self.identity = None
+        self.exit_expected = False
+        self.died = None            # how it died before the test asked, once seen
         self.n = len([f for f in os.listdir(workdir) if f.startswith("daemon-")])
         self.conf_path = os.path.join(workdir, "daemon-%d.conf" % self.n)
         self.log_path = os.path.join(workdir, "daemon-%d.log" % self.n)
@@ -419,6 +431,7 @@ class Daemon:
         e.pop("REDIS_URL", None)
         e.update(env or {})
         self.log_file = open(self.log_path, "ab")
+        self.exit_expected = False
         self.proc = subprocess.Popen([binary("cogworkerd"), "-c", self.conf_path] + list(args),
                                      stdin=subprocess.DEVNULL, stdout=self.log_file,
                                      stderr=subprocess.STDOUT, env=e,
@@ -452,10 +465,36 @@ class Daemon:
             raise AssertionError("log line %r not seen in %gs; log:\n%s"
                                  % (needle, timeout, self.log()[-4000:]))
 
+    # -- ending it, and telling an asked-for end from a death
+
+    def expect_exit(self):
+        """The test is about to end the daemon itself, or to make it exit: from now on an
+        exit is no death (see the class's comment)."""
+        self._note_death()
+        self.exit_expected = True
+
+    def _note_death(self):
+        if self.proc and self.died is None and not self.exit_expected \
+                and self.proc.poll() is not None:
+            self.died = "exited (status %d) before the test ended it" % self.proc.returncode
+
+    def death(self):
+        """None if the daemon is alive or ended as the test asked; else what happened."""
+        self._note_death()
+        if self.died:
+            return self.died
+        rc = self.proc.returncode if self.proc else None
+        if rc is not None and rc < 0 and -rc in self.CRASHES:
+            return "died of %s" % signal.Signals(-rc).name
+        return None
+
     def signal(self, sig):
+        if sig in self.STOPPING:
+            self.expect_exit()
         self.proc.send_signal(sig)
 
     def wait_exit(self, timeout=10):
+        self.expect_exit()
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -464,6 +503,7 @@ class Daemon:
 
     def stop(self, timeout=40):
         """SIGTERM and wait; returns the exit status."""
+        self.expect_exit()
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             status = self.wait_exit(timeout)
@@ -473,6 +513,7 @@ class Daemon:
         return status
 
     def kill(self):
+        self.expect_exit()
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -495,6 +536,20 @@ class Daemon:
         with open(path + ".tmp", "w") as f:
             f.write(str(code))
         os.rename(path + ".tmp", path)
+
+
+def stop_daemons(daemons):
+    """Teardown: kills every daemon still running, then fails if one had died on its own
+    (a crash after the test's last assertion is still a failure of that test)."""
+    deaths = []
+    for d in daemons:
+        death = d.death()
+        if death:
+            deaths.append("cogworkerd %s %s; log:\n%s" % (d.identity or d.log_path, death,
+                                                           d.log()[-3000:]))
+        d.kill()
+    if deaths:
+        raise AssertionError("\n\n".join(deaths))
 
 
 def new_jid():
@@ -528,10 +583,7 @@ class DaemonTestCase(RedisTestCase):
         self.addCleanup(self._stop_daemons)
 
     def _stop_daemons(self):
-        for d in self.daemons:
-            if d.proc and d.proc.poll() is None:
-                d.kill()
-            d.close()
+        stop_daemons(self.daemons)
 
     def daemon(self, start=True, **settings):
         d = Daemon(self.server, self.workdir, **settings)

@@ -27,7 +27,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, binary, handler, wait_for  # noqa: E402
+from harness import Daemon, binary, handler, stop_daemons, wait_for  # noqa: E402
 from sentinelkit import (DATA_PASSWORD, DB, MASTER, QUEUE, SENTINEL_PASSWORD,  # noqa: E402
                          Producer, SentinelSet, daemon_clients)
 from tlskit import PKI  # noqa: E402
@@ -55,8 +55,7 @@ class SentinelCase(unittest.TestCase):
         self.addCleanup(self._kill_daemons)
 
     def _kill_daemons(self):
-        for d in self.daemons:
-            d.kill()
+        stop_daemons(self.daemons)
 
     def daemon(self, redis_extra=None, **settings):
         s = dict(FAST, concurrency=3, handlers=[dict(h) for h in HANDLERS])

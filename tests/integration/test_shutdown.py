@@ -327,7 +327,7 @@ class KillNine(DaemonTestCase):
                         procs_with_env("COGWORKER_JID", jid_of(j)),
                         message="the handler and its sleep child")
         identity = d.identity
-        d.proc.send_signal(signal.SIGKILL)
+        d.signal(signal.SIGKILL)
         d.proc.wait()
         wait_for(lambda: not any(self.alive(p) for p in children), timeout=5.0,
                  message="the handler child dying with the daemon")

@@ -681,7 +681,7 @@ class Lifecycle(WarmTestCase):
         idle, _ = self.push_job("ok")
         wait_for(lambda: self.pid_of(jid) and self.pid_of(idle), timeout=10,
                  message="both running")
-        d.proc.send_signal(signal.SIGKILL)
+        d.signal(signal.SIGKILL)
         d.proc.wait()
         wait_for(lambda: self.warm_pids() == [], timeout=5, message="no warm process left")
         # the hung job is recovered by the next daemon
@@ -707,7 +707,7 @@ class Lifecycle(WarmTestCase):
                    == str(d.proc.pid).encode()]
         self.assertEqual(len(reapers), 1)
         os.kill(reapers[0], signal.SIGKILL)
-        d.proc.send_signal(signal.SIGKILL)
+        d.signal(signal.SIGKILL)
         d.proc.wait()
         wait_for(lambda: self.pid_gone(pid), timeout=5, message="the process gone")
 
