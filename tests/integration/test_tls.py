@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Redis over TLS (doc/behaviours.md TL-2 to TL-8; TL-1 is unit/test_config.c; doc/design.md
-"Redis"): real redis-servers serving TLS only on their TCP port (--port 0, --tls-port,
-tls-auth-clients yes), with certificates this file makes with openssl (tlskit.py: a CA, a
-server certificate, a client certificate, an expired one, one for another name, a client
-certificate from an unknown CA). The tests' own connections speak TLS too, or use the
+"""Redis over TLS (doc/behaviours.md TL-2 to TL-8 and TL-11; TL-1 is unit/test_config.c,
+TL-10 unit/test_rlink.c; doc/design.md "Redis"): real redis-servers serving TLS only on
+their TCP port (--port 0, --tls-port, tls-auth-clients yes), with certificates this file
+makes with openssl (tlskit.py: a CA, a server certificate, a client certificate, an expired
+one, one for another name, a client certificate from an unknown CA). The tests' own connections speak TLS too, or use the
 server's unix socket, which stays plain.
 
 The classes at the end run other files' classes again over TLS (RedisTestCase.tls): CLIENT
@@ -14,6 +14,7 @@ pipelines and scripts (test_fetch.py): the guarantees of the connection layer ho
 Run: python3 tests/integration/run.py test_tls
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -33,12 +34,12 @@ OK = [{"class": "Ok", "command": handler("ok")}]
 FAST = {"connect_timeout": 1.0, "command_timeout": 2.0}
 
 
-def ctl(*args, conf=None, env=None):
+def ctl(*args, conf=None, env=None, input=None):
     e = dict(os.environ)
     e.pop("REDIS_URL", None)
     e.update(env or {})
     argv = [binary("cogworkerctl")] + (["-c", conf] if conf else []) + list(args)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, env=e)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=e, input=input)
 
 
 def check_connect(d):
@@ -122,6 +123,51 @@ class EndToEnd(TLSCase):
         os.chmod(key, 0o600)
         p = check_connect(d)
         self.assertEqual(p.returncode, 0, p.stderr)
+
+
+# Saves its stdin (the job as fetched) and prints about 1 MB of random base64 lines, saved
+# too, so that what came in and what was kept can be compared byte for byte.
+BIG = {"class": "Big", "command": ["/bin/sh", "-c",
+       'cat > "$GATES/$COGWORKER_JID.in"; head -c 786432 /dev/urandom | base64 '
+       '> "$GATES/$COGWORKER_JID.out"; cat "$GATES/$COGWORKER_JID.out"; '
+       'echo "$COGWORKER_JID" >> "$RUNS"']}
+
+
+class BigOverTLS(TLSCase):
+    """TL-11: jobs and replies of hundreds of TLS records (one carries 16 KiB)."""
+
+    def test_tl11_megabyte_jobs_and_output_over_tls(self):
+        d = self.daemon(handlers=[BIG], concurrency=2, output_keep=4 << 20,
+                        redis=self.tls_conf())
+        arg = os.urandom(600 * 1024).hex()              # 1.2 MB of args
+        raw = job("Big", [arg])
+        self.push(raw)                                  # self.r speaks TLS too
+        pushed = json.loads(raw)["jid"]
+        p = ctl("push", "--stdin", "Big", conf=d.conf_path,
+                input=json.dumps([arg[::-1]]) + "\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        by_ctl = p.stdout.split()[-1]
+        wait_for(lambda: d.runs_of(pushed) == 1 and d.runs_of(by_ctl) == 1, timeout=30,
+                 message="both big jobs run")
+        for jid, want in ((pushed, arg), (by_ctl, arg[::-1])):
+            with open(os.path.join(d.gates, jid + ".in"), "rb") as f:
+                got = f.read()
+            if jid == pushed:
+                self.assertEqual(got, raw.encode(), "the job reached the handler as pushed")
+            self.assertEqual(json.loads(got)["args"], [want])
+            with open(os.path.join(d.gates, jid + ".out"), "rb") as f:
+                printed = f.read()
+            self.assertGreater(len(printed), 1 << 20)
+            # kept by the daemon over TLS, read back by cogworkerctl over TLS
+            def finished():
+                p = ctl("jobs", "log", jid, "--json", conf=d.conf_path)
+                return p.returncode == 0 and json.loads(p.stdout)["outcome"] == "success"
+            wait_for(finished, timeout=15, message="the run's output kept")
+            log = ctl("jobs", "log", jid, conf=d.conf_path)
+            self.assertEqual(log.returncode, 0, log.stderr)
+            self.assertEqual(log.stdout, printed.decode(), "the output read back whole")
+        self.assertEqual(self.r.zcard(b"cogworker:dead"), 0)
+        self.assertEqual(self.r.zcard(b"cogworker:retry"), 0)
 
 
 class NoVerify(DaemonTestCase):
