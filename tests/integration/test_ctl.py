@@ -338,7 +338,7 @@ class Queues(CtlCase):
         self.assertEqual(d["size"], self.r.llen(qkey("default")))
         self.assertGreaterEqual(d["latency"], 199)     # the oldest job's age
         self.assertLess(d["latency"], 230)
-        self.assertTrue(d["paused"])
+        self.assertIs(d["paused"], True)
         self.assertEqual(out[1], {"name": "empty", "size": 0, "latency": 0.0, "paused": False,
                                   "waiting": 0})
         rows = self.table_rows(self.ok("queues").out)
@@ -837,7 +837,7 @@ class Processes(CtlCase):
         self.assertEqual(p["busy"], 3)                 # not the stale "0"
         self.assertEqual(p["concurrency"], 10)
         self.assertEqual(p["queues"], ["default", "low"])
-        self.assertTrue(p["quiet"])
+        self.assertIs(p["quiet"], True)
         self.assertGreaterEqual(p["beat_age"], 4)
         self.assertLessEqual(p["beat_age"], 7)
         self.assertAlmostEqual(p["started_at"], time.time() - 120, delta=5)
@@ -1192,7 +1192,7 @@ class LiveDaemon(CtlCase):
         self.assertEqual(d.runs_of(jid_of(j)), 0)
         self.assertEqual(self.r.llen(qkey("default")), 1)
         [p] = self.js("processes")
-        self.assertTrue(p["quiet"])
+        self.assertIs(p["quiet"], True)
         self.assertEqual(p["pid"], d.proc.pid)
         self.ok("processes", "resume", d.identity)
         wait_for(lambda: self.quiet_field(d) == b"false", timeout=5)

@@ -137,6 +137,7 @@ class ScheduledPollTest(PollerTestCase):
         # issue 12: the looks at the head (WITHSCORES LIMIT 0 1) are not batch reads
         reads = [e[2] for e in mon.commands("ZRANGEBYSCORE") if e[2][1] == SCHEDULE and
                  b"WITHSCORES" not in e[2]]
+        self.assertGreaterEqual(len(reads), 3, "120 entries, 50 a read")
         for args in reads:
             self.assertEqual(args[2], b"-inf")
             self.assertEqual(args[4:], [b"LIMIT", b"0", b"50"])
@@ -160,7 +161,11 @@ class ScheduledPollTest(PollerTestCase):
 
     def test_sp11_quiet_pauses_graduation_resume_restarts_it(self):
         d = self.daemon(orphan_check_interval=1, **OTHER)
-        self.r.publish(("cogworker:signal:" + d.identity).encode(), "quiet")
+        signals = ("cogworker:signal:" + d.identity).encode()
+        # A signal published before the daemon subscribed is lost: wait for its subscriber.
+        wait_for(lambda: self.r.execute_command("PUBSUB", "NUMSUB", signals)[1] == 1,
+                 message="the daemon's subscriber")
+        self.assertEqual(self.r.publish(signals, "quiet"), 1)
         d.wait_log("quiet")
         mon = self.monitor()
         self.r.zadd(SCHEDULE, {payload(): self.now() - 1})
@@ -170,7 +175,7 @@ class ScheduledPollTest(PollerTestCase):
         # go on
         self.assertEqual([e for e in mon.commands("ZRANGEBYSCORE")
                           if e[2][1] in (SCHEDULE, RETRY)], [])
-        self.r.publish(("cogworker:signal:" + d.identity).encode(), "resume")
+        self.assertEqual(self.r.publish(signals, "resume"), 1)
         wait_for(lambda: self.queue("default"), timeout=5, message="graduation after resume")
 
     def test_sp12_rhythm_key_check_orphan_check_and_poll(self):
