@@ -102,6 +102,7 @@ struct poller {
 	int fruitless;                  /* triggered checks found nothing: said once */
 	int scanned;            /* the boot SCAN of a reliable process is done */
 	struct wakeup wake;     /* kicked by keyspace notifications and resume */
+	struct workflow_cursor tend;    /* where the batch look goes on (workflow_tend) */
 };
 
 static struct poller P;
@@ -340,7 +341,7 @@ static void orphan_check(struct poller *p, double poll_every)
 		reconcile_own(&p->r, &p->reconcile_site);
 	if (rep.conn_lost)
 		return;
-	site_result(&p->orphan_site, &p->r, workflow_tend(&p->r) == 0,
+	site_result(&p->orphan_site, &p->r, workflow_tend(&p->r, &p->tend) == 0,
 	            "batch expiry and dependants check failed");
 	if (rep.scan_done)
 		p->scanned = 1;

@@ -85,28 +85,59 @@ void workflow_settle_filed(struct rconn *r, const char *jid, const char *bid,
 		          bid ? " " : "", bid ? bid : "", r->err, outcome);
 }
 
-/* How many open batches and waiting jobs one look reads at most. */
-#define TEND_BATCH "100"
+/* What one BATCH_EXPIRE call looks at: open batches past their time, waiting jobs and
+ * listed batches (each a window that goes on from the last call's cursor), and how many
+ * calls one look makes at most while the waiting jobs' window has not come round. Each
+ * call stays a few ms (doc/performance.md "Batches at scale"); one look reaches up to
+ * TEND_ROUNDS * TEND_WAITERS waiting jobs, so all of them within a settled record's 600 s
+ * at the default orphan_check_interval up to about 100 000 waiting. */
+#define TEND_BATCHES "100"
+#define TEND_WAITERS "1000"
+#define TEND_LISTED "1000"
+#define TEND_ROUNDS 10
 
-int workflow_tend(struct rconn *r)
+/* Keep the cursor a reply gives (a string, '' when the window came round). */
+static void keep_cursor(char *dst, const redisReply *e)
 {
-	const char *args[] = { TEND_BATCH };
-	redisReply *rep = workflow_script(r, "batch_expire", 1, args, NULL);
+	if (e->type == REDIS_REPLY_STRING && e->len < WORKFLOW_CURSOR_MAX)
+		memcpy(dst, e->str, e->len + 1);
+	else
+		dst[0] = '\0';        /* too long for the buffer: start over */
+}
+
+static int tend_once(struct rconn *r, struct workflow_cursor *cur)
+{
+	const char *args[] = { TEND_BATCHES, cur->waiting, TEND_WAITERS, cur->listed,
+	                       TEND_LISTED };
+	redisReply *rep = workflow_script(r, "batch_expire", 5, args, NULL);
 	if (!rep)
 		return -1;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 4) {
 		const redisReply *ex = rep->element[0];
 		for (size_t i = 0; ex->type == REDIS_REPLY_ARRAY && i + 1 < ex->elements; i += 2)
 			log_warn("batch %s expired uncommitted (%lld member(s) pending): its callbacks "
-			         "will not fire", ex->element[i]->str,
-			         reply_integer(ex->element[i + 1], 0));
+			         "will not fire; it settles as dead in its parent, if any",
+			         ex->element[i]->str, reply_integer(ex->element[i + 1], 0));
 		long long again = reply_integer(rep->element[1], 0);
 		if (again)
 			log_warn("%lld settled job(s) had jobs still waiting for them (a settle cut "
 			         "short): released now", again);
-		workflow_log_fired(rep, 2);
+		keep_cursor(cur->waiting, rep->element[2]);
+		keep_cursor(cur->listed, rep->element[3]);
+		workflow_log_fired(rep, 4);
 	}
 	freeReplyObject(rep);
+	return 0;
+}
+
+int workflow_tend(struct rconn *r, struct workflow_cursor *cur)
+{
+	for (int i = 0; i < TEND_ROUNDS; i++) {
+		if (tend_once(r, cur) != 0)
+			return -1;
+		if (!cur->waiting[0])
+			break;
+	}
 	return 0;
 }
 

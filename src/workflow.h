@@ -40,12 +40,21 @@ int workflow_settle(struct rconn *r, const char *jid, const char *bid, const cha
 void workflow_settle_filed(struct rconn *r, const char *jid, const char *bid,
                            const char *outcome);
 
+/* Where the poller's looks go on (cursors of BATCH_EXPIRE's windows, "score member" or
+ * empty); zeroed to begin. One per poller: each looks at every waiting job in turn. */
+#define WORKFLOW_CURSOR_MAX 512
+struct workflow_cursor {
+	char waiting[WORKFLOW_CURSOR_MAX], listed[WORKFLOW_CURSOR_MAX];
+};
+
 /*
  * The poller's look at each orphan check (BATCH_EXPIRE): uncommitted batches past their
- * time expire, each said in the log; dependencies settled without releasing their
- * dependants (a crash after the ack) are settled again. 0 done, -1 error (r->err).
+ * time expire, each said in the log, and settle in their parent; dependencies settled
+ * without releasing their dependants (a crash after the ack) are settled again, looked
+ * for a window of waiting jobs at a time from cur on (several calls while it has not
+ * come round); batches whose keys expired leave the list. 0 done, -1 error (r->err).
  */
-int workflow_tend(struct rconn *r);
+int workflow_tend(struct rconn *r, struct workflow_cursor *cur);
 
 /* Batches not yet committed and jobs waiting for other jobs, fleet-wide (ZCARD of
  * cogworker:batch:open and :waiting): *open, *waiting. 0, or -1 (r->err). */

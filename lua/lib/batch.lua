@@ -20,6 +20,12 @@
 --   so even a copy (a replayed AOF) is the same job.
 -- - A batch completes only when committed with nothing pending; its parent then settles
 --   it as a member (success when no member died or was discarded, else dead), up the tree.
+--   A batch cancelled settles in its parent as discarded, one expired as dead (their
+--   scripts call batch_settled).
+-- - Nothing fires before the commit (on_death of a member that died before it fires at
+--   the commit), nor in a batch cancelled or under one (fire() looks up the tree).
+-- - A set written in a batch that is finished without completing (cancelled, expired)
+--   gets the batch's TTL again, so a member settling late leaves no key for ever.
 -- - A dead member that later succeeds (retried by hand, by cogworkerctl or the Web UI)
 --   moves from dead to succeeded, so on_success fires after all.
 -- - A job's settled record never contradicts what its batch counted: the first settle for
@@ -52,10 +58,21 @@ local function push_job(raw, queue, at)
 	return 'queued'
 end
 
+-- true when a batch above bid is cancelled: the walk of BATCH_CANCEL reaches its child
+-- batches one call after another, and none of them may fire meanwhile.
+local function under_cancel(bid)
+	local p = redis.call('HGET', bkey(bid), 'parent')
+	while p and p ~= '' do
+		if redis.call('HGET', bkey(p), 'state') == 'cancelled' then return true end
+		p = redis.call('HGET', bkey(p), 'parent')
+	end
+	return false
+end
+
 -- Push the batch's callback of this kind once; the mark is its jid ('' when none named).
 local function fire(bid, kind)
 	local h = bkey(bid)
-	if redis.call('HEXISTS', h, 'fired_' .. kind) == 1 then return end
+	if redis.call('HEXISTS', h, 'fired_' .. kind) == 1 or under_cancel(bid) then return end
 	local cls = redis.call('HGET', h, 'on_' .. kind)
 	local jid = ''
 	if cls and cls ~= '' then
@@ -109,15 +126,17 @@ end
 local function member_settle(bid, member, outcome)
 	local state = redis.call('HGET', bkey(bid), 'state')
 	if not state then return false end
+	local changed = false
 	if redis.call('SREM', bkey(bid, ':pending'), member) == 1 then
 		redis.call('SADD', bkey(bid, OUTCOME_SET[outcome]), member)
-		if outcome == 'dead' and (state == 'open' or state == 'committed') then
-			fire(bid, 'death')
-		end
-		return true
+		if outcome == 'dead' and state == 'committed' then fire(bid, 'death') end
+		changed = true
+	else
+		changed = outcome == 'success' and
+		          redis.call('SMOVE', bkey(bid, ':dead'), bkey(bid, ':succeeded'), member) == 1
 	end
-	return outcome == 'success' and
-	       redis.call('SMOVE', bkey(bid, ':dead'), bkey(bid, ':succeeded'), member) == 1
+	if changed and state ~= 'open' and state ~= 'committed' then keep_for(bid, KEEP) end
+	return changed
 end
 
 -- A member settled for good in bid ('' = none), and what that completes, up the tree.

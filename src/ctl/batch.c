@@ -258,13 +258,13 @@ static int batch_list(struct ctl *c)
 /* The member jobs BATCH_CANCEL handed back: those still waiting deleted first, so that no
  * process takes one while the running ones are cancelled (concurrency frees up as each
  * stops), then the running ones cancelled. */
-static int cancel_members(struct ctl *c, const redisReply *jids)
+static int cancel_members(struct ctl *c, char **jids, size_t n)
 {
 	int status = CTL_OK;
 	const struct filter any = { 0 };
 	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; jids->type == REDIS_REPLY_ARRAY && i < jids->elements; i++) {
-			char *jid = jids->element[i]->str;
+		for (size_t i = 0; i < n; i++) {
+			char *jid = jids[i];
 			char where[256] = "";
 			int found = ctl_job_whereabouts(c, jid, where, sizeof where);
 			if (found < 0)
@@ -284,6 +284,69 @@ static int cancel_members(struct ctl *c, const redisReply *jids)
 	return status;
 }
 
+/* What the walk of a batch's tree found (BATCH_CANCEL, a chunk per call). */
+struct walk {
+	char **bids, **jids;            /* batches of the tree still to walk; member jobs met */
+	size_t nbids, nj, capb, capj;
+	long long discarded;            /* waiting members settled as discarded */
+};
+
+static void walk_add(char ***v, size_t *n, size_t *cap, const char *s)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 64;
+		*v = xrealloc(*v, sizeof **v * *cap);
+	}
+	(*v)[(*n)++] = xstrdup(s);
+}
+
+static void walk_free(struct walk *w)
+{
+	for (size_t i = 0; i < w->nbids; i++)
+		free(w->bids[i]);
+	for (size_t i = 0; i < w->nj; i++)
+		free(w->jids[i]);
+	free(w->bids);
+	free(w->jids);
+}
+
+/* Members BATCH_CANCEL looks at per call: each call stays a few ms, whatever the size. */
+#define CANCEL_CHUNK "500"
+
+/*
+ * Cancel bid and walk its members, a chunk per BATCH_CANCEL call, adding its child
+ * batches to w->bids and its member jobs to w->jids. *status: the first call's ('cancelled',
+ * 'again', 'complete'; NULL for a child). CTL_OK, or CTL_USAGE after the message.
+ */
+static int walk_batch(struct ctl *c, const char *bid, struct walk *w, char *status, size_t n)
+{
+	char cursor[64] = "";
+	do {
+		const char *args[] = { bid, cursor, CANCEL_CHUNK };
+		redisReply *rep = workflow_script(&c->r, "batch_cancel", 3, args, NULL);
+		if (!rep)
+			return ctl_redis_error(c, "batch cancel");
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 5 ||
+		    rep->element[1]->type != REDIS_REPLY_STRING) {
+			freeReplyObject(rep);
+			ctl_error("batch cancel: unexpected reply from BATCH_CANCEL");
+			return CTL_USAGE;
+		}
+		if (!cursor[0] && status)
+			snprintf(status, n, "%s", rep->element[0]->str);
+		snprintf(cursor, sizeof cursor, "%s", rep->element[1]->str);
+		const redisReply *ch = rep->element[2], *jobs = rep->element[3];
+		for (size_t i = 0; i < ch->elements; i++)
+			walk_add(&w->bids, &w->nbids, &w->capb, ch->element[i]->str);
+		for (size_t i = 0; i < jobs->elements; i++)
+			walk_add(&w->jids, &w->nj, &w->capj, jobs->element[i]->str);
+		w->discarded += reply_integer(rep->element[4], 0);
+		print_fired(c, rep, 5);
+		freeReplyObject(rep);
+	} while (strcmp(cursor, "0") != 0);
+	return CTL_OK;
+}
+
 static int batch_cancel(struct ctl *c, const char *bid)
 {
 	if (!c->yes) {
@@ -291,19 +354,33 @@ static int batch_cancel(struct ctl *c, const char *bid)
 		          "ones: add --yes");
 		return CTL_USAGE;
 	}
-	const char *args[] = { bid };
-	redisReply *rep = workflow_script(&c->r, "batch_cancel", 1, args, NULL);
-	if (!rep)
-		return ctl_redis_error(c, "batch cancel");
+	struct walk w = { 0 };
+	char status[32] = "";
+	walk_add(&w.bids, &w.nbids, &w.capb, bid);
+	int rc = CTL_OK;
+	for (size_t i = 0; i < w.nbids && rc == CTL_OK; i++)
+		rc = walk_batch(c, w.bids[i], &w, i ? NULL : status, sizeof status);
+	if (rc == CTL_OK && strcmp(status, "complete") == 0) {
+		ctl_error("batch %s is complete (its callbacks fired): nothing to cancel", bid);
+		if (c->json)
+			printf("{\"bid\":\"%s\",\"cancelled\":false,\"reason\":\"complete\"}\n", bid);
+		walk_free(&w);
+		return CTL_NOTHING;
+	}
+	if (rc != CTL_OK) {
+		walk_free(&w);
+		return rc;
+	}
 	if (!c->json)
-		printf("cancelled %s: no callback will fire; %zu member job(s) to stop\n", bid,
-		       rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0);
-	int status = cancel_members(c, rep);
+		printf("cancelled %s%s: no callback will fire; %zu child batch(es), %lld waiting "
+		       "member(s) discarded, %zu member job(s) to stop\n", bid,
+		       strcmp(status, "again") == 0 ? " (again)" : "", w.nbids - 1, w.discarded, w.nj);
+	rc = cancel_members(c, w.jids, w.nj);
 	if (c->json)
-		printf("{\"bid\":\"%s\",\"cancelled\":true,\"members\":%zu}\n", bid,
-		       rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0);
-	freeReplyObject(rep);
-	return status;
+		printf("{\"bid\":\"%s\",\"cancelled\":true,\"children\":%zu,\"discarded\":%lld,"
+		       "\"members\":%zu}\n", bid, w.nbids - 1, w.discarded, w.nj);
+	walk_free(&w);
+	return rc;
 }
 
 static int batch_settle(struct ctl *c, int argc, char **argv)

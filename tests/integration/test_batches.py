@@ -275,6 +275,83 @@ class Batches(FlowTestCase):
         self.wait_runs([self.callback_jid(bid, "death"), self.callback_jid(bid, "complete")])
         self.assertNotIn(jid, self.runs())
 
+    def test_bt20_a_cancelled_child_batch_settles_in_its_parent(self):
+        """Issue 32: the parent waited for ever ('1 pending, 1 succeeded')."""
+        self.flow_daemon(self.record("Work"), self.record("Slow", 30), self.record("Done"),
+                         self.record("All"), self.record("Died"))
+        parent = self.new()
+        child = self.ctl("batch", "new", "--parent", parent, "--on-success", "Done")[0].strip()
+        a = self.member(parent)
+        self.member(child, "Slow")
+        self.ctl("batch", "commit", parent)
+        self.wait_runs([a])
+        s = self.show(parent)
+        self.assertEqual((s["pending"], s["succeeded"]), (1, 1))
+        out, _ = self.ctl("--yes", "batch", "cancel", child)
+        self.assertIn("fired: %s complete" % parent, out)
+        wait_for(lambda: self.callback_jid(parent, "complete"), timeout=10, message="on_complete")
+        self.wait_runs([self.callback_jid(parent, "complete")])
+        s = self.show(parent)
+        self.assertEqual((s["state"], s["pending"], s["succeeded"], s["discarded"]),
+                         ("committed", 0, 1, 1))
+        self.assertEqual(s["discarded_jids"], [child])
+        self.assertEqual(self.show(child)["state"], "cancelled")
+        time.sleep(1.5)
+        runs = self.runs()
+        self.assertEqual(len(runs[self.callback_jid(parent, "complete")]), 1)
+        self.assertIsNone(self.callback_jid(parent, "success"), "a member was discarded")
+        self.assertIsNone(self.callback_jid(child, "success"))
+
+    def test_bt21_an_expired_child_batch_settles_dead_in_its_parent(self):
+        d = self.flow_daemon(self.record("Work"), self.record("Done"), self.record("All"),
+                             self.record("Died"))
+        parent = self.new()
+        child = self.ctl("batch", "new", "--parent", parent, "--expires-in", "1")[0].strip()
+        a = self.member(parent)
+        self.ctl("batch", "commit", parent)
+        d.wait_log("batch %s expired uncommitted" % child, timeout=15)
+        wait_for(lambda: self.callback_jid(parent, "complete"), timeout=10, message="on_complete")
+        died, all_ = self.callback_jid(parent, "death"), self.callback_jid(parent, "complete")
+        runs = self.wait_runs([a, died, all_])
+        s = self.show(parent)
+        self.assertEqual((s["pending"], s["succeeded_jids"], s["dead_jids"]), (0, [a], [child]))
+        time.sleep(1.5)
+        runs = self.runs()
+        self.assertEqual((len(runs[died]), len(runs[all_])), (1, 1))
+        self.assertIsNone(self.callback_jid(parent, "success"))
+
+    def test_bt22_cancelling_a_complete_batch_leaves_it_complete(self):
+        self.flow_daemon(self.record("Work"), self.record("Done"), self.record("All"))
+        bid = self.new()
+        self.member(bid)
+        self.ctl("batch", "commit", bid)
+        wait_for(lambda: self.callback_jid(bid, "complete"), timeout=20, message="complete")
+        _, err = self.ctl("--yes", "batch", "cancel", bid, rc=1)
+        self.assertIn("batch %s is complete" % bid, err)
+        self.assertIn("nothing to cancel", err)
+        out, _ = self.ctl("--json", "--yes", "batch", "cancel", bid, rc=1)
+        self.assertEqual(json.loads(out), {"bid": bid, "cancelled": False,
+                                           "reason": "complete"})
+        s = self.show(bid)
+        self.assertEqual((s["state"], s["cancelled_at"], s["succeeded"]), ("committed", None, 1))
+
+    def test_bt23_on_death_waits_for_the_commit(self):
+        """doc/protocol.md §7.34: nothing fires before the commit, on_death included."""
+        d = self.flow_daemon(self.record("Work"), self.record("Bad", 0.05, 1),
+                             self.record("Died"), self.record("All"))
+        bid = self.new()
+        bad = self.ctl("push", "--batch", bid, "--retry", "false", "Bad")[0].strip()
+        wait_for(lambda: self.r.zcard(DEAD) == 1, timeout=10, message="the member dead")
+        d.wait_log("jid=%s" % bad, timeout=5)
+        time.sleep(1.5)
+        self.assertIsNone(self.callback_jid(bid, "death"), "on_death before the commit")
+        self.assertEqual(self.show(bid)["dead_jids"], [bad])
+        out, _ = self.ctl("batch", "commit", bid)
+        self.assertIn("fired: %s death" % bid, out)
+        died, all_ = self.callback_jid(bid, "death"), self.callback_jid(bid, "complete")
+        runs = self.wait_runs([died, all_])
+        self.assertGreater(runs[died][0][1], runs[bad][0][2])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -165,6 +165,50 @@ class Dependencies(FlowTestCase):
             self.assertEqual(len(runs[w]), 1)
             self.assertGreater(runs[w][0][1], runs[pending][0][2])
         self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
+    def test_dp11_cancel_settles_a_waiting_member_for_the_jobs_that_wait_for_it(self):
+        """Issue 32: a job outside the batch waiting --after a waiting member hung, and
+        cogworker:batch:dependants:<jid> leaked."""
+        d = self.flow_daemon(self.record("Work"), start=False)
+        bid = self.ctl("batch", "new")[0].strip()
+        a = self.push("Work", "--batch", bid)
+        w = self.push("Work", "--batch", bid, "--after", a)
+        out = self.push("Work", "--after", w)
+        anyway = self.push("Work", "--after-any", "--after", w)
+        text, _ = self.ctl("--yes", "batch", "cancel", bid)
+        dead = self.dead_entries()
+        self.assertEqual(list(dead), [out])
+        self.assertEqual(dead[out]["error_class"], "Cogworker::DependencyFailed")
+        self.assertEqual(dead[out]["error_message"], "dependency %s was discarded" % w)
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + w), b"discarded")
+        self.assertIn("1 waiting member(s) discarded", text)
+        d.start()
+        self.wait_runs([anyway])
+        time.sleep(1)
+        self.assertEqual(sorted(self.runs()), [anyway], "a deleted, w and out never run")
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 0)
+        left = [k for k in self.r.keys("cogworker:batch:*")
+                if k.split(b":")[2] in (b"wait", b"after", b"dependants")]
+        self.assertEqual(left, [])
+        s = json.loads(self.ctl("--json", "batch", "show", bid)[0])
+        self.assertEqual((s["pending"], sorted(s["discarded_jids"])), (0, sorted([a, w])))
+
+    def test_dp12_jobs_stuck_for_good_do_not_hide_a_release_cut_short(self):
+        """Issue 32: BATCH_EXPIRE looked at the 100 oldest waiting jobs only."""
+        d = self.flow_daemon(self.record("Work"), start=False)
+        never = self.push("Work", "--in", "1d")             # scheduled a day ahead
+        for _ in range(110):
+            self.push("Work", "--after", never)
+        a = self.push("Work")
+        c = self.push("Work", "--after", a)                 # the newest waiting job
+        # a ran and its ack wrote its settled record, then the daemon died before the
+        # release (doc/protocol.md §7.34 "Plain jobs pay little")
+        self.r.delete("cogworker:queue:default")
+        self.r.set("cogworker:batch:settled:" + a, "success", ex=600)
+        d.start()
+        d.wait_log("settled job(s) had jobs still waiting for them", timeout=15)
+        self.wait_runs([c])
+        self.assertEqual(self.r.zcard("cogworker:batch:waiting"), 110)
+        self.assertFalse(self.r.exists("cogworker:batch:dependants:" + a))
 
     def test_dp9_a_dependency_that_fails_into_retry_holds_its_dependants(self):
         fixed = self.path("fixed")

@@ -1713,6 +1713,32 @@ class BatchScriptCase(ScriptTestCase):
         self.r.zadd(DEAD, {entry: 1767225000})
         return self.batch("batch_revive", bid, jid, entry, job(jid, bid=bid), "default")
 
+    def expire(self, waiting="", listed="", batches=100, waiters=100, listed_n=100):
+        """BATCH_EXPIRE as the poller calls it: the reply's expired, resettled, cursors."""
+        return self.batch("batch_expire", batches, waiting, waiters, listed, listed_n)
+
+    def cancel(self, bid, chunk=500):
+        """BATCH_CANCEL as cogworkerctl calls it: the tree walked a chunk per call. Returns
+        the first call's status, the member jobs met (sorted), the child batches, the
+        waiting members discarded, the callbacks fired and the number of calls."""
+        todo, jobs, children, discarded, fired, calls, status = [bid], [], [], 0, [], 0, None
+        while todo:
+            b, cursor = todo.pop(0), ""
+            while True:
+                reply = self.batch("batch_cancel", b, cursor, chunk)
+                calls += 1
+                if status is None:
+                    status = reply[0].decode()
+                cursor = reply[1].decode()
+                todo += [c.decode() for c in reply[2]]
+                children += [c.decode() for c in reply[2]]
+                jobs += [j.decode() for j in reply[3]]
+                discarded += reply[4]
+                fired += [f.decode() for f in reply[5:]]
+                if cursor == "0":
+                    break
+        return status, sorted(jobs), sorted(children), discarded, fired, calls
+
     def members(self, bid, part):
         return sorted(m.decode() for m in self.r.smembers(BATCH + bid + ":" + part))
 
@@ -1916,12 +1942,14 @@ class TestDependencies(BatchScriptCase):
         self.assertEqual(dead["c"]["args"], [12345678901234567890, 1.10])
         self.assertEqual(self.queue(), [job("d")])
         self.assertEqual(self.members("b1", "dead"), ["c"])
-        self.assertEqual([c["class"] for c in self.callbacks()], ["Died"])
+        self.assertEqual(self.callbacks(), [])          # b1 is open: nothing fires yet
+        self.batch("batch_commit", "b1")
+        self.assertEqual([c["class"] for c in self.callbacks()], ["All", "Died"])
 
     def test_expire_repairs_a_release_a_crash_cut_short(self):
         self.push("c", deps=("a",))
         self.r.set(BATCH + "settled:a", "success")      # the ack's round trip, then a crash
-        reply = self.batch("batch_expire", 100)
+        reply = self.expire()
         self.assertEqual(reply[:2], [[], 1])
         self.assertEqual(self.queue(), [job("c")])
 
@@ -1935,7 +1963,8 @@ class TestBatchCancelExpire(BatchScriptCase):
         self.push("w", bid="c", deps=("j1",))
         self.batch("batch_commit", "p")
         self.batch("batch_commit", "c")
-        self.assertEqual(sorted(self.batch("batch_cancel", "p")), [b"j1", b"j2"])
+        status, jobs, children, discarded, _, _ = self.cancel("p")
+        self.assertEqual((status, jobs, children, discarded), ("cancelled", ["j1", "j2"], ["c"], 1))
         self.assertEqual((self.state("p"), self.state("c")), ("cancelled", "cancelled"))
         self.assertFalse(self.r.exists(BATCH + "wait:w"))
         self.settle("j1", "dead", bid="p")
@@ -1943,12 +1972,113 @@ class TestBatchCancelExpire(BatchScriptCase):
         self.assertEqual(self.callbacks(), [])
         with self.assertRaisesRegex(redis.ResponseError, "batch p is cancelled"):
             self.push("j3", bid="p")
+        # a second cancel walks again (a cogworkerctl cut short), changing nothing
+        self.assertEqual(self.cancel("p")[:3], ("again", [], []))
+
+    def test_a_cancelled_child_settles_in_its_parent_as_discarded(self):
+        """Issue 32: the parent waited for ever ('1 pending, 1 succeeded')."""
+        self.open("p")
+        self.open("c", parent="p")
+        self.push("j1", bid="p")
+        self.push("j2", bid="c")
+        self.batch("batch_commit", "p")
+        self.settle("j1", bid="p")
+        status, jobs, _, _, fired, _ = self.cancel("c")
+        self.assertEqual((status, jobs), ("cancelled", ["j2"]))
+        self.assertEqual(self.members("p", "pending"), [])
+        self.assertEqual(self.members("p", "discarded"), ["c"])
+        self.assertEqual([f.split()[:2] for f in fired], [["p", "complete"]])
+        self.assertEqual([c["class"] for c in self.callbacks()], ["All"])
+        self.settle("j2", bid="c")          # the member ends anyway: nothing more
+        self.cancel("c")
+        self.assertEqual([c["class"] for c in self.callbacks()], ["All"])
+        self.assertEqual(self.state("p"), "committed")
+
+    def test_an_expired_child_settles_in_its_parent_as_dead(self):
+        self.open("p")
+        self.open("c", parent="p", expires="1767225000")
+        self.push("j1", bid="p")
+        self.batch("batch_commit", "p")
+        self.settle("j1", bid="p")
+        reply = self.expire()
+        self.assertEqual(reply[0], [b"c", 0])
+        self.assertEqual(self.members("p", "dead"), ["c"])
+        self.assertEqual(sorted(f.decode().split()[1] for f in reply[4:]), ["complete", "death"])
+        self.assertEqual(sorted(c["class"] for c in self.callbacks()), ["All", "Died"])
+        self.expire()
+        self.assertEqual(len(self.callbacks()), 2)
+        # a dead member of it retried by hand: the revive stops there, p stays complete
+        self.r.sadd(BATCH + "c:dead", "jc")
+        self.assertEqual(self.revive("c", "jc"), 0)
+        self.assertEqual(self.members("p", "pending"), [])
+        self.assertGreater(self.r.ttl(BATCH + "c"), 0)
+
+    def test_cancel_settles_its_waiting_members_for_the_jobs_that_wait_for_them(self):
+        """Issue 32: jobs outside the batch that waited --after a waiting member hung, and
+        dependants:<jid> leaked."""
+        self.open("b")
+        self.push("a", bid="b")
+        self.push("w", bid="b", deps=("a",))
+        self.push("out", deps=("w",))               # a plain job outside the batch
+        self.push("any", deps=("w",), any_=True)
+        self.assertEqual(self.cancel("b")[:4], ("cancelled", ["a"], [], 1))
+        self.assertEqual(self.r.get(BATCH + "settled:w"), b"discarded")
+        dead = {json.loads(m)["jid"]: json.loads(m) for m in self.r.zrange(DEAD, 0, -1)}
+        self.assertEqual(list(dead), ["out"])
+        self.assertEqual(dead["out"]["error_message"], "dependency w was discarded")
+        self.assertEqual(self.queue(), [job("any"), job("a", bid="b")])
+        self.assertEqual(self.members("b", "discarded"), ["w"])
+        left = [k for k in self.r.keys(BATCH + "*")
+                if b":dependants:" in k or b":wait:" in k or b":after:" in k]
+        self.assertEqual(left, [])
+        self.assertEqual(self.r.zcard(BATCH + "waiting"), 0)
+
+    def test_cancel_walks_a_large_batch_a_chunk_per_call(self):
+        self.open("b")
+        jids = ["j%05d" % i for i in range(1200)]
+        for j in jids:
+            self.r.sadd(BATCH + "b:pending", j)
+        status, jobs, _, _, _, calls = self.cancel("b", chunk=200)
+        self.assertEqual(jobs, jids)
+        self.assertGreaterEqual(calls, 4)
+
+    def test_a_complete_batch_is_not_cancelled(self):
+        self.open("b")
+        self.push("j1", bid="b")
+        self.batch("batch_commit", "b")
+        self.settle("j1", bid="b")
+        self.assertEqual(self.cancel("b")[:2], ("complete", []))
+        self.assertEqual(self.state("b"), "committed")
+        self.assertIsNone(self.r.hget(BATCH + "b", "cancelled_at"))
+
+    def test_a_child_under_a_cancelled_parent_fires_nothing_before_the_walk_reaches_it(self):
+        self.open("p")
+        self.open("c", parent="p")
+        self.push("j1", bid="c")
+        self.batch("batch_commit", "p")
+        self.batch("batch_commit", "c")
+        self.batch("batch_cancel", "p", "", 1)      # the first call only
+        self.settle("j1", "dead", bid="c")
+        self.assertEqual(self.callbacks(), [])
+
+    def test_sets_written_after_a_cancel_or_an_expiry_expire_with_the_batch(self):
+        """Issue 32: an outcome set created after the cancel had no TTL."""
+        self.open("b")
+        self.open("x", expires="1767225000")
+        for j, b in (("j1", "b"), ("j2", "x")):
+            self.push(j, bid=b)
+        self.cancel("b")
+        self.expire()
+        self.settle("j1", bid="b")
+        self.settle("j2", "dead", bid="x")
+        for key in ("b:succeeded", "x:dead", "b", "x"):
+            self.assertGreater(self.r.ttl(BATCH + key), 0, key)
 
     def test_an_uncommitted_batch_expires_and_says_so(self):
         self.open("b1", expires="1767225000")
         self.open("b2")
         self.push("j1", bid="b1")
-        reply = self.batch("batch_expire", 100)
+        reply = self.expire()
         self.assertEqual(reply[:2], [[b"b1", 1], 0])
         self.assertEqual(self.state("b1"), "expired")
         self.assertEqual(self.state("b2"), "open")
@@ -1957,6 +2087,44 @@ class TestBatchCancelExpire(BatchScriptCase):
         self.assertEqual(self.callbacks(), [])
         with self.assertRaisesRegex(redis.ResponseError, "batch b1 is expired"):
             self.batch("batch_commit", "b1")
+
+    def test_expire_reaches_every_waiting_job_over_successive_calls(self):
+        """Issue 32: only the 100 oldest waiting jobs were looked at, so jobs stuck for
+        good hid one whose release a crash cut short."""
+        for i in range(150):
+            self.push("s%03d" % i, deps=("never%03d" % i,))
+        self.push("c", deps=("a",))
+        self.r.zadd(BATCH + "waiting", {"c": float(self.NOW) + 1})     # the newest
+        self.r.set(BATCH + "settled:a", "success")  # the ack's round trip, then a crash
+        cursor, rounds = "", 0
+        while self.queue() == [] and rounds < 3:
+            reply = self.expire(waiting=cursor)
+            cursor, rounds = reply[2].decode(), rounds + 1
+        self.assertEqual(self.queue(), [job("c")])
+        self.assertEqual(rounds, 2)
+        self.assertEqual(cursor, "")                # came round: the next starts over
+        self.assertEqual(self.r.zcard(BATCH + "waiting"), 150)
+
+    def test_expire_prunes_the_whole_list_over_successive_calls(self):
+        """Issue 32: batch list pruned only among its newest 100 entries."""
+        for i in range(250):
+            self.r.zadd(BATCH + "list", {"gone%03d" % i: i})
+        self.open("live")
+        cursor = ""
+        for _ in range(3):
+            cursor = self.expire(listed=cursor)[3].decode()
+        self.assertEqual(self.r.zrange(BATCH + "list", 0, -1), [b"live"])
+
+    def test_a_death_before_the_commit_fires_on_death_at_the_commit(self):
+        self.open("b")
+        self.push("j1", bid="b")
+        self.push("j2", bid="b")
+        self.settle("j1", "dead", bid="b")
+        self.assertEqual(self.callbacks(), [])
+        reply = self.batch("batch_commit", "b")
+        self.assertEqual([f.decode().split()[1] for f in reply[1:]], ["death"])
+        self.settle("j2", bid="b")
+        self.assertEqual([c["class"] for c in self.callbacks()], ["All", "Died"])
 
 
 class TestBatchKeyNames(unittest.TestCase):
