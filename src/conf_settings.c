@@ -220,6 +220,21 @@ static const char *check_abs_path(const char *s)
 	return s[0] == '/' ? NULL : "is not an absolute path";
 }
 
+/* A writable path: absolute, without "." or ".." components (so that what it is under,
+ * /tmp for private_tmp, is what it says), and not / itself. */
+static const char *check_writable_path(const char *s)
+{
+	if (s[0] != '/')
+		return "is not an absolute path";
+	for (const char *p = s; *p; p++)
+		if (p[0] == '/' && p[1] == '.' &&
+		    (p[2] == '/' || !p[2] || (p[2] == '.' && (p[3] == '/' || !p[3]))))
+			return "has a . or .. component (write the path itself)";
+	if (strspn(s, "/") == strlen(s))
+		return "is the whole file system: leave read_only off instead";
+	return NULL;
+}
+
 static const char *check_sentinel(const char *s)
 {
 	return redis_addr_parse(s, NULL, NULL)
@@ -617,6 +632,13 @@ static const struct spec handler_specs[] = {
 	{ .name = "warm_max_age", .kind = K_SECONDS, .off = H(warm_max_age), .max = MAX_SECONDS },
 	{ .name = "warm_idle_timeout", .kind = K_SECONDS, .off = H(warm_idle_timeout),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	/* Confinement (doc/design.md "Confinement"); checked together in confinement_rules. */
+	{ .name = "network", .kind = K_BOOL, .off = H(confine.network) },
+	{ .name = "private_tmp", .kind = K_BOOL, .off = H(confine.private_tmp) },
+	{ .name = "read_only", .kind = K_BOOL, .off = H(confine.read_only) },
+	{ .name = "writable_paths", .kind = K_ARGV, .off = H(confine.writable_paths),
+	  .check = check_writable_path },
+	{ .name = "no_new_privileges", .kind = K_BOOL, .off = H(confine.no_new_privileges) },
 };
 #undef H
 
@@ -632,6 +654,8 @@ void conf_handler_free(struct handler *h)
 	free(h->dead_codes);
 	free(h->discard_codes);
 	argv_free(&h->on_death);
+	free(h->confine.at);
+	argv_free(&h->confine.writable_paths);
 	memset(h, 0, sizeof *h);
 }
 
@@ -646,7 +670,51 @@ static void handler_defaults(struct handler *h, int line)
 	h->warm_start_timeout = 30;
 	h->warm_max_jobs = 10000;
 	h->warm_idle_timeout = 300;
+	h->confine.network = 1;
 	h->line = line;
+}
+
+/* Is path p at or under dir? */
+static int path_under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(p, dir, n) == 0 && (p[n] == '/' || !p[n]);
+}
+
+/*
+ * The confinement settings of handler h (group g) between themselves; where the first one
+ * turned on was written goes into h->confine.at, for what --check finds later
+ * (confine_check_conf).
+ */
+static int confinement_rules(struct loader *L, const config_setting_t *g, struct handler *h)
+{
+	static const char *const dirs[] = { "/tmp", "/var/tmp", "/dev/shm" };
+	struct confinement *cf = &h->confine;
+	const config_setting_t *wp = config_setting_get_member(g, "writable_paths");
+
+	if (wp && !cf->read_only)
+		return failf(L, wp, "handler '%s': writable_paths needs read_only = true (without "
+		             "it every path the user may write is writable)", h->class_name);
+	if (cf->writable_paths.n > CONFINE_MAX_WRITABLE)
+		return failf(L, wp, "handler '%s': at most %d writable_paths", h->class_name,
+		             CONFINE_MAX_WRITABLE);
+	for (int i = 0; cf->private_tmp && i < cf->writable_paths.n; i++)
+		for (size_t k = 0; k < sizeof dirs / sizeof *dirs; k++)
+			if (path_under(cf->writable_paths.v[i], dirs[k]))
+				return failf(L, wp, "handler '%s': writable path %s is under %s, which "
+				             "private_tmp replaces with the job's own (writable) one",
+				             h->class_name, cf->writable_paths.v[i], dirs[k]);
+	int n = config_setting_length(g);
+	for (int i = 0; i < n && !cf->at; i++) {
+		const config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+		const char *nm = config_setting_name(s);
+		if ((!strcmp(nm, "network") && !cf->network) ||
+		    (!strcmp(nm, "private_tmp") && cf->private_tmp) ||
+		    (!strcmp(nm, "read_only") && cf->read_only) ||
+		    (!strcmp(nm, "no_new_privileges") && cf->no_new_privileges))
+			cf->at = setting_where(L, s);
+	}
+	return 0;
 }
 
 static int read_handler(struct loader *L, const config_setting_t *g, struct conf *c,
@@ -681,7 +749,7 @@ static int read_handler(struct loader *L, const config_setting_t *g, struct conf
 		             "handler '%s': args_as_argv can't apply to a warm handler (its process "
 		             "serves many jobs; each gets its args in the job message)",
 		             h->class_name);
-	return 0;
+	return confinement_rules(L, g, h);
 }
 
 static int read_handlers(struct loader *L, const config_setting_t *s, const char *name,

@@ -15,6 +15,21 @@ struct argv_list {          /* a NULL-terminated argv (v is never NULL in a load
 	char *at;               /* "file:line" it was read from, for messages; or NULL */
 };
 
+/*
+ * A handler's confinement (doc/design.md "Confinement", src/confine.c): what its child is
+ * kept from, made in the child between the fork and execve. All off by default.
+ */
+#define CONFINE_MAX_WRITABLE 32     /* writable_paths: the child's array (confine.c) */
+
+struct confinement {
+	char *at;                       /* "<file>:<line>" of its first setting turned on, or NULL */
+	int network;                    /* 0: its own network namespace, loopback only; default 1 */
+	int private_tmp;                /* its own empty /tmp and /var/tmp (tmpfs) */
+	int read_only;                  /* every mount read-only but writable_paths and /dev, /proc, /sys */
+	struct argv_list writable_paths;    /* absolute; only with read_only */
+	int no_new_privileges;          /* PR_SET_NO_NEW_PRIVS: setuid bits and file caps do nothing */
+};
+
 struct handler {
 	char *class_name;               /* "*" = fallback for every class without its own */
 	struct argv_list command;
@@ -53,6 +68,7 @@ struct handler {
 	long long warm_max_rss;         /* bytes of RSS checked after each job, 0 = no limit */
 	double warm_max_age;            /* seconds, 0 = no limit */
 	double warm_idle_timeout;       /* an idle process exits after this; default 300 */
+	struct confinement confine;
 	int line;                       /* where it was declared, for messages */
 };
 

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include "config.h"
+#include "confine.h"
 
 enum run_status {
 	RUN_EXITED,         /* code = exit status */
@@ -55,6 +56,7 @@ struct run_request {
 	const unsigned *groups;             /* supplementary groups (gid_t) */
 	int ngroups;
 	long long rlimit_cpu, rlimit_as, rlimit_nofile, rlimit_nproc;  /* -1 = leave */
+	const struct confinement *confine;  /* made in the child (confine.c); NULL = none */
 	const char *log_tag;                /* e.g. "jid=abc": prefix of forwarded output lines */
 	int log_output;                     /* forward stdout/stderr lines to the log */
 	/* called for each complete stdout line (without newline); may be NULL */
@@ -93,7 +95,24 @@ enum spawn_step {
 	SPAWN_STEP_IDS,         /* setgroups / setresgid / setresuid */
 	SPAWN_STEP_EXEC,        /* execve */
 	SPAWN_STEP_CGROUP,      /* joining the run's cgroup (cgroup.procs) */
+	/* The confinement (confine.c): one step per failing enum confine_part, in its order
+	 * (spawn_step_of_confine, confine_of_spawn_step). */
+	SPAWN_STEP_CONFINE_FIRST,
+	SPAWN_STEP_CONFINE_LAST = SPAWN_STEP_CONFINE_FIRST + CONFINE_NO_NEW_PRIVS - CONFINE_NAMESPACES,
 };
+
+static inline int spawn_step_of_confine(enum confine_part p)
+{
+	return SPAWN_STEP_CONFINE_FIRST + (int)p - CONFINE_NAMESPACES;
+}
+
+/* The part of the confinement a step is, or CONFINE_OK for the other steps. */
+static inline enum confine_part confine_of_spawn_step(int step)
+{
+	return step >= SPAWN_STEP_CONFINE_FIRST && step <= SPAWN_STEP_CONFINE_LAST
+	       ? (enum confine_part)(step - SPAWN_STEP_CONFINE_FIRST + CONFINE_NAMESPACES)
+	       : CONFINE_OK;
+}
 
 struct run_result {
 	enum run_status status;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "confine.h"
 #include "handler.h"
 #include "jobcg.h"
 #include "manager.h"
@@ -156,6 +157,7 @@ int main(int argc, char **argv)
 	if (check) {
 		int bad = conf_check_commands(&conf, check_report, NULL);
 		bad += check_containment(&conf);
+		bad += confine_check_conf(&conf, check_report, NULL);
 		char **warn;
 		int nwarn = conf_warnings(&conf, &warn);
 		for (int i = 0; i < nwarn; i++)
@@ -166,6 +168,12 @@ int main(int argc, char **argv)
 		int unreachable = bad == 0 && connect ? check_connect(&conf) : 0;
 		conf_free(&conf);
 		return bad ? 2 : unreachable;
+	}
+	/* A handler that asks for a confinement this process can't make would fail every job
+	 * it runs: as a conf error, not started (a reload is rejected the same way). */
+	if (confine_check_conf(&conf, check_report, NULL)) {
+		conf_free(&conf);
+		return 2;
 	}
 	int status = manager_run(path, &ov, &conf);
 	fflush(stdout);

@@ -32,6 +32,7 @@
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include "batch.h"
+#include "confine.h"
 #include "fetch.h"
 #include "fetcher.h"
 #include "handler.h"
@@ -150,6 +151,12 @@ static void warn_command(void *ctx, const char *problem)
 	log_warn("%s (its jobs will fail until it is fixed)", problem);
 }
 
+static void confine_problem(void *ctx, const char *problem)
+{
+	(void)ctx;
+	log_error("reload rejected, the running conf stays in force: %s", problem);
+}
+
 static int same_str(const char *a, const char *b)
 {
 	return a == b || (a && b && strcmp(a, b) == 0);
@@ -172,6 +179,11 @@ static void reload(void)
 	sd_notify(0, "RELOADING=1");
 	if (conf_load(conf_path, &overrides, &fresh, err, sizeof err) != 0) {
 		log_error("reload rejected, the running conf stays in force: %s", err);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	if (confine_check_conf(&fresh, confine_problem, NULL)) {
+		conf_free(&fresh);
 		sd_notify(0, "READY=1");
 		return;
 	}

@@ -93,6 +93,9 @@ static char *spawn_detail(const struct job_run *run, const struct run_result *re
 	const char *ename = strerrorname_np(res->code);
 	char why[160];
 	snprintf(why, sizeof why, "%s (%s)", strerror(res->code), ename ? ename : "?");
+	enum confine_part part = confine_of_spawn_step((int)res->spawn_step);
+	if (part != CONFINE_OK)
+		return xasprintf("exec failed: %s: %s", confine_part_what(part), why);
 	switch (res->spawn_step) {
 	case SPAWN_STEP_RESOLVE:
 		if (res->search_path)
@@ -110,6 +113,7 @@ static char *spawn_detail(const struct job_run *run, const struct run_result *re
 	case SPAWN_STEP_CGROUP:
 		return xasprintf("exec failed: joining its cgroup: %s", why);
 	case SPAWN_STEP_EXEC:
+	default:
 		break;
 	}
 	return xasprintf("exec failed: %s: %s", prog, why);
@@ -162,7 +166,7 @@ int job_run_init(struct job_run *run, const struct job *j, const struct handler 
 		.timeout = h->timeout, .kill_grace = h->kill_grace, .output_tail = h->output_tail,
 		.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
 		.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
-		.abort_grace = ABORT_GRACE,
+		.confine = &h->confine, .abort_grace = ABORT_GRACE,
 	};
 	char err[256];
 	if ((h->user || h->group) &&

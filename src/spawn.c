@@ -17,7 +17,9 @@
  * anything of the handler's, so nothing it starts can be outside); every signal disposition back to SIG_DFL (SIGPIPE is
  * ignored by the daemon and SIG_IGN survives execve), then an empty signal mask (the daemon
  * blocks every signal in every thread); the pipes onto 0/1/2; every other fd closed
- * (close_range, with a loop as fallback); chdir; rlimits; setgroups/setresgid/setresuid
+ * (close_range, with a loop as fallback); the handler's confinement, if any (confine.c:
+ * namespaces, mounts, no_new_privs; before the ids, whose drop takes the privileges
+ * namespaces need); chdir; rlimits; setgroups/setresgid/setresuid
  * (as raw syscalls: glibc's set*id wrappers broadcast to the parent's threads, which a
  * vfork child must never do); PR_SET_PDEATHSIG=SIGKILL then a getppid() check (the daemon
  * may have died before the prctl), after the ids because the kernel clears the death
@@ -55,6 +57,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "handler.h"
 #include "handler_int.h"
 #include "jobcg.h"
@@ -177,6 +180,7 @@ struct child_spec {
 	gid_t gid;
 	const gid_t *groups;
 	size_t ngroups;
+	struct confine_child cf;        /* the confinement to make, if any (confine.c) */
 	int nrlimits;
 	int rl_resource[HANDLER_NRLIMITS];
 	struct rlimit rl[HANDLER_NRLIMITS];
@@ -272,6 +276,10 @@ static void child_exec(const struct child_spec *c)
 	}
 	child_close_from(rep >= 0 ? keep + 1 : keep);
 
+	/* Before the ids: making namespaces needs what dropping them gives up. */
+	enum confine_part part = confine_enter(&c->cf);
+	if (part != CONFINE_OK)
+		child_fail(rep, spawn_step_of_confine(part), errno);
 	if (c->cwd && chdir(c->cwd) < 0)
 		child_fail(rep, SPAWN_STEP_CWD, errno);
 	for (int i = 0; i < c->nrlimits; i++)
@@ -476,6 +484,10 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.fd_cgroup = req->cgroup ? jobcg_procs_fd(req->cgroup) : -1;
 	c.parent = self_pid;
 	c.cwd = req->cwd;
+	confine_prepare(req->confine, &c.cf);
+	/* New mounts over the daemon's directory (a writable path) are entered by its path. */
+	if (!c.cwd && confine_remounts(&c.cf))
+		c.cwd = confine_daemon_cwd();
 	c.set_ids = req->set_ids;
 	c.uid = (uid_t)req->uid;
 	c.gid = (gid_t)req->gid;

@@ -425,14 +425,16 @@ class Daemon:
         with open(self.conf_path, "w") as f:
             f.write("\n".join(lines) + "\n")
 
-    def start(self, wait=True, env=None, args=()):
+    def start(self, wait=True, env=None, args=(), wrap=()):
+        """wrap: a command the daemon is run under (e.g. setpriv to run it as another user)."""
         self.write_conf()
         e = dict(os.environ)
         e.pop("REDIS_URL", None)
         e.update(env or {})
         self.log_file = open(self.log_path, "ab")
         self.exit_expected = False
-        self.proc = subprocess.Popen([binary("cogworkerd"), "-c", self.conf_path] + list(args),
+        self.proc = subprocess.Popen(list(wrap) + [binary("cogworkerd"), "-c", self.conf_path]
+                                     + list(args),
                                      stdin=subprocess.DEVNULL, stdout=self.log_file,
                                      stderr=subprocess.STDOUT, env=e,
                                      preexec_fn=_die_with_parent)

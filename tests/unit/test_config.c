@@ -839,6 +839,62 @@ START_TEST(test_handler_warm)
 }
 END_TEST
 
+START_TEST(test_handler_confinement)
+{
+	struct conf c;
+	const struct handler *h;
+
+	LOAD_OK("handlers = (\n"
+	        "  { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	        "    no_new_privileges = true; network = false; private_tmp = true;\n"
+	        "    read_only = true; writable_paths = [ \"/srv/out\", \"/var/lib/x/\" ]; },\n"
+	        "  { class = \"B\"; command = [ \"/bin/true\" ]; network = true; }\n"
+	        ");\n", &c);
+	h = &c.handlers[0];
+	ck_assert_int_eq(h->confine.network, 0);
+	ck_assert_int_eq(h->confine.private_tmp, 1);
+	ck_assert_int_eq(h->confine.read_only, 1);
+	ck_assert_int_eq(h->confine.no_new_privileges, 1);
+	ck_assert_int_eq(h->confine.writable_paths.n, 2);
+	ck_assert_str_eq(h->confine.writable_paths.v[1], "/var/lib/x/");
+	/* The line of the first setting turned on, for what the probe finds. */
+	ck_assert_ptr_nonnull(strstr(h->confine.at, "/cogworkerd.conf:3"));
+	/* The defaults: nothing confined; network = true turns nothing on. */
+	h = &c.handlers[1];
+	ck_assert_int_eq(h->confine.network, 1);
+	ck_assert_int_eq(h->confine.private_tmp, 0);
+	ck_assert_int_eq(h->confine.read_only, 0);
+	ck_assert_int_eq(h->confine.no_new_privileges, 0);
+	ck_assert_int_eq(h->confine.writable_paths.n, 0);
+	ck_assert_ptr_null(h->confine.at);
+	conf_free(&c);
+
+#define CONFINED(body) "handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n" body " } );\n"
+	expect_error(CONFINED("  network = \"off\";"), 2, "handler.network must be true or false");
+	expect_error(CONFINED("  private_tmp = 1;"), 2, "handler.private_tmp must be true or false");
+	expect_error(CONFINED("  writable_paths = [ \"/srv\" ];"), 2,
+	             "handler 'A': writable_paths needs read_only = true");
+	expect_error(CONFINED("  read_only = true;\n  writable_paths = [ \"srv\" ];"), 3,
+	             "'srv' is not an absolute path");
+	expect_error(CONFINED("  read_only = true;\n  writable_paths = [ \"/srv/./x\" ];"), 3,
+	             "has a . or .. component");
+	expect_error(CONFINED("  read_only = true;\n  writable_paths = [ \"/a/..\" ];"), 3,
+	             "has a . or .. component");
+	expect_error(CONFINED("  read_only = true;\n  writable_paths = [ \"//\" ];"), 3,
+	             "is the whole file system");
+	expect_error(CONFINED("  read_only = true;\n  writable_paths = [ 1 ];"), 3,
+	             "handler.writable_paths must be an array of strings");
+	expect_error(CONFINED("  read_only = true; private_tmp = true;\n"
+	                      "  writable_paths = [ \"/srv\", \"/dev/shm/x\" ];"), 3,
+	             "writable path /dev/shm/x is under /dev/shm");
+	/* /tmpfoo is not under /tmp */
+	LOAD_OK(CONFINED("  read_only = true; private_tmp = true; writable_paths = [ \"/tmpfoo\" ];"),
+	        &c);
+	conf_free(&c);
+#undef CONFINED
+}
+END_TEST
+
 START_TEST(test_handler_errors)
 {
 	expect_error("handlers = (\n  { class = \"A\"; timeout = 5; }\n);\n", 2,
@@ -1557,6 +1613,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_handler_settings);
 	tcase_add_test(tc, test_handler_limits);
 	tcase_add_test(tc, test_handler_warm);
+	tcase_add_test(tc, test_handler_confinement);
 	tcase_add_test(tc, test_handler_errors);
 	tcase_add_test(tc, test_global_on_death);
 	tcase_add_test(tc, test_periodic);
