@@ -37,8 +37,14 @@
  * `written` (its flushes, which never overlap, and the beat's batch_rewrite), so a flush
  * needs the lock only to read the slots and the counts.
  *
- * Basic fetch keeps writing the workers entry at once (fetcher.c): its shutdown requeue
- * reads that hash to know which jobs to put back, so the hash must be exact there.
+ * Basic fetch writes the workers entry at once instead (batch_basic_started): its shutdown
+ * requeue reads that hash to know which jobs to put back, so the hash must be exact there.
+ * The slot still records the job, so that when Redis comes back empty the beat writes the
+ * entries again (batch_basic_rewrite), as reliable fetch files its jobs again, and a stop
+ * then still puts them back. Each slot's write, its delete and a rewrite of it hold the
+ * slot's own lock across the command (`wmu`): a rewrite racing the job's end could
+ * otherwise write an entry after its HDEL, and the stop would requeue a finished job.
+ * The flush never touches these slots (their `written` is kept equal to `gen`, or 0).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -62,6 +68,7 @@ struct slot {
 	long run_at;
 	unsigned long gen;              /* jobs started in this slot */
 	unsigned long written;          /* 0, STALE, or the gen of the entry in Redis */
+	pthread_mutex_t wmu;            /* basic fetch: held across the slot's Redis write */
 };
 
 struct hour {
@@ -84,24 +91,30 @@ void batch_init(int n, char (*fields)[13])
 	free(slots);
 	slots = xcalloc((size_t)n, sizeof *slots);
 	nslots = n;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		memcpy(slots[i].field, fields[i], sizeof slots[i].field);
+		pthread_mutex_init(&slots[i].wmu, NULL);
+	}
 	pthread_mutex_unlock(&mu);
+}
+
+static void slot_start(struct slot *s, const char *raw, size_t len, const char *queue,
+                       long run_at)            /* under mu */
+{
+	s->raw = raw;
+	s->len = len;
+	s->queue = queue;
+	s->run_at = run_at;
+	s->gen++;
+	if (s->gen == 0 || s->gen == STALE)
+		s->gen = 1;
 }
 
 void batch_job_started(int i, const char *raw, size_t len, const char *queue, long run_at)
 {
 	pthread_mutex_lock(&mu);
-	if (i >= 0 && i < nslots) {
-		struct slot *s = &slots[i];
-		s->raw = raw;
-		s->len = len;
-		s->queue = queue;
-		s->run_at = run_at;
-		s->gen++;
-		if (s->gen == 0 || s->gen == STALE)
-			s->gen = 1;
-	}
+	if (i >= 0 && i < nslots)
+		slot_start(&slots[i], raw, len, queue, run_at);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -120,6 +133,96 @@ void batch_rewrite(void)
 		if (slots[i].raw)
 			slots[i].written = STALE;
 	pthread_mutex_unlock(&mu);
+}
+
+/* HSET of slot s's entry now, over r: 0 written, -1 not (logged with site unless NULL). */
+static int basic_write(struct rconn *r, struct log_site *site, const struct slot *s)
+{
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	char *q = json_quote(s->queue, strlen(s->queue));
+	/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
+	char *value = xasprintf("{\"queue\":%s,\"payload\":%.*s,\"run_at\":%ld}", q,
+	                        (int)s->len, s->raw, s->run_at);
+	const char *argv[] = { "HSET", key, s->field, value };
+	redisReply *rep = rcmd_argv(r, 4, argv, NULL);
+	if (rep)
+		freeReplyObject(rep);
+	else if (site)
+		site_result(site, r, 0, "register failed (ignored)");
+	free(q);
+	free(key);
+	free(value);
+	return rep ? 0 : -1;
+}
+
+void batch_basic_started(struct rconn *r, struct log_site *site, int i, const char *raw,
+                         size_t len, const char *queue, long run_at)
+{
+	if (i < 0 || i >= nslots)
+		return;
+	struct slot *s = &slots[i];
+	pthread_mutex_lock(&s->wmu);
+	pthread_mutex_lock(&mu);
+	slot_start(s, raw, len, queue, run_at);
+	s->written = s->gen;            /* the flush leaves it alone */
+	pthread_mutex_unlock(&mu);
+	basic_write(r, site, s);
+	pthread_mutex_unlock(&s->wmu);
+}
+
+void batch_basic_ended(struct rconn *r, struct log_site *site, int i)
+{
+	if (i < 0 || i >= nslots)
+		return;
+	struct slot *s = &slots[i];
+	pthread_mutex_lock(&s->wmu);
+	pthread_mutex_lock(&mu);
+	s->raw = s->queue = NULL;
+	s->written = 0;
+	pthread_mutex_unlock(&mu);
+	char *key = xasprintf(K_WORKERS "%s", D.identity);
+	redisReply *rep = rcmd(r, "HDEL %s %s", key, s->field);
+	if (rep)
+		freeReplyObject(rep);
+	else if (site)
+		site_result(site, r, 0, "deregister failed (ignored)");
+	free(key);
+	pthread_mutex_unlock(&s->wmu);
+}
+
+void batch_basic_forget(int i)
+{
+	if (i < 0 || i >= nslots)
+		return;
+	pthread_mutex_lock(&slots[i].wmu);
+	pthread_mutex_lock(&mu);
+	slots[i].raw = slots[i].queue = NULL;
+	slots[i].written = 0;
+	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&slots[i].wmu);
+}
+
+int batch_basic_rewrite(struct rconn *r)
+{
+	int rc = 0, filed = 0;
+	for (int i = 0; i < nslots && rc == 0; i++) {
+		struct slot *s = &slots[i];
+		pthread_mutex_lock(&s->wmu);
+		if (s->raw && basic_write(r, NULL, s) < 0) {
+			if (r->unavailable)
+				rc = -1;
+			else
+				log_error("a running job not filed again into " K_WORKERS "%s: %s",
+				          D.identity, r->err);
+		} else if (s->raw) {
+			filed++;
+		}
+		pthread_mutex_unlock(&s->wmu);
+	}
+	if (filed)
+		log_warn("filed %d running job(s) again into " K_WORKERS "%s: Redis had lost them "
+		         "(basic fetch: a stop puts them back from there)", filed, D.identity);
+	return rc;
 }
 
 static void add_hour(long hour, long n)        /* under mu */

@@ -25,6 +25,19 @@ void batch_job_ended(int i);
 /* Redis lost the workers hash (a restart without persistence, or beats failing for longer
  * than its TTL): the next flush writes the entry of every job running now again. */
 void batch_rewrite(void);
+/* Basic fetch: slot i's entry is written (HSET) at once, and deleted (HDEL) at once when
+ * its job ends, over the fetcher's own connection r, since the shutdown requeue reads the
+ * hash to know which jobs to put back; the slot still records the job, so that
+ * batch_basic_rewrite can write it again. A failed write is logged with site. */
+void batch_basic_started(struct rconn *r, struct log_site *site, int i, const char *raw,
+                         size_t len, const char *queue, long run_at);
+void batch_basic_ended(struct rconn *r, struct log_site *site, int i);
+/* Basic fetch, a job left for the shutdown requeue: the slot forgets it (its memory is
+ * about to go), its entry stays in Redis for the requeue to read. */
+void batch_basic_forget(int i);
+/* Basic fetch, Redis lost the workers hash: the entry of every job running now is written
+ * again at once (over the caller's connection). -1 when Redis was unavailable, else 0. */
+int batch_basic_rewrite(struct rconn *r);
 /* One more success, counted in stats:processed and the current hour's throughput. */
 void batch_processed(void);
 /* Write what changed since the last flush in one pipeline (nothing at all when nothing

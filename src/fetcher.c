@@ -72,47 +72,19 @@ static void register_worker(struct fetcher *f, const struct job *j)
 	/* Reliable fetch: written by the next flush if the job still runs then (batch.c).
 	 * Basic fetch's shutdown requeue reads the hash, so it is written now. */
 	f->batched = atomic_load(&D.fetch_mode) != FETCH_BASIC;
-	if (f->batched) {
+	if (f->batched)
 		batch_job_started(f->index, j->raw, j->raw_len, queue, (long)now_float());
-		return;
-	}
-	char *key = xasprintf(K_WORKERS "%s", D.identity);
-	char *q = json_quote(queue, strlen(queue));
-	/* The raw payload is spliced in as the object: nothing is re-encoded (§4.9). */
-	char *value = xasprintf("{\"queue\":%s,\"payload\":%.*s,\"run_at\":%ld}", q,
-	                        (int)j->raw_len, j->raw, (long)now_float());
-	const char *argv[] = { "HSET", key, f->tid, value };
-	redisReply *rep = rcmd_argv(&f->r, 4, argv, NULL);
-	if (rep)
-		freeReplyObject(rep);
-	else if (!f->r.unavailable)
-		log_error("register failed (ignored): %s", f->r.err);
 	else
-		site_result(&job_site, &f->r, 0, "register failed (ignored)");
-	free(q);
-	free(key);
-	free(value);
-}
-
-static void deregistered(struct fetcher *f, redisReply *rep)
-{
-	if (rep)
-		freeReplyObject(rep);
-	else if (!f->r.unavailable)
-		log_error("deregister failed (ignored): %s", f->r.err);
-	else
-		site_result(&job_site, &f->r, 0, "deregister failed (ignored)");
+		batch_basic_started(&f->r, &job_site, f->index, j->raw, j->raw_len, queue,
+		                    (long)now_float());
 }
 
 static void deregister_worker(struct fetcher *f)
 {
-	if (f->batched) {
+	if (f->batched)
 		batch_job_ended(f->index);
-		return;
-	}
-	char *key = xasprintf(K_WORKERS "%s", D.identity);
-	deregistered(f, rcmd(&f->r, "HDEL %s %s", key, f->tid));
-	free(key);
+	else
+		batch_basic_ended(&f->r, &job_site, f->index);
 }
 
 /* ---- the job's log lines ---- */
@@ -401,6 +373,8 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	limits_release(&f->r, &adm);
 	if (disp == DISP_ABANDON && f->batched)
 		batch_job_ended(f->index);      /* its memory goes with the job below */
+	else if (disp == DISP_ABANDON)
+		batch_basic_forget(f->index);   /* the same; its entry stays for the requeue */
 	atomic_fetch_sub(&D.busy, 1);
 	if (disp == DISP_ACK && !died && !basic) {
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an

@@ -52,7 +52,8 @@
  * persistence, a flush, a failover to a replica that lagged), and the jobs it runs would be
  * invisible and, should it crash, lost. So each job whose handler runs here, or that waits
  * here for its handler, and that the own list no longer holds, is pushed onto it again, and
- * the workers entries are written again. Not one whose orphan counter exists: that job was
+ * the workers entries are written again (with basic fetch, which has no list, only those:
+ * its stop requeues what the workers hash holds). Not one whose orphan counter exists: that job was
  * recovered from this process as from a dead one (its beats failed for longer than
  * orphan_threshold), so it is queued or running elsewhere already, and filing it here
  * again would only add a run after a crash. Nor a finished one whose ack is owed: a crash
@@ -764,6 +765,8 @@ failed:
 
 int refile_own(struct rconn *r)
 {
+	if (atomic_load(&D.fetch_mode) == FETCH_BASIC)
+		return batch_basic_rewrite(r);  /* no list: the workers hash is what a stop reads */
 	if (atomic_load(&D.fetch_mode) != FETCH_RELIABLE)
 		return 0;
 	batch_rewrite();

@@ -201,6 +201,22 @@ class KeysLost(FaultCase):
         wait_for(lambda: self.r.llen(inprogress(d2.identity)) == 0, timeout=10)
         self.assertFalse(self.r.exists(inprogress(d1.identity)))
 
+    def test_hb27_basic_fetch_files_its_running_job_again_and_a_stop_requeues_it(self):
+        """Basic fetch has no list: what its stop requeues is what the workers hash holds.
+        Redis restarted empty while G runs: the beat writes the entry again, so a stop
+        past the drain puts the job back on its queue instead of losing it."""
+        d, g, jid = self.gate_job_running(fetch="basic", shutdown_timeout=1)
+        workers = b"cogworker:workers:" + d.identity.encode()
+        wait_for(lambda: self.r.hlen(workers) == 1, message="its workers entry")
+        self.server.restart()
+        self.r.connection_pool.disconnect()
+        wait_for(lambda: self.r.hlen(workers) == 1, timeout=10,
+                 message="its workers entry written again")
+        self.assertIn(g.encode(), self.r.hvals(workers)[0])
+        d.wait_log("filed 1 running job(s) again into cogworker:workers:")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(self.r.lrange(qkey("default"), 0, -1), [g.encode()])
+        self.assertEqual(self.r.hlen(workers), 0)
 
     def test_hb26_a_job_recovered_from_this_process_is_not_filed_again(self):
         """What a recovery of this process's list as a dead one's leaves (its beats failed
