@@ -59,7 +59,8 @@ static long status_ttl(const struct conf *c)
 }
 
 void status_write(struct rconn *r, const struct conf *c, const struct job *j,
-                  const char *status, const char *error_class, const char *error_message)
+                  const char *status, const char *error_class, const char *error_message,
+                  const struct run_usage *usage)
 {
 	if (c->status_expiration <= 0 || !j->jid)
 		return;
@@ -67,8 +68,9 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 	char now[32], ttl[32];
 	snprintf(now, sizeof now, "%ld", (long)now_float());
 	snprintf(ttl, sizeof ttl, "%ld", status_ttl(c));
-	const char *argv[14] = { "HSET", key, "status", status, "update_time", now,
+	const char *argv[18] = { "HSET", key, "status", status, "update_time", now,
 	                         "queue", j->queue };
+	char cpu[32], rss[32];
 	int argc = 8;
 	if (j->cls) {           /* null fields are not written (§7.21) */
 		argv[argc++] = "class";
@@ -79,6 +81,16 @@ void status_write(struct rconn *r, const struct conf *c, const struct job *j,
 		argv[argc++] = error_class;
 		argv[argc++] = "error_message";
 		argv[argc++] = error_message ? error_message : "";
+	}
+	if (usage && usage->measured) {         /* in the same HSET: no command more per job */
+		snprintf(cpu, sizeof cpu, "%.3f", usage_cpu(usage));
+		argv[argc++] = "cpu_s";
+		argv[argc++] = cpu;
+		if (usage->maxrss_bytes >= 0) {
+			snprintf(rss, sizeof rss, "%lld", usage->maxrss_bytes);
+			argv[argc++] = "maxrss_bytes";
+			argv[argc++] = rss;
+		}
 	}
 	struct rpipe p;
 	rpipe_begin(r, &p);
@@ -197,7 +209,8 @@ static void trim(struct rconn *r, struct rpipe *p, const char *key, const struct
 
 void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
                     double started, double finished, const char *error_class,
-                    const char *error_message, const char *stderr_tail, size_t tail_len)
+                    const char *error_message, const char *stderr_tail, size_t tail_len,
+                    const struct run_usage *usage)
 {
 	if (c->history_retention_days <= 0 || !j->obj)
 		return;
@@ -209,11 +222,15 @@ void history_record(struct rconn *r, const struct conf *c, const struct job *j, 
 	char *ec = success ? xstrdup("null") : quoted_or_null(error_class);
 	char *em = success ? xstrdup("null") : quoted_or_null(error_message);
 	char *bt = success ? xstrdup("null") : backtrace_json(stderr_tail, tail_len, error_message);
+	struct sbuf cost;
+	sb_init(&cost);
+	usage_json(usage, &cost);
 	char *entry = xasprintf("{\"jid\":%s,\"class\":%s,\"queue\":%s,\"args\":%s,\"status\":\"%s\","
 	                        "\"started_at\":%s,\"finished_at\":%s,\"error_class\":%s,"
-	                        "\"error_message\":%s,\"backtrace\":%s}",
+	                        "\"error_message\":%s,\"backtrace\":%s%s}",
 	                        jid, cls, queue, j->args_json, success ? "success" : "failed",
-	                        s, f, ec, em, bt);
+	                        s, f, ec, em, bt, cost.s ? cost.s : "");
+	sb_free(&cost);
 	const char *which = success ? K_HISTORY_SUCCESS : K_HISTORY_FAILED;
 	char day[64], ttl[32];
 	time_t t = (time_t)finished;

@@ -7,6 +7,7 @@
  *     metrics_inc(METRIC_ORPHANS_RECOVERED);
  *     metrics_add(METRIC_ORPHANS_RECOVERED, n);
  *     metrics_observe_run(seconds);            (the run-time histogram)
+ *     metrics_observe_usage(cls, cpu, rss);    (what runs cost, per handler class)
  *
  * The daemon's endpoint (metrics.h) serves them.
  */
@@ -74,5 +75,32 @@ void metrics_observe_run(double seconds);
 /* A snapshot: cumulative counts per bound (Prometheus "le"), total count, sum (s). */
 void metrics_run_snapshot(unsigned long long cumulative[METRICS_RUN_BUCKETS],
                           unsigned long long *count, double *sum);
+
+/*
+ * What runs cost, per handler class (usage.h): a histogram of CPU seconds and one of peak
+ * resident bytes, cogworkerd_job_cpu_seconds{class} and cogworkerd_job_maxrss_bytes{class}.
+ * The label is the class of the conf's handler block that ran the job ("*" for the
+ * fallback), so the set is bounded by the conf; past METRICS_USAGE_CLASSES - 1 classes
+ * (reloads may add some) the rest share the last series, METRICS_USAGE_OTHER. A class is
+ * given its series on its first run and keeps it for the process's life.
+ */
+#define METRICS_USAGE_CLASSES 64
+#define METRICS_USAGE_OTHER "_other"
+#define METRICS_CPU_BUCKETS 8
+#define METRICS_RSS_BUCKETS 8
+extern const double metrics_cpu_bounds[METRICS_CPU_BUCKETS];
+extern const double metrics_rss_bounds[METRICS_RSS_BUCKETS];
+/* A run that started a process: cpu_s seconds, maxrss_bytes (< 0: unknown, not counted
+ * in the peak's histogram). */
+void metrics_observe_usage(const char *cls, double cpu_s, long long maxrss_bytes);
+struct usage_snapshot {
+	const char *cls;
+	unsigned long long cpu[METRICS_CPU_BUCKETS], cpu_count;       /* cumulative */
+	double cpu_sum;
+	unsigned long long rss[METRICS_RSS_BUCKETS], rss_count;
+	double rss_sum;
+};
+/* Series i (0 … METRICS_USAGE_CLASSES - 1) as now: 1, or 0 when that slot is unused. */
+int metrics_usage_snapshot(int i, struct usage_snapshot *out);
 
 #endif

@@ -72,7 +72,7 @@ void deadline_settle_fetched(struct rconn *r, const struct conf *c, const struct
 	int discard = h && h->expired_discard;
 	char *msg = expired_message(deadline, from_job, h);
 	bump_stats(r, 0, site);
-	status_write(r, c, j, "failed", JOB_EXPIRED, msg);
+	status_write(r, c, j, "failed", JOB_EXPIRED, msg, NULL);
 	int died = 0;
 	char *dead_entry = NULL;
 	struct filing w = { 0 };

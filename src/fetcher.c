@@ -89,27 +89,33 @@ static void deregister_worker(struct fetcher *f)
 
 /* ---- the job's log lines ---- */
 
-static void log_done(const struct job *j, double took)
+static void log_done(const struct job *j, double took, const struct run_usage *u)
 {
-	char d[32];
+	char d[32], cost[64];
 	human_duration(took, 2, d, sizeof d);
-	const struct log_field f[] = { { "duration", NULL, took }, { "outcome", "success", 0 } };
-	log_event(LOG_INFO, "done", f, 2, "done: %s jid=%s %s", j->cls ? j->cls : "",
-	          j->jid ? j->jid : "?", d);
+	usage_text(u, cost, sizeof cost);
+	struct log_field f[2 + USAGE_LOG_FIELDS] = { { "duration", NULL, took },
+	                                             { "outcome", "success", 0 } };
+	int n = 2 + usage_log_fields(u, f + 2);
+	log_event(LOG_INFO, "done", f, n, "done: %s jid=%s %s%s", j->cls ? j->cls : "",
+	          j->jid ? j->jid : "?", d, cost);
 }
 
 /*
  * One line for a failure: what happened and where it went, e.g.
- *   fail: Mailer jid=… 0.51s: exit status 4 → retry 3/25 in 47s
- *   fail: Mailer jid=… 0.50s: exit status 3 → dead (exit code 3 is in dead_exit_codes)
+ *   fail: Mailer jid=… 0.51s cpu=0.48s maxrss=151MiB: exit status 4 → retry 3/25 in 47s
+ *   fail: Mailer jid=… 0.50s cpu=0.01s maxrss=4.1MiB: exit status 3 → dead (exit code 3
+ *   is in dead_exit_codes)
+ * (the cost is left out when no process ran: no handler, or it could not be started).
  * The stderr tail is left to the output lines logged before it (and to the error message,
  * which JSON lines carry whole).
  */
 static void log_fail(const struct job *j, const struct run_outcome *o, enum decision d,
-                     const struct filing *w, double took)
+                     const struct filing *w, double took, const struct run_usage *u)
 {
-	char dur[32], reason[160], where[256], in[32];
+	char dur[32], reason[160], where[256], in[32], cost[64];
 	human_duration(took, 2, dur, sizeof dur);
+	usage_text(u, cost, sizeof cost);
 	decision_reason(d, j, o, reason, sizeof reason);
 	const char *outcome = !w->set ? "discarded"
 	                      : strcmp(w->set, K_RETRY) == 0 ? "retry" : "dead";
@@ -126,15 +132,16 @@ static void log_fail(const struct job *j, const struct run_outcome *o, enum deci
 	const char *how = w->owed ? ", not filed yet: Redis failed; kept in memory for reconcile"
 	                  : w->gone ? ", not filed: no longer on our in-progress list"
 	                  : w->interrupted ? ", filed by the interrupt path" : "";
-	const struct log_field f[] = {
+	struct log_field f[8 + USAGE_LOG_FIELDS] = {
 		{ "duration", NULL, took }, { "outcome", outcome, 0 },
 		{ "reason", *reason ? reason : NULL, NAN },
 		{ "retry_in", NULL, w->set && !strcmp(w->set, K_RETRY) ? w->delay : NAN },
 		{ "attempt", NULL, (double)attempt }, { "max_retries", NULL, j->max_retries },
 		{ "error_class", o->error_class, 0 }, { "error_message", o->error_message, 0 },
 	};
-	log_event(LOG_WARN, "fail", f, sizeof f / sizeof *f, "fail: %s jid=%s %s: %s → %s%s",
-	          j->cls ? j->cls : "", j->jid ? j->jid : "?", dur,
+	int n = 8 + usage_log_fields(u, f + 8);
+	log_event(LOG_WARN, "fail", f, n, "fail: %s jid=%s %s%s: %s → %s%s",
+	          j->cls ? j->cls : "", j->jid ? j->jid : "?", dur, cost,
 	          o->detail ? o->detail : o->error_message, where, how);
 }
 
@@ -191,10 +198,10 @@ static void on_warm_progress(void *ctx, const char *pct, const char *message)
 }
 
 /* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail, for
- * the history's backtrace; *out its kept output, for outkeep_end. */
+ * the history's backtrace; *out its kept output, for outkeep_end; *usage what it cost. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
                         const struct handler *h, struct run_outcome *o, char **tail,
-                        size_t *tail_len, struct outrun **out)
+                        size_t *tail_len, struct outrun **out, struct run_usage *usage)
 {
 	struct progress_ctx progress = { f, c, j->jid, 0, NULL };
 	struct job_run run;
@@ -234,6 +241,7 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 		log_info("cancel: jid=%s had finished before the cancel reached it",
 		         j->jid ? j->jid : "?");
 	outcome_of_run(o, &run, &res);
+	*usage = res.usage;
 	if (res.tail_len) {
 		*tail = xstrndup(res.tail, res.tail_len);
 		*tail_len = res.tail_len;
@@ -268,16 +276,20 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	struct outrun *out = NULL;
 	char *tail = NULL;
 	size_t tail_len = 0;
+	struct run_usage usage;
+	usage_none(&usage);
 	double started = now_float();
-	status_write(&f->r, c, j, "working", NULL, NULL);
+	status_write(&f->r, c, j, "working", NULL, NULL, NULL);
 	if (!h) {
 		outcome_no_handler(&o, cls);
 	} else {
 		shorten_running_lock(f, j);
 		double t0 = mono_now();
-		run_handler(f, c, j, h, &o, &tail, &tail_len, &out);
+		run_handler(f, c, j, h, &o, &tail, &tail_len, &out, &usage);
 		if (!o.aborted)
 			metrics_observe_run(mono_now() - t0);
+		if (!o.aborted && usage.measured)
+			metrics_observe_usage(h->class_name, usage_cpu(&usage), usage.maxrss_bytes);
 	}
 	double finished = now_float();
 	double took = finished - started;
@@ -289,30 +301,31 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		log_event(LOG_WARN, "stopped", sf, 2, "stopped: %s jid=%s (left for the shutdown "
 		          "requeue)", cls, j->jid ? j->jid : "?");
 		metrics_inc(METRIC_JOBS_INTERRUPTED);
-		outkeep_end(out, "stopped", NULL, NULL, finished);
+		outkeep_end(out, "stopped", NULL, NULL, finished, &usage);
 		conf_release(c);
 		free(tail);
 		return DISP_ABANDON;
 	}
 	if (o.success) {
 		*settled_as = SETTLED_SUCCESS;
-		outkeep_end(out, "success", NULL, NULL, finished);
+		outkeep_end(out, "success", NULL, NULL, finished, &usage);
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		batch_processed();
-		status_write(&f->r, c, j, "complete", NULL, NULL);
-		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0);
+		status_write(&f->r, c, j, "complete", NULL, NULL, &usage);
+		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0, &usage);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
-		log_done(j, took);
+		log_done(j, took, &usage);
 	} else {
 		bump_stats(&f->r, 0, &job_site);
 		enum decision d = decide_failure(j, h, &o);
 		if (o.cancelled)
 			d = atomic_load(&f->cancel) == CANCEL_DISCARD ? DECIDE_DISCARD : DECIDE_DEAD;
-		outkeep_end(out, attempt_outcome(d), o.error_class, o.error_message, finished);
+		outkeep_end(out, attempt_outcome(d), o.error_class, o.error_message, finished,
+		            &usage);
 		status_write(&f->r, c, j, d == DECIDE_RETRY ? "retrying" : "failed", o.error_class,
-		             o.error_message);
+		             o.error_message, &usage);
 		history_record(&f->r, c, j, 0, started, finished, o.error_class, o.error_message,
-		               tail, tail_len);
+		               tail, tail_len, &usage);
 		struct filing where;
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,
 		                     dead_entry, &where);
@@ -324,7 +337,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 			free(*dead_entry);
 			*dead_entry = NULL;
 		}
-		log_fail(j, &o, d, &where, took);
+		log_fail(j, &o, d, &where, took, &usage);
 		metrics_inc(d == DECIDE_DISCARD ? METRIC_JOBS_DISCARDED
 		            : *died || d != DECIDE_RETRY ? METRIC_JOBS_DEAD : METRIC_JOBS_RETRIED);
 		if (strcmp(o.error_class, "Cogworker::HandlerTimeout") == 0)

@@ -106,6 +106,7 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	int epipe;
 
 	memset(res, 0, sizeof *res);
+	usage_none(&res->usage);
 	res->started = now_float();
 	if (handler_spawn(req, res, &pid, &io) != 0)
 		return 0;

@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include "config.h"
 #include "confine.h"
+#include "usage.h"
 
 enum run_status {
 	RUN_EXITED,         /* code = exit status */
@@ -127,6 +128,8 @@ struct run_result {
 	const char *search_path;            /* the PATH searched for a bare name (borrowed
 	                                     * from req->env), or NULL */
 	char *detail;                       /* RUN_WARM_BROKEN: what happened (malloc'd) */
+	struct run_usage usage;             /* what the run cost (usage.h); measured = 0 when
+	                                     * no process ran */
 };
 
 /*

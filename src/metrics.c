@@ -55,6 +55,40 @@ static void own_counter(struct sbuf *b, const char *name, enum metric m)
 }
 
 /* Warm processes (doc/design.md "Warm handlers"): alive now, started, crashed, recycled. */
+/* One histogram of the per-class usage series (counters.h): bucket, sum, count lines. */
+static void usage_histogram(struct sbuf *b, const char *name, const struct usage_snapshot *u,
+                            const double *bounds, int n, const unsigned long long *cum,
+                            unsigned long long count, double sum, int whole)
+{
+	struct sbuf cls;
+	sb_init(&cls);
+	exporter_label_value(&cls, u->cls, strlen(u->cls));
+	for (int i = 0; i < n; i++)
+		sb_printf(b, whole ? "%s_bucket{class=\"%s\",le=\"%.0f\"} %llu\n"
+		          : "%s_bucket{class=\"%s\",le=\"%g\"} %llu\n", name, cls.s, bounds[i], cum[i]);
+	sb_printf(b, "%s_bucket{class=\"%s\",le=\"+Inf\"} %llu\n", name, cls.s, count);
+	sb_printf(b, whole ? "%s_sum{class=\"%s\"} %.0f\n" : "%s_sum{class=\"%s\"} %.6f\n", name,
+	          cls.s, sum);
+	sb_printf(b, "%s_count{class=\"%s\"} %llu\n", name, cls.s, count);
+	sb_free(&cls);
+}
+
+/* What runs cost, per handler class: CPU seconds, then peak resident bytes. */
+static void usage_metrics(struct sbuf *b)
+{
+	struct usage_snapshot u;
+	sb_adds(b, "# TYPE cogworkerd_job_cpu_seconds histogram\n");
+	for (int i = 0; i < METRICS_USAGE_CLASSES; i++)
+		if (metrics_usage_snapshot(i, &u))
+			usage_histogram(b, "cogworkerd_job_cpu_seconds", &u, metrics_cpu_bounds,
+			                METRICS_CPU_BUCKETS, u.cpu, u.cpu_count, u.cpu_sum, 0);
+	sb_adds(b, "# TYPE cogworkerd_job_maxrss_bytes histogram\n");
+	for (int i = 0; i < METRICS_USAGE_CLASSES; i++)
+		if (metrics_usage_snapshot(i, &u))
+			usage_histogram(b, "cogworkerd_job_maxrss_bytes", &u, metrics_rss_bounds,
+			                METRICS_RSS_BUCKETS, u.rss, u.rss_count, u.rss_sum, 1);
+}
+
 static void warm_metrics(struct sbuf *b)
 {
 	static const struct { const char *reason; enum metric m; } reasons[] = {
@@ -96,6 +130,7 @@ static void own_metrics(struct sbuf *b, int redis_up)
 	sb_printf(b, "cogworkerd_job_run_seconds_sum %.6f\n", sum);
 	sb_printf(b, "cogworkerd_job_run_seconds_count %llu\n", count);
 
+	usage_metrics(b);
 	own_counter(b, "cogworkerd_handler_timeouts_total", METRIC_HANDLER_TIMEOUTS);
 	own_counter(b, "cogworkerd_redis_reconnects_total", METRIC_REDIS_RECONNECTS);
 	own_counter(b, "cogworkerd_orphans_recovered_total", METRIC_ORPHANS_RECOVERED);
@@ -138,6 +173,10 @@ static const char *const metric_help[][2] = {
 	{ "cogworker_busy_workers", "Jobs running now, over the live processes of the fleet." },
 	{ "cogworkerd_jobs_total", "Jobs this process finished, by outcome." },
 	{ "cogworkerd_job_run_seconds", "How long this process's handler runs took." },
+	{ "cogworkerd_job_cpu_seconds",
+	  "User + system CPU seconds of this process's handler runs, per handler class." },
+	{ "cogworkerd_job_maxrss_bytes",
+	  "Peak resident memory of this process's handler runs, per handler class." },
 	{ "cogworkerd_handler_timeouts_total", "Handler runs stopped at their timeout." },
 	{ "cogworkerd_redis_reconnects_total", "Redis connections made again after losing one." },
 	{ "cogworkerd_orphans_recovered_total", "Jobs of dead processes put back on their queues." },

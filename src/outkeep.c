@@ -57,6 +57,7 @@ struct outrun {
 	long long run;              /* run number in Redis; 0 before the first write */
 	double started, finished;
 	char *outcome, *error_class, *error_message;
+	struct run_usage usage;     /* measured = 0 until the run ended */
 	int done;                   /* handed over by outkeep_end */
 	int unsure;                 /* a write failed: Redis may or may not have its bytes */
 	double next_write;          /* monotonic */
@@ -89,6 +90,7 @@ struct outrun *outkeep_begin(const char *jid, const char *cls, const char *queue
 	o->queue = xstrdup(queue ? queue : "");
 	o->keep = keep;
 	o->started = started;
+	usage_none(&o->usage);
 	o->next_write = mono_now() + OUTKEEP_INTERVAL;
 	buffered += OUTKEEP_RUN_COST;
 	o->next = runs;
@@ -152,11 +154,12 @@ void outkeep_add(struct outrun *o, const char *data, size_t n)
 }
 
 void outkeep_end(struct outrun *o, const char *outcome, const char *error_class,
-                 const char *error_message, double finished)
+                 const char *error_message, double finished, const struct run_usage *usage)
 {
 	if (!o)
 		return;
 	pthread_mutex_lock(&mu);
+	o->usage = *usage;
 	o->outcome = xstrdup(outcome);
 	o->error_class = error_class ? xstrdup(error_class) : NULL;
 	o->error_message = error_message ? xstrdup(error_message) : NULL;
@@ -226,6 +229,7 @@ static char *run_meta(const struct outrun *o, unsigned long long dropped)
 	jfield(&b, "outcome", o->done ? o->outcome : "running");
 	jfield(&b, "error_class", o->error_class);
 	jfield(&b, "error_message", o->error_message);
+	usage_json(&o->usage, &b);
 	sb_printf(&b, ",\"bytes\":%llu,\"dropped\":%llu,\"keep\":%zu}", o->total, dropped, o->keep);
 	return sb_steal(&b);
 }

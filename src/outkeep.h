@@ -14,6 +14,7 @@
 #define COGWORKERD_OUTKEEP_H
 
 #include <stddef.h>
+#include "usage.h"
 
 struct outrun;
 
@@ -24,11 +25,12 @@ struct outrun *outkeep_begin(const char *jid, const char *cls, const char *queue
 void outkeep_add(struct outrun *o, const char *data, size_t len);
 /*
  * The run is over: outcome is "success", "retrying", "dead", "killed", "discarded" or
- * "stopped" (left for the shutdown requeue); error_class and error_message NULL on success.
- * The writer owns o from here on. o may be NULL.
+ * "stopped" (left for the shutdown requeue); error_class and error_message NULL on success;
+ * usage what the run cost (usage.h), for the record. The writer owns o from here on. o may
+ * be NULL.
  */
 void outkeep_end(struct outrun *o, const char *outcome, const char *error_class,
-                 const char *error_message, double finished);
+                 const char *error_message, double finished, const struct run_usage *usage);
 
 /* The writer thread. outkeep_stop asks it for a last pass over the finished runs still
  * buffered (when flush; else they are dropped) and waits for it until deadline

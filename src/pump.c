@@ -15,7 +15,8 @@
  * own copies of the output pipes' write ends until the child has exited, so a child's end
  * is one wake-up (the pidfd), not two (EOF first, the exit a moment later). No SIGCHLD
  * handler is involved: signals belong to the main thread. The child is reaped with
- * waitpid(pid) — never waitpid(-1), which would steal other fetchers' children. The poll
+ * wait4(pid) — never waitpid(-1), which would steal other fetchers' children — whose
+ * rusage is the run's cost (usage.h): its CPU and that of the descendants it waited for. The poll
  * timeout is at most 100 ms so the abort flag is noticed promptly. What reaches the log is
  * capped per stream and run (HANDLER_LOG_BUDGET), counted as the log gets it, each line
  * with its prefix and escaping: a flooding handler keeps its tail and callback, but cannot
@@ -51,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -378,6 +380,7 @@ struct watch {
 	int killed;                     /* SIGKILL sent to the group */
 	double drain_until;             /* once exited and killed: stop reading output then */
 	double next_group_check;        /* group_alive() rate limit (it may scan /proc) */
+	struct run_usage usage;         /* wait4's rusage, once reaped */
 };
 
 void group_signal(pid_t pgid, int sig)
@@ -448,11 +451,13 @@ static void start_kill(struct watch *w, enum kill_reason why, double grace, doub
 static void try_reap(struct watch *w)
 {
 	int st;
-	pid_t r = waitpid(w->pid, &st, WNOHANG);
+	struct rusage ru;
+	pid_t r = wait4(w->pid, &st, WNOHANG, &ru);
 
 	if (r == w->pid) {
 		w->exited = 1;
 		w->wstatus = st;
+		usage_from_rusage(&w->usage, &ru);
 	} else if (r < 0 && errno == ECHILD) {
 		/* Someone else reaped it (SIGCHLD set to SIG_IGN, or a waitpid(-1)): no status. */
 		log_warn("handler: child %d vanished without a status", (int)w->pid);
@@ -608,11 +613,13 @@ int pump_run(const struct run_request *req, const struct child_io *io, pid_t pid
 
 	memset(&w, 0, sizeof w);
 	w.pid = pid;
+	usage_none(&w.usage);
 	if (req->timeout > 0)
 		w.deadline = mono_now() + req->timeout;
 	pump_loop(p, &w);              /* returns once the child is reaped and its group killed */
 
 	fill_outcome(res, &w);
+	res->usage = w.usage;
 	outpipes_end_run(p->o);
 	res->tail = outpipes_tail(p->o, &res->tail_len);
 	outpipes_free(p->o);

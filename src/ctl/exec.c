@@ -27,6 +27,7 @@
 #include "json.h"
 #include "outcome.h"
 #include "producer.h"
+#include "usage.h"
 #include "warm.h"
 
 #define STDOUT_MAX (1 << 20)            /* stdout kept for the report */
@@ -249,6 +250,11 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 			snprintf(said, sizeof said, "%s", decided[d].said);
 	}
 	double duration = ran ? res.finished - res.started : 0;
+	struct run_usage cost;              /* what the run cost (usage.h) */
+	if (ran)
+		cost = res.usage;
+	else
+		usage_none(&cost);
 	char *stderr_text = ran ? utf8_scrub(res.tail, res.tail_len, 0) : xstrdup("");
 
 	if (c->json) {
@@ -284,6 +290,7 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		ran && res.pid > 0 ? sb_printf(&b, "%d", res.pid) : sb_adds(&b, "null");
 		sb_adds(&b, ",\"duration\":");
 		jnum(&b, round(duration * 1e6) / 1e6);
+		usage_json(&cost, &b);
 		sb_adds(&b, ",\"stdout\":");
 		jstrn(&b, out.b.s, out.b.len);
 		sb_adds(&b, ",\"stderr\":");
@@ -315,7 +322,13 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 			printf("exit       %s", rep.status);
 		if (ran)
 			printf(" after %.3fs (pid %d)", duration, res.pid);
-		printf("\noutcome    %s: %s\n", said[0] ? said : rep.outcome, rep.why);
+		printf("\n");
+		if (cost.measured) {
+			char text[64];
+			usage_text(&cost, text, sizeof text);
+			printf("cost      %s\n", text);
+		}
+		printf("outcome    %s: %s\n", said[0] ? said : rep.outcome, rep.why);
 		if (o.error_class)
 			printf("error      %s: %s\n", o.error_class, o.error_message);
 		if (out.b.len) {

@@ -20,6 +20,7 @@
 #include "ctl.h"
 #include "job.h"
 #include "json.h"
+#include "usage.h"
 
 #define PAGE 500
 #define DEFAULT_LIMIT 50
@@ -190,10 +191,10 @@ static void print_human(const struct run *v, int n, double now, const struct day
                         int ndays)
 {
 	static const char *heads[] = { "FINISHED", "STATUS", "CLASS", "QUEUE", "JID", "TOOK",
-	                               "ARGS", "ERROR" };
-	static const int limits[] = { 0, 0, 40, 0, 0, 0, 30, 60 };
+	                               "CPU", "MAXRSS", "ARGS", "ERROR" };
+	static const int limits[] = { 0, 0, 40, 0, 0, 0, 0, 0, 30, 60 };
 	struct table t;
-	table_init(&t, 8, heads, limits);
+	table_init(&t, 10, heads, limits);
 	for (int i = 0; i < n; i++) {
 		const struct run *r = &v[i];
 		char when[96], iso[32], rel[48], took[32] = "-";
@@ -209,6 +210,13 @@ static void print_human(const struct run *v, int n, double now, const struct day
 			else
 				ctl_duration(fin - start, took, sizeof took);
 		}
+		/* what the run cost (usage.h): "-" where the entry has no figure */
+		char cpu[32] = "-", rss[32] = "-";
+		double cs = nfield(r, "cpu_s"), rb = nfield(r, "maxrss_bytes");
+		if (!isnan(cs))
+			snprintf(cpu, sizeof cpu, "%.2fs", cs);
+		if (!isnan(rb))
+			usage_bytes_human((long long)rb, rss, sizeof rss);
 		char *args = NULL, *err = NULL;
 		size_t astart, alen;            /* the args text as stored (never re-encoded) */
 		if (r->o && json_member_span(r->raw, r->len, "args", &astart, &alen) == 0)
@@ -220,7 +228,7 @@ static void print_human(const struct run *v, int n, double now, const struct day
 			when, r->o ? (sfield(r, "status") ? sfield(r, "status") : "?") : "(unreadable)",
 			sfield(r, "class") ? sfield(r, "class") : "?",
 			sfield(r, "queue") ? sfield(r, "queue") : "-",
-			sfield(r, "jid") ? sfield(r, "jid") : "-", took,
+			sfield(r, "jid") ? sfield(r, "jid") : "-", took, cpu, rss,
 			args ? args : (r->o ? "" : r->raw), err ? err : "",
 		};
 		table_add(&t, row);

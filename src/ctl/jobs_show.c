@@ -5,7 +5,9 @@
  *
  * `show` gathers everything known about one jid: every place it is found (a jid can sit
  * in more than one set at once), its status hash (status bookkeeping, which outlives the
- * job) and its attempts log. Output never rewrites a payload: --json carries the raw
+ * job), its attempts log, and the records of its runs kept with their output (§7.29): how
+ * each ended and what it cost (usage.h), which is where a finished job's cost is found
+ * when neither status nor history is on. Output never rewrites a payload: --json carries the raw
  * member as a string, and as JSON only when it is valid JSON; the human forms print it
  * on one line, control characters as spaces.
  */
@@ -14,6 +16,7 @@
 #include <string.h>
 #include "jobs.h"
 #include "json.h"
+#include "usage.h"
 
 /* ---- output of entries ---- */
 
@@ -409,8 +412,17 @@ static void status_human(const redisReply *st, double now)
 		       ec && *e ? ": " : "", e);
 		free(e);
 	}
+	const redisReply *cpu = status_field(st, "cpu_s"), *rss = status_field(st, "maxrss_bytes");
+	if (cpu) {
+		struct run_usage ru;
+		char cost[64];
+		usage_of(&ru, strtod(cpu->str, NULL), rss ? strtoll(rss->str, NULL, 10) : -1);
+		usage_text(&ru, cost, sizeof cost);
+		printf("  cost    %s\n", cost);
+	}
 	static const char *const own[] = { "status", "update_time", "pct", "message",
-	                                   "error_class", "error_message", "class", "queue" };
+	                                   "error_class", "error_message", "class", "queue",
+	                                   "cpu_s", "maxrss_bytes" };
 	for (size_t i = 0; i + 1 < st->elements; i += 2) {
 		const redisReply *k = st->element[i], *v = st->element[i + 1];
 		int known = 0;
@@ -527,6 +539,89 @@ static void waits_human(const struct found *fd, const struct waits *w)
 	printf("\n");
 }
 
+/* ---- the runs kept with their output (doc/protocol.md §7.29, §4.9 "Output run") ---- */
+
+struct kept_run {
+	long long n;
+	const redisReply *rec;
+};
+
+static int cmp_kept(const void *a, const void *b)
+{
+	long long x = ((const struct kept_run *)a)->n, y = ((const struct kept_run *)b)->n;
+	return x < y ? -1 : x > y;
+}
+
+/* The numbered fields of cogworker:output:<jid> (its bookkeeping fields left out), oldest
+ * first; *n how many. */
+static struct kept_run *kept_runs_of(const redisReply *h, size_t *n)
+{
+	*n = 0;
+	if (!h || h->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	struct kept_run *v = xcalloc(h->elements / 2 + 1, sizeof *v);
+	for (size_t i = 0; i + 1 < h->elements; i += 2) {
+		char *end;
+		long long k = strtoll(h->element[i]->str, &end, 10);
+		if (end != h->element[i]->str && !*end && k > 0)
+			v[(*n)++] = (struct kept_run){ k, h->element[i + 1] };
+	}
+	qsort(v, *n, sizeof *v, cmp_kept);
+	return v;
+}
+
+/* Each kept run's record, with its number: {"run":n, <the record's members>}. */
+static void runs_json(struct sbuf *b, const redisReply *h)
+{
+	size_t n;
+	struct kept_run *v = kept_runs_of(h, &n);
+	sb_adds(b, ",\"runs\":[");
+	for (size_t i = 0; i < n; i++) {
+		const redisReply *r = v[i].rec;
+		sb_printf(b, "%s{\"run\":%lld", i ? "," : "", v[i].n);
+		if (r->len > 2 && r->str[0] == '{' && json_valid(r->str, r->len))
+			sb_printf(b, ",%.*s", (int)r->len - 1, r->str + 1);
+		else
+			sb_adds(b, "}");
+	}
+	sb_adds(b, "]");
+	free(v);
+}
+
+static double rec_num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/*   #2   2026-01-01T12:00:00Z  success     0.51s cpu=0.48s maxrss=151MiB */
+static void runs_human(const redisReply *h)
+{
+	size_t n;
+	struct kept_run *v = kept_runs_of(h, &n);
+	if (n)
+		printf("\nruns       %zu kept (cogworkerctl jobs log)\n", n);
+	for (size_t i = 0; i < n; i++) {
+		cJSON *o = job_json_parse(v[i].rec->str, v[i].rec->len);
+		const cJSON *oc = o ? cJSON_GetObjectItemCaseSensitive(o, "outcome") : NULL;
+		double t0 = rec_num(o, "started_at"), t1 = rec_num(o, "finished_at");
+		double rss = rec_num(o, "maxrss_bytes");
+		char iso[32] = "?", took[32] = "", cost[64];
+		if (!isnan(t0))
+			ctl_iso_time(t0, iso);
+		if (!isnan(t0) && !isnan(t1))
+			human_duration(t1 - t0, 2, took, sizeof took);
+		struct run_usage u;
+		usage_of(&u, rec_num(o, "cpu_s"), isnan(rss) ? -1 : (long long)rss);
+		usage_text(&u, cost, sizeof cost);
+		printf("  #%-3lld %s  %-9s  %s%s\n", v[i].n, iso,
+		       cJSON_IsString(oc) ? oc->valuestring : "?", took, cost);
+		if (o)
+			cJSON_Delete(o);
+	}
+	free(v);
+}
+
 int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at)
 {
 	struct filter f = { .arg = arg };
@@ -577,6 +672,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			ctl_error("warning: " K_ATTEMPTS "%s unreadable: %s", jid, c->r.err);
 		}
 	}
+	redisReply *runs = jid ? rcmd(&c->r, "HGETALL " K_OUTPUT "%s", jid) : NULL;
 	double now = now_float();
 	if (c->json) {
 		struct sbuf b;
@@ -603,7 +699,9 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			else
 				jstrn(&b, a->str, a->len);
 		}
-		sb_adds(&b, "]}");
+		sb_adds(&b, "]");
+		runs_json(&b, runs);
+		sb_adds(&b, "}");
 		jprint(&b);
 	} else {
 		printf("jid        %s\n", jid ? jid : "(none)");
@@ -648,7 +746,10 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			if (o)
 				cJSON_Delete(o);
 		}
+		runs_human(runs);
 	}
+	if (runs)
+		freeReplyObject(runs);
 	if (att)
 		freeReplyObject(att);
 	if (st)

@@ -241,7 +241,8 @@ class History(Bookkeeping):
         self.assertIn(b'"args":' + BIG_ARGS.encode() + b',', raw)      # args byte for byte
         e = loads(raw)
         self.assertEqual(list(e), ["jid", "class", "queue", "args", "status", "started_at",
-                                   "finished_at", "error_class", "error_message", "backtrace"])
+                                   "finished_at", "error_class", "error_message", "backtrace",
+                                   "cpu_s", "maxrss_bytes"])      # the run's cost: AC-1
         self.assertEqual((e["jid"], e["class"], e["queue"], e["status"]),
                          (jid, "R", "default", "success"))
         self.assertIsNone(e["backtrace"])

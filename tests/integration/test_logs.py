@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import handler, job, wait_for  # noqa: E402
 from runkit import JobTestCase, loads, sh  # noqa: E402
 
-DUR = r"\d+\.\d\ds"
+# The run time, then what the run cost (AC-1): "0.51s cpu=0.48s maxrss=151MiB".
+DUR = r"\d+\.\d\ds cpu=\d+\.\d\ds maxrss=[\d.]+[KMG]iB"
 
 
 def exit_handler(**extra):
@@ -73,7 +74,8 @@ class JobLines(JobTestCase):
                 self.assertRegex(got[jid], want[name] % jid)
                 self.assertEqual(len(d.log_lines("start: %s jid=%s" % (
                     "Nap" if name == "done" else "Exit", jid))), 1)
-        self.assertGreaterEqual(float(got[jids["done"]].rsplit(" ", 1)[1][:-1]), 0.3)
+        self.assertGreaterEqual(float(re.search(r"jid=\S+ ([\d.]+)s ", got[jids["done"]])
+                                      .group(1)), 0.3)
         # A retry says when: the backoff of attempt 1 (1 + 15 + 0..29 × 2 seconds)
         m = re.search(r"in (?:(\d)m )?(\d+)s$", got[jids["retry"]])
         delay = int(m.group(1) or 0) * 60 + int(m.group(2))
@@ -140,9 +142,14 @@ class JobLines(JobTestCase):
         # The line shows the duration to 1/100 s; the field is the same time, printed with
         # more digits (rounding 0.005 from a decimal or a binary value can differ).
         prefix = "done: Ok jid=%s " % ok
-        self.assertTrue(done["msg"].startswith(prefix) and done["msg"].endswith("s"), done["msg"])
-        shown = float(done["msg"][len(prefix):-1])
-        self.assertLessEqual(abs(shown - done["duration"]), 0.0051, done["msg"])
+        self.assertTrue(done["msg"].startswith(prefix), done["msg"])
+        shown, cpu = re.match(r"([\d.]+)s cpu=([\d.]+)s maxrss=",
+                              done["msg"][len(prefix):]).groups()
+        self.assertLessEqual(abs(float(shown) - done["duration"]), 0.0051, done["msg"])
+        # what the run cost (AC-2): the same figures as numbers
+        self.assertLessEqual(abs(float(cpu) - done["cpu_s"]), 0.0051, done["msg"])
+        self.assertGreater(done["maxrss_bytes"], 0)
+        self.assertGreater(one("fail", bad)["maxrss_bytes"], 0)
         out = one("output", ok)                 # the handler's output carries the job
         self.assertEqual((out["class"], out["stream"]), ("Ok", "stdout"))
         self.assertIn("hello from " + ok, out["msg"])

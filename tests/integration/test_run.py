@@ -398,8 +398,8 @@ class Running(JobTestCase):
         jid = loads(p)["jid"]
         line = self.wait_fail(d, "F", jid)
         # What happened and where it went (the stderr tail is in the output lines before)
-        self.assertRegex(line, r"fail: F jid=%s \d+\.\d\ds: exit status 1 → retry 1/2 in "
-                         r"(\d+s|\dm \d\ds)$"
+        self.assertRegex(line, r"fail: F jid=%s \d+\.\d\ds cpu=\d+\.\d\ds maxrss=[\d.]+[KMG]iB: "
+                         r"exit status 1 → retry 1/2 in (\d+s|\dm \d\ds)$"
                          % jid)
         self.assertEqual(len(d.log_lines("jid=%s stderr: kaboom" % jid)), 1)
         self.assertEqual(len(d.log_lines("start: F jid=%s" % jid)), 1)

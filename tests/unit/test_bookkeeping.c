@@ -69,7 +69,16 @@ START_TEST(test_status_fields_and_fractional_ttl)
 	struct job j;
 	job_parse(&j, RAW, strlen(RAW), "q");
 	C.status_expiration = 0.2;      /* rounded up, never EXPIRE 0 (which deletes) */
-	status_write(&R, &C, &j, "retrying", "E", "m");
+	struct run_usage cost;
+	usage_none(&cost);
+	cost.measured = 1;
+	cost.user_s = 0.5;
+	cost.maxrss_bytes = 4096;
+	status_write(&R, &C, &j, "retrying", "E", "m", &cost);
+	char *cpu = hget("status:" JID, "cpu_s"), *rss = hget("status:" JID, "maxrss_bytes");
+	ck_assert_str_eq(cpu, "0.500");     /* the run's cost, in the same HSET */
+	ck_assert_str_eq(rss, "4096");
+	free(cpu), free(rss);
 	char *s = hget("status:" JID, "status"), *q = hget("status:" JID, "queue");
 	char *k = hget("status:" JID, "class"), *e = hget("status:" JID, "error_message");
 	ck_assert_str_eq(s, "retrying");
@@ -129,23 +138,33 @@ START_TEST(test_history_entries)
 {
 	struct job j;
 	job_parse(&j, RAW, strlen(RAW), "q");
-	history_record(&R, &C, &j, 1, 100.5, 101.25, NULL, NULL, "ignored\n", 8);
+	/* what the run cost (usage.h): the figures, or null when nothing was measured */
+	struct run_usage none, cost;
+	usage_none(&none);
+	usage_none(&cost);
+	cost.measured = 1;
+	cost.user_s = 0.25;
+	cost.sys_s = 0.23;
+	cost.maxrss_bytes = 151LL << 20;
+	history_record(&R, &C, &j, 1, 100.5, 101.25, NULL, NULL, "ignored\n", 8, &cost);
 	char *e = history_member("cogworker:history:success");
 	ck_assert_str_eq(e, "{\"jid\":\"" JID "\",\"class\":\"K\",\"queue\":\"q\","
 	                 "\"args\":[12345678901234567890,1.10],\"status\":\"success\","
 	                 "\"started_at\":100.500000,\"finished_at\":101.250000,\"error_class\":null,"
-	                 "\"error_message\":null,\"backtrace\":null}");
+	                 "\"error_message\":null,\"backtrace\":null,\"cpu_s\":0.480,"
+	                 "\"maxrss_bytes\":158334976}");
 	free(e);
 	/* a failure: the stderr lines, blank ones and a trailing newline skipped, bad bytes
 	 * scrubbed; the age trim (30 days before finished_at) removed the 1970 success */
 	double now = now_float();
 	const char tail[] = "first\n\nbad \xff byte\r\nlast\n";
 	history_record(&R, &C, &j, 0, now - 1, now, "E", "exit status 1: last", tail,
-	               sizeof tail - 1);
+	               sizeof tail - 1, &none);
 	e = history_member("cogworker:history:failed");
 	ck_assert_ptr_nonnull(strstr(e, "\"status\":\"failed\""));
 	ck_assert_ptr_nonnull(strstr(e, "\"error_class\":\"E\",\"error_message\":\"exit status 1: last\""));
-	ck_assert_ptr_nonnull(strstr(e, "\"backtrace\":[\"first\",\"bad \xef\xbf\xbd byte\",\"last\"]}"));
+	ck_assert_ptr_nonnull(strstr(e, "\"backtrace\":[\"first\",\"bad \xef\xbf\xbd byte\",\"last\"],"
+	                                 "\"cpu_s\":null,\"maxrss_bytes\":null}"));
 	free(e);
 	e = history_member("cogworker:history:all");     /* the only one left */
 	ck_assert_ptr_nonnull(e);
@@ -153,13 +172,13 @@ START_TEST(test_history_entries)
 	free(e);
 	/* nothing on stderr: the message alone */
 	freeReplyObject(redisCommand(cc, "DEL cogworker:history:failed"));
-	history_record(&R, &C, &j, 0, now, now, "E", "exec failed: Permission denied", "", 0);
+	history_record(&R, &C, &j, 0, now, now, "E", "exec failed: Permission denied", "", 0, &none);
 	e = history_member("cogworker:history:failed");
-	ck_assert_ptr_nonnull(strstr(e, "\"backtrace\":[\"exec failed: Permission denied\"]}"));
+	ck_assert_ptr_nonnull(strstr(e, "\"backtrace\":[\"exec failed: Permission denied\"],"));
 	free(e);
 	/* a failing history write is only logged */
 	unit_fail(0, "ZADD", -1);
-	history_record(&R, &C, &j, 1, now, now, NULL, NULL, NULL, 0);
+	history_record(&R, &C, &j, 1, now, now, NULL, NULL, NULL, 0, &none);
 	unit_fail(0, NULL, 0);
 	job_free(&j);
 }

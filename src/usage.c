@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * usage.c: the cost of a run, read and written (usage.h says what and from where).
+ *
+ * Formatting lives here so that every surface says the same thing: the log's
+ * "cpu=0.48s maxrss=151MiB", the members "cpu_s" and "maxrss_bytes" of the JSON records.
+ * A figure that is unknown is left out of the log line and null in a record, never 0: a
+ * run that spawned nothing used no CPU, but it did not use "0 bytes" of memory either.
+ *
+ * The warm readers open /proc/<pid> files by path: the pid is a child this thread has not
+ * reaped yet (warm.c reaps only after the job), so the path cannot name another process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "usage.h"
+
+void usage_none(struct run_usage *u)
+{
+	memset(u, 0, sizeof *u);
+	u->maxrss_bytes = -1;
+	u->cg_memory_peak = u->cg_io_read_bytes = u->cg_io_write_bytes = u->cg_oom_kills = -1;
+}
+
+void usage_of(struct run_usage *u, double cpu_s, long long maxrss_bytes)
+{
+	usage_none(u);
+	if (isnan(cpu_s))
+		return;
+	u->measured = 1;
+	u->user_s = cpu_s;
+	u->maxrss_bytes = maxrss_bytes;
+}
+
+static double tv_seconds(const struct timeval *tv)
+{
+	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
+}
+
+void usage_from_rusage(struct run_usage *u, const struct rusage *ru)
+{
+	usage_none(u);
+	u->measured = 1;
+	u->user_s = tv_seconds(&ru->ru_utime);
+	u->sys_s = tv_seconds(&ru->ru_stime);
+	u->maxrss_bytes = (long long)ru->ru_maxrss * 1024;    /* Linux: KiB */
+}
+
+void usage_bytes_human(long long bytes, char *out, size_t n)
+{
+	double mib = (double)bytes / (1024.0 * 1024.0);
+	if (bytes < 0)
+		snprintf(out, n, "?");
+	else if (bytes < 1024 * 1024)
+		snprintf(out, n, "%lldKiB", (bytes + 1023) / 1024);
+	else if (mib < 10)
+		snprintf(out, n, "%.1fMiB", mib);
+	else if (mib < 10240)
+		snprintf(out, n, "%.0fMiB", mib);
+	else
+		snprintf(out, n, "%.1fGiB", mib / 1024.0);
+}
+
+void usage_text(const struct run_usage *u, char *out, size_t n)
+{
+	char rss[32];
+	if (!u->measured) {
+		if (n)
+			out[0] = '\0';
+		return;
+	}
+	usage_bytes_human(u->maxrss_bytes, rss, sizeof rss);
+	snprintf(out, n, " cpu=%.2fs maxrss=%s", usage_cpu(u), rss);
+}
+
+static double num_or_nan(long long v)
+{
+	return v < 0 ? NAN : (double)v;
+}
+
+int usage_log_fields(const struct run_usage *u, struct log_field *f)
+{
+	if (!u->measured)
+		return 0;
+	int n = 0;
+	f[n++] = (struct log_field){ "cpu_s", NULL, usage_cpu(u) };
+	f[n++] = (struct log_field){ "maxrss_bytes", NULL, num_or_nan(u->maxrss_bytes) };
+	if (u->cgroup) {
+		f[n++] = (struct log_field){ "memory_peak_bytes", NULL, num_or_nan(u->cg_memory_peak) };
+		f[n++] = (struct log_field){ "io_read_bytes", NULL, num_or_nan(u->cg_io_read_bytes) };
+		f[n++] = (struct log_field){ "io_write_bytes", NULL, num_or_nan(u->cg_io_write_bytes) };
+		f[n++] = (struct log_field){ "oom_kills", NULL, num_or_nan(u->cg_oom_kills) };
+	}
+	return n;
+}
+
+static void json_bytes(struct sbuf *b, const char *name, long long v)
+{
+	if (v < 0)
+		sb_printf(b, ",\"%s\":null", name);
+	else
+		sb_printf(b, ",\"%s\":%lld", name, v);
+}
+
+void usage_json(const struct run_usage *u, struct sbuf *b)
+{
+	if (!u->measured) {
+		sb_adds(b, ",\"cpu_s\":null,\"maxrss_bytes\":null");
+		return;
+	}
+	sb_printf(b, ",\"cpu_s\":%.3f", usage_cpu(u));
+	json_bytes(b, "maxrss_bytes", u->maxrss_bytes);
+	if (!u->cgroup)
+		return;
+	json_bytes(b, "memory_peak_bytes", u->cg_memory_peak);
+	json_bytes(b, "io_read_bytes", u->cg_io_read_bytes);
+	json_bytes(b, "io_write_bytes", u->cg_io_write_bytes);
+	json_bytes(b, "oom_kills", u->cg_oom_kills);
+}
+
+/* ---- a warm process, per job ---- */
+
+/* The whole (small) file at path into buf, NUL-terminated: its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t got = 0, r;
+	while ((size_t)got < n - 1 && (r = read(fd, buf + got, n - 1 - (size_t)got)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			close(fd);
+			return -1;
+		}
+		got += r;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return got;
+}
+
+/* utime + cutime and stime + cstime of pid (fields 14-17 of /proc/<pid>/stat, after the
+ * command in parentheses, which may itself hold spaces and parentheses): 0, or -1. */
+static int proc_cpu(pid_t pid, double *user, double *sys)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return -1;
+	const char *p = strrchr(buf, ')');
+	unsigned long long ut, st;
+	long long cut, cst;
+	/* After ")": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	 * cmajflt utime(14) stime cutime cstime. */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
+	                 &ut, &st, &cut, &cst) != 4)
+		return -1;
+	double tick = (double)sysconf(_SC_CLK_TCK);
+	if (tick <= 0)
+		tick = 100;
+	*user = (double)(ut + (unsigned long long)(cut > 0 ? cut : 0)) / tick;
+	*sys = (double)(st + (unsigned long long)(cst > 0 ? cst : 0)) / tick;
+	return 0;
+}
+
+/* VmHWM of pid in bytes, -1 unknown. */
+static long long proc_hwm(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return -1;
+	const char *p = strstr(buf, "\nVmHWM:");
+	long long kb;
+	if (!p || sscanf(p + 7, " %lld", &kb) != 1)
+		return -1;
+	return kb * 1024;
+}
+
+void usage_proc_begin(pid_t pid, struct usage_mark *m)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		/* "5": reset the peak resident set size to the current one (proc(5)). */
+		if (write(fd, "5", 1) < 0) {
+			/* best effort: the peak is then the process's since it started */
+		}
+		close(fd);
+	}
+	m->ok = proc_cpu(pid, &m->user_s, &m->sys_s) == 0;
+}
+
+void usage_proc_end(pid_t pid, const struct usage_mark *m, struct run_usage *u)
+{
+	double user, sys;
+	usage_none(u);
+	if (!m->ok || proc_cpu(pid, &user, &sys) != 0)
+		return;
+	u->measured = 1;
+	u->user_s = user > m->user_s ? user - m->user_s : 0;
+	u->sys_s = sys > m->sys_s ? sys - m->sys_s : 0;
+	u->maxrss_bytes = proc_hwm(pid);
+}
