@@ -108,8 +108,15 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	memset(res, 0, sizeof *res);
 	usage_none(&res->usage);
 	res->started = now_float();
-	if (handler_spawn(req, res, &pid, &io) != 0)
+	struct usage_cg_mark cg;
+	if (req->cgroup)
+		usage_cg_begin(jobcg_dir_fd(req->cgroup), &cg);
+	if (handler_spawn(req, res, &pid, &io) != 0) {
+		if (req->cgroup)
+			usage_cg_end(jobcg_dir_fd(req->cgroup), &cg, &res->usage);
+		usage_none(&res->usage);        /* nothing ran */
 		return 0;
+	}
 	if (spawned)
 		spawned(spawned_ctx, (int)pid);
 
@@ -123,8 +130,11 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	}
 	epipe = pump_run(req, &io, pid, res);   /* returns once the child is reaped */
 	reaper_untrack((int)pid);               /* and its group killed */
-	if (req->cgroup)                        /* the cgroup too: wait for it to be empty */
+	if (req->cgroup) {                      /* the cgroup too: wait for it to be empty */
 		jobcg_wait_empty(req->cgroup, JOBCG_WAIT_SECS);
+		/* its figures over wait4's: escaped processes included (usage.h) */
+		usage_cg_end(jobcg_dir_fd(req->cgroup), &cg, &res->usage);
+	}
 
 	if (epipe)
 		consume_sigpipe();

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -209,4 +210,98 @@ void usage_proc_end(pid_t pid, const struct usage_mark *m, struct run_usage *u)
 	u->user_s = user > m->user_s ? user - m->user_s : 0;
 	u->sys_s = sys > m->sys_s ? sys - m->sys_s : 0;
 	u->maxrss_bytes = proc_hwm(pid);
+}
+
+/* ---- a run's own cgroup ---- */
+
+/* name in the cgroup dirfd into buf (NUL-terminated): its length, or -1. */
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t n)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t got = pread(fd, buf, n - 1, 0);
+	close(fd);
+	if (got < 0)
+		return -1;
+	buf[got] = '\0';
+	return got;
+}
+
+/* The value of "key N" lines in a flat-keyed file (cpu.stat, memory.events), -1 absent. */
+static long long keyed(const char *text, const char *key)
+{
+	size_t k = strlen(key);
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, key, k) == 0 && p[k] == ' ')
+			return strtoll(p + k + 1, NULL, 10);
+	return -1;
+}
+
+/* io.stat: "MAJ:MIN rbytes=N wbytes=N …" per device; the sums. */
+static void io_sums(const char *text, long long *r, long long *w)
+{
+	*r = *w = 0;
+	for (const char *p = text; (p = strstr(p, "bytes=")) != NULL; p += 6) {
+		if (p >= text + 1 && p[-1] == 'r')
+			*r += strtoll(p + 6, NULL, 10);
+		else if (p >= text + 1 && p[-1] == 'w')
+			*w += strtoll(p + 6, NULL, 10);
+	}
+}
+
+static void cg_counters(int dirfd, struct usage_cg_mark *m)
+{
+	char buf[4096];
+	m->user_us = m->sys_us = m->rbytes = m->wbytes = m->oom_kills = -1;
+	if (read_at(dirfd, "cpu.stat", buf, sizeof buf) > 0) {
+		m->user_us = keyed(buf, "user_usec");
+		m->sys_us = keyed(buf, "system_usec");
+	}
+	if (read_at(dirfd, "io.stat", buf, sizeof buf) >= 0)
+		io_sums(buf, &m->rbytes, &m->wbytes);
+	if (read_at(dirfd, "memory.events", buf, sizeof buf) > 0)
+		m->oom_kills = keyed(buf, "oom_kill");
+}
+
+void usage_cg_begin(int dirfd, struct usage_cg_mark *m)
+{
+	cg_counters(dirfd, m);
+	m->peak_fd = openat(dirfd, "memory.peak", O_RDWR | O_CLOEXEC);
+	if (m->peak_fd >= 0 && write(m->peak_fd, "reset\n", 6) != 6) {
+		close(m->peak_fd);          /* before 6.12: a peak since the cgroup was made */
+		m->peak_fd = -1;
+	}
+}
+
+static long long delta(long long now, long long then)
+{
+	return now < 0 || then < 0 ? -1 : now > then ? now - then : 0;
+}
+
+void usage_cg_end(int dirfd, struct usage_cg_mark *m, struct run_usage *u)
+{
+	struct usage_cg_mark e;
+	char buf[64];
+	cg_counters(dirfd, &e);
+	u->cgroup = 1;
+	long long user = delta(e.user_us, m->user_us), sys = delta(e.sys_us, m->sys_us);
+	if (user >= 0 && sys >= 0) {        /* everything that ran in it, escaped or not */
+		u->measured = 1;
+		u->user_s = (double)user / 1e6;
+		u->sys_s = (double)sys / 1e6;
+	}
+	u->cg_io_read_bytes = delta(e.rbytes, m->rbytes);
+	u->cg_io_write_bytes = delta(e.wbytes, m->wbytes);
+	u->cg_oom_kills = delta(e.oom_kills, m->oom_kills);
+	u->cg_memory_peak = -1;
+	if (m->peak_fd >= 0) {
+		ssize_t got = pread(m->peak_fd, buf, sizeof buf - 1, 0);
+		if (got > 0) {
+			buf[got] = '\0';
+			u->cg_memory_peak = strtoll(buf, NULL, 10);
+		}
+		close(m->peak_fd);
+		m->peak_fd = -1;
+	}
 }

@@ -84,4 +84,21 @@ struct usage_mark {
 void usage_proc_begin(pid_t pid, struct usage_mark *m);
 void usage_proc_end(pid_t pid, const struct usage_mark *m, struct run_usage *u);
 
+/*
+ * A run's own cgroup (jobcg.h), reused from run to run: usage_cg_begin notes its counters
+ * (cpu.stat, io.stat, memory.events) and resets its memory.peak for the run (Linux 6.12:
+ * the peak seen through the descriptor that wrote to it); usage_cg_end, once the cgroup is
+ * empty, fills u's CPU from the cpu.stat delta (escaped processes included) and its cg_
+ * fields, and closes what begin opened. dirfd: the cgroup's directory. A file that is
+ * absent (its controller not enabled: memory, io) leaves its figure unknown.
+ */
+struct usage_cg_mark {
+	long long user_us, sys_us;  /* cpu.stat; -1 unreadable */
+	long long rbytes, wbytes;   /* io.stat summed; -1 unreadable */
+	long long oom_kills;        /* memory.events oom_kill; -1 unreadable */
+	int peak_fd;                /* memory.peak, reset for this run; -1 none */
+};
+void usage_cg_begin(int dirfd, struct usage_cg_mark *m);
+void usage_cg_end(int dirfd, struct usage_cg_mark *m, struct run_usage *u);
+
 #endif

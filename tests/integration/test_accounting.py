@@ -188,6 +188,27 @@ class TestCold(AccountingCase):
         self.assertEqual((e["cpu_s"], e["maxrss_bytes"]), (None, None))
 
 
+class TestCgroup(AccountingCase):
+    def test_ac8_escaped_cpu_counted_with_a_cgroup(self):
+        """AC-8: with a cgroup per job (containment, CT-1), the CPU of a process the
+        handler started but never waited for (setsid, in the background) is the job's:
+        the cgroup's cpu.stat counts it where wait4 cannot."""
+        # A double fork: the burner is no child of the leader, which waits for its word in a
+        # file, never for the burner itself (so wait4 cannot count it).
+        esc = ("(setsid %s -c '%s' 1 0.5 0 </dev/null >\"$GATES/$COGWORKER_JID\" 2>&1 &); "
+               "while [ ! -s \"$GATES/$COGWORKER_JID\" ]; do sleep 0.05; done" % (
+                   PY, BURN.replace("'", "'\\''")))
+        d = self.start(handlers=[{"class": "Esc", "command": ["/bin/sh", "-c", esc]}])
+        if not d.log_lines("containment: cgroup v2"):
+            self.skipTest("no cgroup per job on this host (containment: %s): AC-8 not run"
+                          % d.log_lines("containment:"))
+        jid = self.pushed("Esc")
+        line = d.wait_log("done: Esc jid=%s" % jid, timeout=30)
+        m = re.search(DONE_RE % ("Esc", jid), line)
+        self.assertIsNotNone(m, line)
+        self.assertGreaterEqual(float(m.group(2)), 0.4, line)
+
+
 class TestExec(AccountingCase):
     def test_ac5_exec_reports_the_cost(self):
         """AC-5: `cogworkerctl exec` says what the run cost, and --json carries it."""
