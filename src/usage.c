@@ -282,7 +282,6 @@ static long long delta(long long now, long long then)
 void usage_cg_end(int dirfd, struct usage_cg_mark *m, struct run_usage *u)
 {
 	struct usage_cg_mark e;
-	char buf[64];
 	cg_counters(dirfd, &e);
 	u->cgroup = 1;
 	long long user = delta(e.user_us, m->user_us), sys = delta(e.sys_us, m->sys_us);
@@ -296,6 +295,7 @@ void usage_cg_end(int dirfd, struct usage_cg_mark *m, struct run_usage *u)
 	u->cg_oom_kills = delta(e.oom_kills, m->oom_kills);
 	u->cg_memory_peak = -1;
 	if (m->peak_fd >= 0) {
+		char buf[64];
 		ssize_t got = pread(m->peak_fd, buf, sizeof buf - 1, 0);
 		if (got > 0) {
 			buf[got] = '\0';
