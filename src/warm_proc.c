@@ -47,10 +47,14 @@ static atomic_uint warm_cg_seq;     /* names the processes' cgroups: warm-N */
  */
 static void fingerprint(const struct handler *h, struct sbuf *b)
 {
-	const struct argv_list *lists[] = { &h->command, &h->env, &h->env_passthrough };
+	const struct confinement *cf = &h->confine;
+	const struct argv_list *lists[] = { &h->command, &h->env, &h->env_passthrough,
+	                                    &cf->writable_paths };
 	const char *strs[] = { h->cwd, h->user, h->group };
 	const long long ints[] = { h->rlimit_cpu, h->rlimit_as, h->rlimit_nofile,
-	                           h->rlimit_nproc, h->warm_max_jobs, h->warm_max_rss };
+	                           h->rlimit_nproc, h->warm_max_jobs, h->warm_max_rss,
+	                           cf->network, cf->private_tmp, cf->read_only,
+	                           cf->no_new_privileges };
 	const double secs[] = { h->warm_max_age, h->warm_idle_timeout, h->warm_start_timeout,
 	                        h->kill_grace };
 

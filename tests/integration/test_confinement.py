@@ -11,6 +11,7 @@ Run: python3 tests/integration/run.py test_confinement
 import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,41 @@ class Confinement(SharedDirCase):
         self.assertEqual(lines[:4], ["65534", "out ok", "tmp ok", "etc refused"])
         self.assertTrue(lines[4].startswith("redis unreachable"), lines)
         self.assertEqual(os.stat(os.path.join(out, "f")).st_uid, uid)
+
+    def test_cn10_a_warm_process_is_confined_as_a_whole(self):
+        """A warm handler with private_tmp and network = false: its jobs share the process's
+        own /tmp (documented: private per process, not per job), none reaches Redis, nothing
+        is left on the host; a reload that turns network back on replaces the process."""
+        script = ('printf \'{"type":"ready"}\\n\' >&3\n'
+                  'while IFS= read -r line <&3; do\n'
+                  '  case $line in *\'"type":"cancel"\'*) continue ;; esac\n'
+                  '  echo "pid $$ tmp:$(ls -A /tmp | tr "\\n" " ")"\n'
+                  '  touch "/tmp/cn10-$$-$(ls -A /tmp | wc -l)"\n'
+                  '  /usr/bin/python3 -c "$1" >/dev/null 2>&1 && echo net:yes || echo net:no\n'
+                  '  printf \'{"type":"done","exit":0}\\n\' >&3\n'
+                  'done\n')
+        h = {"class": "W", "command": sh(script, CONNECT), "warm": True, "private_tmp": True,
+             "network": False}
+        d = self.daemon(handlers=[dict(h)])
+        outs = []
+        for _ in range(2):
+            jid, ok = self.run_job(d, "W")
+            self.assertTrue(ok, d.log()[-2000:])
+            outs.append(self.stdout_of(d, jid))
+        pid = outs[0][0].split()[1]
+        self.assertEqual(outs[0], ["pid %s tmp:" % pid, "net:no"])
+        self.assertEqual(outs[1], ["pid %s tmp:cn10-%s-0 " % (pid, pid), "net:no"])
+        self.assertEqual([f for f in os.listdir("/tmp") if f.startswith("cn10-%s-" % pid)], [])
+        d.settings["handlers"] = [dict(h, network=True)]
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        d.wait_log("reloaded")
+        jid, ok = self.run_job(d, "W")
+        self.assertTrue(ok, d.log()[-2000:])
+        out = self.stdout_of(d, jid)
+        self.assertNotEqual(out[0].split()[1], pid, out)
+        self.assertEqual(out[1:], ["net:yes"])
+        self.assertTrue(out[0].endswith("tmp:"), out)
 
 
 # unshare(2) and the flag, for a user namespace without user namespaces in it
