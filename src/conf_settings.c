@@ -968,6 +968,8 @@ static const struct spec top_specs[] = {
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "max_orphanings", .kind = K_INT, .off = C(max_orphanings), .min = 1,
 	  .max = INT_MAX },
+	{ .name = "lost_dependency_threshold", .kind = K_SECONDS,
+	  .off = C(lost_dependency_threshold), .max = MAX_SECONDS },
 	{ .name = "fetch_idle_max_interval", .kind = K_SECONDS, .off = C(fetch_idle_max_interval),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
 	{ .name = "max_job_bytes", .kind = K_CUSTOM, .read = read_max_job_bytes },
@@ -1021,6 +1023,7 @@ void conf_defaults(struct conf *c)
 	c->orphan_threshold = 300;
 	c->orphan_check_interval = 60;
 	c->max_orphanings = 3;
+	c->lost_dependency_threshold = 3600;
 	c->fetch_idle_max_interval = 0.5;
 	c->max_job_bytes = 16 * 1024 * 1024;
 	c->unique_lock_ttl = 86400;

@@ -141,6 +141,9 @@ struct conf {
 	double shutdown_timeout, poll_interval, heartbeat_interval, process_ttl;
 	double orphan_threshold, orphan_check_interval;
 	int max_orphanings;
+	double lost_dependency_threshold;   /* seconds a dependency with no settled record may
+	                                     * be found nowhere before the jobs waiting for it
+	                                     * are given up on (lostdeps.h); 0 = never */
 	double fetch_idle_max_interval;
 	long long max_job_bytes;        /* a longer job is buried unread (doc/protocol.md §7.9);
 	                                 * 0 = no limit; 16 MiB */

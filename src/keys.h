@@ -103,6 +103,10 @@
 #define K_AFTER "cogworker:batch:after:"        /* + <jid>: set of what it still waits for */
 #define K_DEPENDANTS "cogworker:batch:dependants:"     /* + <jid>: set of jids waiting for it */
 #define K_SETTLED "cogworker:batch:settled:"    /* + <jid>: success | dead | discarded */
+/* Dependencies found nowhere, without a settled record (lostdeps.c): zset jid -> when first
+ * missed; and the lock of the fleet's one search per half lost_dependency_threshold. */
+#define K_UNSEEN_DEPS "cogworker:unseen_dependencies"
+#define K_UNSEEN_DEPS_LOCK "cogworker:unseen_dependencies:lock"
 
 /*
  * Not a key: the prefix of the handler's stdout line that reports progress into K_STATUS.

@@ -7,7 +7,8 @@
  *   key check        KeyGuard (keyguard.c): first pass, then every 60 s, and at once
  *                    (at most every KEY_CHECK_SOON) when any thread got a WRONGTYPE;
  *   orphan check     orphan recovery + reconcile (recovery.c), then the batches' look
- *                    (BATCH_EXPIRE, workflow.c): first pass, then every
+ *                    (BATCH_EXPIRE, workflow.c) and the look for lost dependencies
+ *                    (lostdeps.c): first pass, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
  *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet.
  *
@@ -74,6 +75,7 @@
 #include "job.h"
 #include "keyguard.h"
 #include "keys.h"
+#include "lostdeps.h"
 #include "recovery.h"
 #include "scheduled.h"
 #include "state.h"
@@ -103,6 +105,7 @@ struct poller {
 	int scanned;            /* the boot SCAN of a reliable process is done */
 	struct wakeup wake;     /* kicked by keyspace notifications and resume */
 	struct workflow_cursor tend;    /* where the batch look goes on (workflow_tend) */
+	struct lostdeps lost;   /* where the look for lost dependencies walks */
 };
 
 static struct poller P;
@@ -329,6 +332,8 @@ static void orphan_check(struct poller *p, double poll_every)
 {
 	struct conf *c = conf_acquire();
 	int conf_reliable = !c->fetch_basic;
+	double lost_after = c->lost_dependency_threshold;
+	long long max_job_bytes = c->max_job_bytes;
 	conf_release(c);
 	int mode = atomic_load(&D.fetch_mode);
 	/* Only reliable processes scan, once (lesson 39); basic ones still recover others. */
@@ -343,6 +348,9 @@ static void orphan_check(struct poller *p, double poll_every)
 		return;
 	site_result(&p->orphan_site, &p->r, workflow_tend(&p->r, &p->tend) == 0,
 	            "batch expiry and dependants check failed");
+	site_result(&p->orphan_site, &p->r,
+	            lostdeps_look(&p->r, &p->lost, lost_after, max_job_bytes) == 0,
+	            "look for lost dependencies failed");
 	if (rep.scan_done)
 		p->scanned = 1;
 	if ((rep.registry_read || rep.scan_done) && !atomic_exchange(&D.ready_for_ticker, 1))

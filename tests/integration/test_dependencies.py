@@ -121,6 +121,58 @@ class Dependencies(FlowTestCase):
         self.assertEqual(self.r.get("cogworker:batch:settled:" + bad), b"dead")
         self.wait_runs([anyway["jid"]])
 
+    def take(self, queue, jid):
+        """What a Ruby worker's fetch does: the job off its queue (its raw JSON)."""
+        for raw in self.r.lrange("cogworker:queue:" + queue, 0, -1):
+            if json.loads(raw)["jid"] == jid:
+                self.assertEqual(self.r.lrem("cogworker:queue:" + queue, 1, raw), 1)
+                return raw
+        self.fail("%s not on queue %s" % (jid, queue))
+
+    def test_dp13_dependencies_a_ruby_worker_settled_are_given_up_on(self):
+        d = self.flow_daemon(self.record("Work"), lost_dependency_threshold=2)
+        # dependencies on a queue no daemon reads: a Ruby worker's
+        ran, died, deleted, running = [self.push("Work", "--queue", "ruby") for _ in range(4)]
+        # one too long for a page of the search (over 64 KiB): read alone
+        queued = self.push("Work", "--queue", "ruby", "--json-args", '["%s"]' % ("x" * 100000))
+        w = {dep: self.push("Work", *(("--after-any",) if dep == deleted else ()),
+                            "--after", dep)
+             for dep in (ran, died, deleted, running, queued)}
+        # as the gem does it: a basic fetch takes `ran` (BRPOP) and acks nothing; `died`
+        # goes to dead after its last retry; its Web UI deletes `deleted`; `running` runs
+        # for long on a basic-fetch worker (its workers entry); `queued` waits its turn
+        t0 = time.monotonic()
+        self.take("ruby", ran)
+        raw = json.loads(self.take("ruby", died))
+        raw.update(error_class="RuntimeError", error_message="boom", retry_count=25,
+                   failed_at=time.time())
+        self.r.zadd(DEAD, {json.dumps(raw): time.time()})
+        self.take("ruby", deleted)
+        entry = json.dumps({"queue": "ruby", "payload": self.take("ruby", running).decode(),
+                            "run_at": int(time.time())})
+        self.r.sadd("cogworker:processes", "rubyhost:1:abc")
+        self.r.hset("cogworker:process:rubyhost:1:abc", "busy", "1")
+        self.r.expire("cogworker:process:rubyhost:1:abc", 60)
+        self.r.hset("cogworker:workers:rubyhost:1:abc", "tid1", entry)
+        wait_for(lambda: {w[ran], w[died]} <= set(self.dead_entries()), timeout=20,
+                 message="the jobs waiting for ran and died buried")
+        self.assertGreaterEqual(time.monotonic() - t0, 2, "not before the threshold")
+        dead = self.dead_entries()
+        self.assertEqual(dead[w[ran]]["error_class"], "Cogworker::DependencyFailed")
+        self.assertEqual(dead[w[ran]]["error_message"], "dependency %s was discarded" % ran)
+        self.assertEqual(dead[w[died]]["error_message"], "dependency %s died" % died)
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + died), b"dead")
+        self.wait_runs([w[deleted]])
+        d.wait_log("jid=%s: jobs wait for it, but it has no settled record and no queue" % ran)
+        d.wait_log("jid=%s: jobs wait for it, and it is in dead without a settled record"
+                   % died)
+        time.sleep(5)           # more than twice the threshold: the others still wait
+        waiting = {m.decode() for m in self.r.zrange("cogworker:batch:waiting", 0, -1)}
+        self.assertEqual(waiting, {w[running], w[queued]})
+        self.assertNotIn(w[ran], self.runs())
+        self.assertNotIn(w[died], self.runs())
+        self.assertEqual(self.r.zcard("cogworker:unseen_dependencies"), 0)
+
     def test_dp6_a_waiting_member_of_a_batch(self):
         self.flow_daemon(self.record("Work", 0.3), self.record("Done"))
         bid = self.ctl("batch", "new", "--on-success", "Done")[0].strip()

@@ -126,6 +126,7 @@ static void check_defaults(const struct conf *c)
 	ck_assert_double_eq(c->orphan_threshold, 300);
 	ck_assert_double_eq(c->orphan_check_interval, 60);
 	ck_assert_int_eq(c->max_orphanings, 3);
+	ck_assert_double_eq(c->lost_dependency_threshold, 3600);
 	ck_assert_double_eq(c->fetch_idle_max_interval, 0.5);  /* issue 12: was 1.0 */
 	ck_assert_int_eq(c->max_job_bytes, 16 * 1024 * 1024);
 	ck_assert_double_eq(c->unique_lock_ttl, 86400);
@@ -188,6 +189,7 @@ START_TEST(test_all_settings)
 	        "orphan_threshold = 900;\n"
 	        "orphan_check_interval = 30.5;\n"
 	        "max_orphanings = 5;\n"
+	        "lost_dependency_threshold = 0;\n"
 	        "fetch_idle_max_interval = 2;\n"
 	        "unique_lock_ttl = 3600.5;\n"
 	        "periodic_catch_up = false;\n"
@@ -220,6 +222,7 @@ START_TEST(test_all_settings)
 	ck_assert_double_eq(c.orphan_threshold, 900);
 	ck_assert_double_eq(c.orphan_check_interval, 30.5);
 	ck_assert_int_eq(c.max_orphanings, 5);
+	ck_assert_double_eq(c.lost_dependency_threshold, 0);
 	ck_assert_double_eq(c.fetch_idle_max_interval, 2);
 	ck_assert_double_eq(c.unique_lock_ttl, 3600.5);
 	ck_assert_int_eq(c.periodic_catch_up, 0);
@@ -253,6 +256,7 @@ START_TEST(test_sample_conf_loads)
 	ck_assert_double_eq(c.process_ttl, 60);
 	ck_assert_double_eq(c.orphan_threshold, 300);
 	ck_assert_int_eq(c.max_orphanings, 3);
+	ck_assert_double_eq(c.lost_dependency_threshold, 3600);
 	ck_assert_double_eq(c.unique_lock_ttl, 86400);
 	ck_assert_str_eq(c.redis.display, "redis://127.0.0.1:6379/0");
 	ck_assert_ptr_null(c.redis.password_file);
@@ -447,6 +451,8 @@ START_TEST(test_intervals_positive)
 	expect_error("on_death_timeout = 0;\n", 1, "on_death_timeout must be a positive");
 	expect_error("shutdown_timeout = -1;\n", 1, "shutdown_timeout must be a number >= 0");
 	expect_error("status_expiration = -1;\n", 1, "status_expiration must be a number >= 0");
+	expect_error("lost_dependency_threshold = -1;\n", 1,
+	             "lost_dependency_threshold must be a number >= 0");
 	expect_error("redis = {\n connect_timeout = 0; };\n", 2, "redis.connect_timeout must be a positive");
 	expect_error("redis = { command_timeout = \"5\"; };\n", 1, "redis.command_timeout must be a number");
 	expect_error("history_max_entries = 0;\n", 1, "history_max_entries must be");
