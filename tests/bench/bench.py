@@ -73,6 +73,11 @@ Figures (each run several times; the report gives medians):
                throughput run at concurrency 4 (log_level "warn"), alternately without a
                limit, with fleet_concurrency = 1000 (one ADMIT and one RELEASE_SLOT script
                per job) and with max_concurrency = 1000 (in memory only).
+  containment  the cost of containment (doc/design.md "Containment", issue 28 item 5): cold
+               /bin/true and the warm C no-op at concurrency 4, alternately with
+               containment = "process-group" (off) and "cgroup" (a cgroup per job slot): jobs/s
+               and daemon CPU per job, the ratio on / off per repetition (target: at least
+               0.9 cold; warm unchanged within noise). Needs root and cgroup v2; else not run.
 
 Benchmarks are not tests: nothing here fails on a slow number. Other load on the machine
 shows in the numbers; the load average at start and end is in the report.
@@ -111,7 +116,7 @@ def reexec_with_redis():
 
 reexec_with_redis()
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from harness import Daemon, RedisServer, free_port, job, wait_for  # noqa: E402
+from harness import Daemon, RedisServer, binary, free_port, job, wait_for  # noqa: E402
 from tlskit import PKI  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -736,6 +741,57 @@ class Bench:
                 log("limits rep %d: %s: %.0f jobs/s (daemon %.0f µs/job, redis %.0f µs/job)"
                     % (rep + 1, name, dm["rate"], dm["daemon_us"], dm["redis_us"]))
         self.results["limits"] = {"jobs": n, "concurrency": 4, "runs": runs}
+
+    # -- containment on against off
+
+    CONTAINMENT_VARIANTS = (("off", "process-group"), ("on", "cgroup"))
+
+    def containment(self):
+        probe = subprocess.run([binary("cogworkerd"), "--check", "-c", "/dev/null"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if "containment: cgroup v2" not in probe.stdout:
+            log("containment: not run (%s)" % probe.stdout.strip().splitlines()[0])
+            self.results["containment"] = {"skipped": probe.stdout.strip()}
+            return
+        n = self.opts.jobs // 2
+        runs = {"%s/%s" % (kind, name): [] for kind in ("cold", "warm")
+                for name, _ in self.CONTAINMENT_VARIANTS}
+        handlers = self.warm_handlers()
+        for rep in range(self.opts.reps):
+            for kind, cls in (("cold", "True"), ("warm", "Noop")):
+                for name, mode in self.CONTAINMENT_VARIANTS:
+                    dm = self.daemon_rate(4, n, cls=cls, handlers=handlers, containment=mode)
+                    runs["%s/%s" % (kind, name)].append(dm)
+                    log("containment rep %d: %s %s: %.0f jobs/s (daemon %.0f µs/job)"
+                        % (rep + 1, kind, name, dm["rate"], dm["daemon_us"]))
+        self.results["containment"] = {"jobs": n, "concurrency": 4, "runs": runs}
+
+    def report_containment(self, L):
+        cg = self.results.get("containment")
+        if not cg:
+            return
+        L.append("## The cost of containment\n")
+        if "skipped" in cg:
+            L.append("not run: %s\n" % cg["skipped"])
+            return
+        L.append("%d jobs at concurrency %d, `log_level = \"warn\"`: cold `/bin/true` and the "
+                 "warm C no-op, each with `containment = \"process-group\"` (off) and "
+                 "`\"cgroup\"` (on), alternating; medians of %d repetitions.\n"
+                 % (cg["jobs"], cg["concurrency"], len(cg["runs"]["cold/off"])))
+        L.append("| jobs | containment | jobs/s | daemon CPU µs/job | every repetition |\n"
+                 "|---|---|---:|---:|---|")
+        for kind in ("cold", "warm"):
+            for name, _ in self.CONTAINMENT_VARIANTS:
+                v = cg["runs"]["%s/%s" % (kind, name)]
+                L.append("| %s | %s | %.0f | %.0f | %s |" % (
+                    kind, name, median([x["rate"] for x in v]),
+                    median([x["daemon_us"] for x in v]), ", ".join("%.0f" % x["rate"] for x in v)))
+        for kind in ("cold", "warm"):
+            ratios = [b["rate"] / a["rate"] for a, b in zip(cg["runs"][kind + "/off"],
+                                                            cg["runs"][kind + "/on"])]
+            L.append("\n%s on / off: **%.2f** (median of the repetitions' ratios: %s; target "
+                     "%s).\n" % (kind, median(ratios), ", ".join("%.2f" % r for r in ratios),
+                                 "≥ 0.9" if kind == "cold" else "unchanged within noise"))
 
     # -- TLS
 
@@ -1654,6 +1710,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             ratios = [b["rate"] / a["rate"] for a, b in zip(tls["runs"]["tcp"], tls["runs"]["tls"])]
             L.append("\nTLS / TCP: **%.2f** (median of the repetitions' ratios: %s; target "
                      "≥ 0.9).\n" % (median(ratios), ", ".join("%.2f" % r for r in ratios)))
+        self.report_containment(L)
         L.append("## Reproduce\n")
         L.append("`make bench` (the report lands in build/bench/report.md). Raw samples: "
                  "build/bench/results.json.\n")
@@ -1739,7 +1796,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             self.results["machine"])
         figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
                    "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits",
-                   "tls"]
+                   "tls", "containment"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
