@@ -6,11 +6,15 @@
  * that held the job on the in-progress list got it re-run, lesson 20). The handler's own
  * on_death runs first, then each global one in conf order; each gets the dead entry on
  * stdin, runs in its own process group with a timeout, and a failure is only logged.
+ * With containment, each run has a cgroup of its own (on_death-N, made and removed around
+ * it, jobcg.h): what it started is killed when it ends, as a job's is.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include "deathhook.h"
 #include "handler.h"
+#include "jobcg.h"
 #include "state.h"
 #include "util.h"
 
@@ -28,9 +32,14 @@ static void run_one(const struct argv_list *cmd, double timeout, const char *jid
 		.rlimit_cpu = -1, .rlimit_as = -1, .rlimit_nofile = -1, .rlimit_nproc = -1,
 		.log_tag = tag, .log_output = 1,
 	};
+	static atomic_uint seq;
+	char cgname[32];
+	snprintf(cgname, sizeof cgname, "on_death-%u", atomic_fetch_add(&seq, 1));
+	req.cgroup = jobcg_new(cgname);
 	struct run_result res;
 	memset(&res, 0, sizeof res);
 	handler_run(&req, &res, NULL, NULL);
+	jobcg_free(req.cgroup);
 	if (res.status != RUN_EXITED || res.code != 0) {
 		const char *what = res.status == RUN_TIMEOUT ? "timed out" :
 		                   res.status == RUN_SIGNALED ? "killed by a signal" :

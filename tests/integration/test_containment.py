@@ -207,6 +207,20 @@ done
         self.assert_gone_within(m, 2)
 
     @NEEDS_CGROUP
+    def test_ct8_on_death_escaped_child_gone(self):
+        """CT-8: an on_death command that leaves an escaped child: the child is gone within
+        2 s of the command's end."""
+        m = self.mark()
+        hook = sh("cat >/dev/null; " + escaped(m), self.path("ready"))
+        d = self.daemon(handlers=[{"class": "Bad", "command": ["/bin/false"],
+                                   "on_death": hook}])
+        jid = loads(self.push(job("Bad", retry=False)))["jid"]
+        self.wait_fail(d, "Bad", jid, timeout=15)
+        ready = self.path("ready") + "." + m        # the escaped child has started
+        wait_for(lambda: os.path.exists(ready), timeout=10, message="the hook's child")
+        self.assert_gone_within(m, 2)
+
+    @NEEDS_CGROUP
     def test_ct5_daemon_killed_nothing_left(self):
         """CT-5: the daemon is killed with SIGKILL while a job's escaped child runs: nothing
         is left within 10 s (the reaper's cgroup.kill), and the daemon's subtree is gone."""
