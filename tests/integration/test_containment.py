@@ -243,6 +243,7 @@ done
         start."""
         m = self.mark()
         cmd = sh(escaped(m, ignore_term=True) + "sleep 30", self.path("ready"))
+        self.start_in_private_cgroup()
         d = self.daemon(handlers=[{"class": "Slow", "command": cmd}])
         root = d.log_lines("containment: cgroup v2, jobs in ")[0].split(" jobs in ")[1].split()[0]
         self.push(job("Slow"))
@@ -258,6 +259,35 @@ done
         self.assertTrue(d2.log_lines("containment: removed %s" % root), d2.log())
         self.assert_gone_within(m, 2)
         self.assertFalse(os.path.exists(root))
+
+    def start_in_private_cgroup(self):
+        """The daemons this test starts run in a cgroup of its own, so that no daemon of
+        another test on the machine sweeps what they leave (the sweep is by cgroup)."""
+        import harness
+        mnt = cgroup_v2_mount()
+        with open("/proc/self/cgroup") as f:
+            rel = [l[3:] for l in f.read().splitlines() if l.startswith("0::")][0]
+        path = os.path.join(mnt + (rel if rel != "/" else ""),
+                            "cw-test-%d-%s" % (os.getpid(), os.urandom(3).hex()))
+        os.mkdir(path)
+        orig = harness._die_with_parent
+
+        def into():
+            orig()
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write("0")
+
+        def cleanup():
+            harness._die_with_parent = orig
+            self._stop_daemons()            # their reapers leave once they have cleaned up
+            for _ in range(100):
+                try:
+                    os.rmdir(path)
+                    return
+                except OSError:
+                    time.sleep(0.05)
+        harness._die_with_parent = into
+        self.addCleanup(cleanup)
 
     @staticmethod
     def comm(pid):
