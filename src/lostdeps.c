@@ -30,7 +30,9 @@
  * one long command; an element over 64 KiB is read alone, and one over max_job_bytes not
  * at all: such a search judges nothing lost), so it runs only when some job waited longer
  * than the threshold for a dependency with no record, and at most once per threshold / 2
- * fleet-wide (the lock cogworker:unseen_dependencies:lock, SET NX EX). Each look reads WAITERS_PER_LOOK waiting
+ * fleet-wide (the lock cogworker:unseen_dependencies:lock, SET NX EX). Measured: a queue of
+ * 100 000 jobs searched twice (the two misses) took 2 002 pages, the longest 2.6 ms of
+ * Redis time, 34 ms in all. Each look reads WAITERS_PER_LOOK waiting
  * jobs, walking the oldest on from where its last look stopped, so jobs stuck for other
  * reasons (a dependency scheduled far ahead) cannot hide the others.
  */
