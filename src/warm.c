@@ -54,8 +54,10 @@
 #include <unistd.h>
 
 #include "counters.h"
+#include "jobcg.h"
 #include "json.h"
 #include "log.h"
+#include "usage.h"
 #include "warm_int.h"
 
 /* ----------------------------------------------------------------------------------------
@@ -396,6 +398,33 @@ static const char *recycle_reason(struct warm_proc *w, const struct serve *s, en
 }
 
 /*
+ * What one job cost (usage.h): the process's CPU and peak resident set over the job (its
+ * high-water mark reset as the job starts), and with a cgroup of its own that cgroup's
+ * counters over the job, whose CPU counts what the process started too.
+ */
+struct job_cost {
+	struct usage_mark proc;
+	struct usage_cg_mark cg;
+};
+
+static void cost_begin(const struct warm_proc *w, struct job_cost *c)
+{
+	usage_proc_begin(w->pid, &c->proc);
+	if (w->cg)
+		usage_cg_begin(jobcg_dir_fd(w->cg), &c->cg);
+}
+
+/* Before the process is reaped (/proc/<pid> is still its own) when it is to be read. */
+static void cost_end(const struct warm_proc *w, struct job_cost *c, struct run_usage *u)
+{
+	usage_none(u);
+	if (!w->exited)
+		usage_proc_end(w->pid, &c->proc, u);
+	if (w->cg)
+		usage_cg_end(jobcg_dir_fd(w->cg), &c->cg, u);
+}
+
+/*
  * One try of the job on the slot's ready process: 1 done or lost (res filled), 0 the
  * message could not be delivered (nothing started; the process is gone). *partials counts
  * the processes that took part of the message and ended before the rest: the job may be
@@ -422,8 +451,11 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	outpipes_end_run(w->o);
 	outpipes_begin(w->o, req);
 	res->pid = (int)w->pid;
+	struct job_cost cost;
+	cost_begin(w, &cost);
 	warm_sock_write(w, &s);
 	warm_serve(w, &s);
+	cost_end(w, &cost, &res->usage);
 	free(msg);
 	free(jid);
 	s.jid = NULL;
@@ -533,6 +565,7 @@ int warm_pool_run(struct warm_pool *p, const struct handler *h, const struct run
 	int partials = 0;
 
 	memset(res, 0, sizeof *res);
+	usage_none(&res->usage);
 	res->started = now_float();
 	for (int tries = 0;; tries++) {
 		enum got g = pool_ready(p, slot, h, req, res);

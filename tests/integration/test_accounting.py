@@ -57,8 +57,8 @@ send({"type": "ready"})
 for line in f:
     m = json.loads(line)
     if m.get("type") == "job":
-        work(*json.loads(m["job"])["args"])
-        send({"type": "done", "status": "ok"})
+        work(*m["job"]["args"])
+        send({"type": "done", "exit": 0})
 """
 
 PY = "/usr/bin/python3"
@@ -248,6 +248,30 @@ class TestMetrics(AccountingCase):
                                r'le="67108864"\} 0\n')
         self.assertRegex(body, r'cogworkerd_job_maxrss_bytes_bucket\{class="Burn",'
                                r'le="\+Inf"\} 1\n')
+
+
+class TestWarm(AccountingCase):
+    def test_ac7_warm_jobs_each_their_own_figures(self):
+        """AC-7: two jobs on one warm process, a big one then a small one: each settle line
+        has its own figures (the small one's CPU and peak are its own, not the process's)."""
+        d = self.daemon(handlers=[{"class": "WarmBurn", "command": [PY, "-c", WARM_BURN],
+                                   "warm": True}], history_retention_days=1)
+        big = self.pushed("WarmBurn", args=[150, 0.5])
+        lb = d.wait_log("done: WarmBurn jid=%s" % big, timeout=60)
+        small = self.pushed("WarmBurn", args=[1, 0])
+        ls = d.wait_log("done: WarmBurn jid=%s" % small, timeout=30)
+        mb = re.search(DONE_RE % ("WarmBurn", big), lb)
+        ms = re.search(DONE_RE % ("WarmBurn", small), ls)
+        self.assertIsNotNone(mb, lb)
+        self.assertIsNotNone(ms, ls)
+        self.assertGreaterEqual(float(mb.group(2)), 0.4, lb)
+        self.assertGreaterEqual(mib(mb.group(3), mb.group(4)), 150, lb)
+        self.assertLess(float(ms.group(2)), 0.3, ls)
+        self.assertLess(mib(ms.group(3), ms.group(4)), 100, ls)
+        entries = {json.loads(e)["jid"]: json.loads(e)
+                   for e in self.r.zrange("cogworker:history:all", 0, -1)}
+        self.assert_big(entries[big]["cpu_s"], entries[big]["maxrss_bytes"], "warm history")
+        self.assertLess(entries[small]["maxrss_bytes"], 100 * MiB)
 
 
 if __name__ == "__main__":
