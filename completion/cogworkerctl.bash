@@ -32,7 +32,7 @@ _cogworkerctl()
 		case ${COMP_WORDS[i]} in
 		-c|--config) conf=${COMP_WORDS[i+1]}; ((i++)) ;;
 		--tls-ca-file|--tls-cert-file|--tls-key-file|--tls-server-name) ((i++)) ;;
-		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen|--auth-file)
+		--set|--queue|--class|--limit|--status|--since|--in|--at|--retry|--jid|--json-args|--timeout|--run|--expires-in|--expires-at|--listen|--auth-file|--tls-cert|--tls-key)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -43,7 +43,7 @@ _cogworkerctl()
 	done
 
 	case $prev in
-	-c|--config|--auth-file|--tls-ca-file|--tls-cert-file|--tls-key-file)
+	-c|--config|--auth-file|--tls-ca-file|--tls-cert-file|--tls-key-file|--tls-cert|--tls-key)
 		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--tls-server-name) return ;;
 	--set) COMPREPLY=($(compgen -W "queued scheduled retry dead running waiting" -- "$cur")); return ;;
@@ -108,7 +108,7 @@ _cogworkerctl()
 	exec) words="--json-args --queue --retry --jid --timeout $common" ;;
 	web)
 		case $sub in
-		'') words="passwd --listen --read-only --auth-file $common" ;;
+		'') words="passwd --listen --read-only --auth-file --tls-cert --tls-key --insecure-http $common" ;;
 		passwd) words="--auth-file --token $common" ;;
 		*) words=$common ;;
 		esac ;;

@@ -27,11 +27,12 @@ run_pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libconfig-dev l
       libmicrohttpd-dev libcrypt-dev libssl-dev redis-server redis-tools"
 # chromium, chromium-driver and python3-selenium: the dashboard's tests (test_web.py) drive
 # a real, headless browser. ruby and nodejs: the warm handler libraries' tests
-# (test_warm_libs.py) run them under Debian's interpreters. openssl: the TLS tests make
+# (test_warm_libs.py) run them under Debian's interpreters. curl: the dashboard's HTTPS is
+# checked with it against the test CA. openssl: the TLS tests make
 # their certificates with it.
 test_pkgs="check redis-sentinel python3 python3-redis python3-prometheus-client procps
       valgrind gnuplot-nox man-db systemd cppcheck tmux chromium chromium-driver
-      python3-selenium ruby nodejs openssl"
+      python3-selenium ruby nodejs openssl curl"
 services="redis-server redis-sentinel"
 lock_timeout=${DEPS_LOCK_TIMEOUT:-600}
 

@@ -745,6 +745,10 @@ function drawHeader() {
 		el("a", { href: p.path, class: location.pathname === p.path ? "current" : null }, p.title)));
 	const who = document.getElementById("who");
 	const s = state.session;
+	const footer = document.getElementById("footer");
+	footer.hidden = !(s && s.insecure_http);
+	footer.textContent = footer.hidden ? "" : "Plain HTTP (--insecure-http): passwords and "
+		+ "session cookies are safe only behind a proxy that speaks HTTPS to your browser.";
 	who.replaceChildren();
 	if (s && s.user) {
 		who.append(s.user + (s.read_only ? " · read-only" : ""));

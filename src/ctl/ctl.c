@@ -130,14 +130,16 @@ static const struct command commands[] = {
 	  "job or cancel a running one; a one-shot snapshot when stdout is not a terminal." },
 	{ "web", cmd_web,
 	  "web [--listen ADDR:PORT] [--read-only] [--auth-file FILE]\n"
+	  "    [--tls-cert FILE --tls-key FILE | --insecure-http]\n"
 	  "web passwd [--auth-file FILE] [--token] USER",
 	  "a dashboard in the browser, with its JSON API",
 	  "Serves the overview, queues, jobs, processes, periodic, limits and history pages\n"
 	  "on ADDR:PORT (default 127.0.0.1:9395) until stopped. An address that is not a\n"
 	  "loopback one needs --auth-file: its users log in (passwd adds or replaces one; it\n"
 	  "reads the password on standard input; --token makes one for scripts, sent as\n"
-	  "Authorization: Bearer USER:TOKEN). --read-only refuses every action. Each action\n"
-	  "is logged on stderr with who did it." },
+	  "Authorization: Bearer USER:TOKEN), and HTTPS: --tls-cert and --tls-key (PEM), or\n"
+	  "--insecure-http behind a TLS-terminating proxy. --read-only refuses every action.\n"
+	  "Each action is logged on stderr with who did it." },
 	{ "batch", cmd_batch,
 	  "batch new [--description TEXT] [--on-success CLASS] [--on-complete CLASS]\n"
 	  "          [--on-death CLASS] [--callback-args JSON] [--callback-queue Q]\n"

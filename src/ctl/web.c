@@ -4,12 +4,17 @@
  * lines of its users file.
  *
  *   web [--listen ADDR:PORT] [--read-only] [--auth-file FILE]
+ *       [--tls-cert FILE --tls-key FILE | --insecure-http]
  *   web passwd [--auth-file FILE] [--token] USER
  *
  * Safe by default: it listens on 127.0.0.1 (DEFAULT_LISTEN) and refuses an address that
  * is not a loopback one unless --auth-file names the users who may log in, since anybody
- * who reaches the port could otherwise clear queues. The check is made on the socket as
- * bound (listen.c), so a host name that resolves elsewhere is caught too. The Redis
+ * who reaches the port could otherwise clear queues, and unless it speaks HTTPS
+ * (--tls-cert, --tls-key: libmicrohttpd's TLS), since passwords and session cookies would
+ * otherwise cross the network in the clear. --insecure-http lifts the second rule for a
+ * TLS-terminating proxy in front, and says so at start and in every page's footer. The
+ * check is made on the socket as bound (listen.c), so a host name that resolves elsewhere
+ * is caught too. The key must not be readable by others, as for Redis TLS. The Redis
  * settings are every command's: the conf, or REDIS_URL.
  *
  * passwd reads the password from the terminal (twice, without echo) or one line of
@@ -19,6 +24,7 @@
  * "Authorization: Bearer USER:TOKEN".
  */
 #include <errno.h>
+#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +204,71 @@ static int cmd_passwd(struct ctl *c, int argc, char **argv)
 	return rc;
 }
 
+/* A PEM file of --tls-cert or --tls-key, whole (libmicrohttpd takes them in memory), or
+ * NULL with why in err. The key must not be open to others. */
+static char *read_pem(const char *opt, const char *path, int is_key, char *err, size_t n)
+{
+	struct stat st;
+	if (stat(path, &st) < 0) {
+		snprintf(err, n, "%s %s: %s", opt, path, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {        /* a FIFO would block the read */
+		snprintf(err, n, "%s %s: not a regular file", opt, path);
+		return NULL;
+	}
+	if (is_key && (st.st_mode & S_IRWXO)) {
+		snprintf(err, n, "%s %s is open to others (mode %04o): chmod o-rwx it, a server key "
+		         "must not be readable by every user of the host", opt, path,
+		         (unsigned)(st.st_mode & 07777));
+		return NULL;
+	}
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, n, "%s %s: %s", opt, path, strerror(errno));
+		return NULL;
+	}
+	struct sbuf b;
+	sb_init(&b);
+	char buf[4096];
+	size_t got;
+	while ((got = fread(buf, 1, sizeof buf, f)) > 0 && b.len < (1 << 20))
+		sb_add(&b, buf, got);
+	fclose(f);
+	if (!strstr(b.s ? b.s : "", "-----BEGIN ")) {
+		snprintf(err, n, "%s %s: not a PEM file", opt, path);
+		sb_free(&b);
+		return NULL;
+	}
+	return b.s;
+}
+
+/* The TLS files and the rules of who may listen where; CTL_OK or CTL_USAGE (said). */
+static int web_tls_opts(struct web_opts *o, const char *cert, const char *key)
+{
+	char err[512];
+	if (!cert != !key) {
+		ctl_error("web: --tls-cert and --tls-key go together (the certificate and its key)");
+		return CTL_USAGE;
+	}
+	if (cert && o->insecure_http) {
+		ctl_error("web: --insecure-http and --tls-cert contradict each other");
+		return CTL_USAGE;
+	}
+	if (!cert)
+		return CTL_OK;
+	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		ctl_error("web: this libmicrohttpd was built without TLS");
+		return CTL_USAGE;
+	}
+	if (!(o->tls_cert = read_pem("--tls-cert", cert, 0, err, sizeof err)) ||
+	    !(o->tls_key = read_pem("--tls-key", key, 1, err, sizeof err))) {
+		ctl_error("web: %s", err);
+		return CTL_USAGE;
+	}
+	return CTL_OK;
+}
+
 int cmd_web(struct ctl *c, int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "passwd") == 0)
@@ -206,10 +277,14 @@ int cmd_web(struct ctl *c, int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "auth-file", required_argument, NULL, 'a' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-key", required_argument, NULL, 'K' },
+		{ "insecure-http", no_argument, NULL, 'I' },
 		CTL_COMMON_OPTS,
 		{ 0, 0, 0, 0 },
 	};
 	struct web_opts o = { .listen = DEFAULT_LISTEN, .max_redis = MAX_REDIS };
+	const char *cert = NULL, *key = NULL;
 	int ch;
 	ctl_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -217,6 +292,9 @@ int cmd_web(struct ctl *c, int argc, char **argv)
 		case 'l': o.listen = optarg; break;
 		case 'r': o.read_only = 1; break;
 		case 'a': o.auth_file = optarg; break;
+		case 'C': cert = optarg; break;
+		case 'K': key = optarg; break;
+		case 'I': o.insecure_http = 1; break;
 		default:
 			if (!ctl_common_opt(c, ch, argv))
 				return CTL_USAGE;
@@ -224,9 +302,12 @@ int cmd_web(struct ctl *c, int argc, char **argv)
 	}
 	if (optind < argc) {
 		ctl_error("web: unexpected \"%s\" (web [--listen ADDR:PORT] [--read-only] "
-		          "[--auth-file FILE], or web passwd)", argv[optind]);
+		          "[--auth-file FILE] [--tls-cert FILE --tls-key FILE | --insecure-http], or "
+		          "web passwd)", argv[optind]);
 		return CTL_USAGE;
 	}
+	if (web_tls_opts(&o, cert, key) != CTL_OK)
+		goto usage;
 	const char *why = listen_spec_check(o.listen);
 	if (why) {
 		ctl_error("web: --listen %s %s", o.listen, why);
@@ -235,21 +316,30 @@ int cmd_web(struct ctl *c, int argc, char **argv)
 	char err[1024];
 	if (o.auth_file && web_users_load(o.auth_file, &o.users, err, sizeof err) != 0) {
 		ctl_error("web: --auth-file %s", err);
-		return CTL_USAGE;
+		goto usage;
 	}
 	int fd = listen_tcp(o.listen, &o.loopback, err, sizeof err);
 	if (fd < 0) {
 		ctl_error("web: can't listen on %s: %s", o.listen, err);
-		web_users_free(&o.users);
-		return CTL_USAGE;
+		goto usage;
 	}
 	if (!o.loopback && !o.auth_file) {
 		ctl_error("web: %s is not a loopback address: anybody who reaches it could act on "
 		          "the fleet; give --auth-file (users made with cogworkerctl web passwd)",
 		          o.listen);
 		close(fd);
-		return CTL_USAGE;
+		goto usage;
 	}
+	if (!o.loopback && !o.tls_cert && !o.insecure_http) {
+		ctl_error("web: %s is not a loopback address: passwords and session cookies would "
+		          "cross the network in the clear; give --tls-cert FILE --tls-key FILE, or "
+		          "--insecure-http behind a TLS-terminating proxy", o.listen);
+		close(fd);
+		goto usage;
+	}
+	if (o.insecure_http)
+		ctl_error("web: warning: --insecure-http: plain HTTP%s; only behind a proxy that "
+		          "speaks TLS to the browsers", o.loopback ? "" : " off loopback");
 	if (c->notice) {
 		ctl_error("%s", c->notice);
 		free(c->notice);
@@ -258,5 +348,12 @@ int cmd_web(struct ctl *c, int argc, char **argv)
 	log_set_level(LOG_INFO);
 	int rc = web_serve(c, &o, fd);
 	web_users_free(&o.users);
+	free(o.tls_cert);
+	free(o.tls_key);
 	return rc;
+usage:
+	web_users_free(&o.users);
+	free(o.tls_cert);
+	free(o.tls_key);
+	return CTL_USAGE;
 }

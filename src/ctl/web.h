@@ -115,6 +115,8 @@ struct web_opts {
 	int loopback;               /* listen names a loopback address */
 	struct web_users users;
 	int max_redis;              /* Redis connections at most (one per request in flight) */
+	char *tls_cert, *tls_key;   /* PEM contents (--tls-cert, --tls-key), or NULL: plain HTTP */
+	int insecure_http;          /* --insecure-http: plain HTTP off loopback, said everywhere */
 };
 
 /* ---- web_pool.c ---- */

@@ -108,11 +108,14 @@ static enum MHD_Result send_json_error(struct MHD_Connection *conn, unsigned sta
 	return r;
 }
 
+/* Secure under TLS: the browser then never sends the session over plain HTTP. */
 static char *session_cookie(const char *id)
 {
+	const char *secure = opts->tls_cert ? "; Secure" : "";
 	if (!id)
-		return xstrdup(SESSION_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
-	return xasprintf(SESSION_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", id);
+		return xasprintf(SESSION_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s",
+		                 secure);
+	return xasprintf(SESSION_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict%s", id, secure);
 }
 
 void web_log_action(const char *user, const char *peer, const char *what, const char *result)
@@ -201,9 +204,9 @@ static void session_json(struct sbuf *b, const struct web_session *s, int logged
 	jstr(b, logged_in ? s->user : NULL);
 	sb_adds(b, ",\"csrf\":");
 	jstr(b, logged_in && s->csrf[0] ? s->csrf : NULL);
-	sb_printf(b, ",\"read_only\":%s,\"auth\":%s,\"version\":\"%s\"}",
+	sb_printf(b, ",\"read_only\":%s,\"auth\":%s,\"insecure_http\":%s,\"version\":\"%s\"}",
 	          opts->read_only ? "true" : "false", opts->auth_file ? "true" : "false",
-	          COGWORKERD_VERSION);
+	          opts->insecure_http ? "true" : "false", COGWORKERD_VERSION);
 }
 
 /* GET /api/session: who is logged in and the CSRF token; without --auth-file, the first
@@ -527,20 +530,25 @@ int web_serve(struct ctl *base, struct web_opts *o, int fd)
 	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	                 MHD_USE_AUTO | (o->tls_cert ? MHD_USE_TLS : 0);
 	struct MHD_Daemon *d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO,
-		0, NULL, NULL, on_request, NULL,
+		flags, 0, NULL, NULL, on_request, NULL,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+		/* Ignored without MHD_USE_TLS; NULL would end the list there. */
+		MHD_OPTION_HTTPS_MEM_CERT, o->tls_cert ? o->tls_cert : "",
+		MHD_OPTION_HTTPS_MEM_KEY, o->tls_key ? o->tls_key : "",
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_END);
 	if (!d) {
-		ctl_error("web: libmicrohttpd did not start on %s", o->listen);
+		ctl_error("web: libmicrohttpd did not start on %s%s", o->listen, o->tls_cert
+		          ? " (is --tls-key the key of --tls-cert?)" : "");
 		return CTL_USAGE;
 	}
-	log_info("web: dashboard on http://%s/ (%s%s%s)", o->listen,
+	log_info("web: dashboard on %s://%s/ (%s%s%s)", o->tls_cert ? "https" : "http", o->listen,
 	         o->auth_file ? "users of " : "no login: loopback only",
 	         o->auth_file ? o->auth_file : "", o->read_only ? ", read-only" : "");
 	int sig = 0;

@@ -297,6 +297,18 @@ class Pages(BrowserCase):
         self.assertIn("read-only", text_of(self.b, "#who", contains="read-only"))
         self.assertEqual(self.b.find_elements(By.CSS_SELECTOR, "main button"), [])
 
+    def test_web22_the_footer_says_insecure_http(self):
+        w = self.web("--insecure-http")
+        self.b.get(w.url("/"))
+        text = text_of(self.b, "footer", contains="--insecure-http")
+        self.assertIn("safe only behind a proxy that speaks HTTPS", text)
+        self.assertTrue(self.b.find_element("css selector", "footer").is_displayed())
+        # without it, no footer
+        w2 = self.web()
+        self.b.get(w2.url("/"))
+        text_of(self.b, "#c-processed .n")
+        self.assertFalse(self.b.find_element("css selector", "footer").is_displayed())
+
     def test_web10_banner_while_redis_is_away(self):
         # A number no empty or reset page shows, so "the last numbers stay" can fail.
         self.r.set(b"cogworker:stats:processed", 12345)
@@ -312,6 +324,117 @@ class Pages(BrowserCase):
             self.server.restart()
         wait_until(lambda: not self.b.find_element("id", "banner").is_displayed(), timeout=15,
                    message="the banner gone with Redis back")
+
+
+class HTTPS(RedisTestCase):
+    """WEB-21..23: --tls-cert/--tls-key (libmicrohttpd's TLS): the dashboard over HTTPS with
+    that certificate, checked with curl against the CA; Secure cookies; a non-loopback
+    listen needs TLS or --insecure-http as well as --auth-file."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        from tlskit import PKI
+        cls.pki = PKI()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pki.stop()
+        super().tearDownClass()
+
+    def users(self):
+        d = tempfile.mkdtemp(prefix="cw-web-tls-")
+        users = os.path.join(d, "users")
+        p = ctl("web", "passwd", "--auth-file", users, "alice", stdin="correct horse\n")
+        self.assertEqual(p.returncode, 0, p)
+        return users
+
+    def curl(self, port, *args):
+        return subprocess.run(["curl", "-sS", "--max-time", "20", "--cacert",
+                               self.pki.path("ca")] + list(args), capture_output=True,
+                              text=True, timeout=30)
+
+    def test_web21_https_with_the_given_certificate_and_secure_cookies(self):
+        users = self.users()
+        w = WebServer(self.server.url, args=["--auth-file", users, "--tls-cert",
+                                             self.pki.path("server"), "--tls-key",
+                                             self.pki.path("server", "key")]).start()
+        self.addCleanup(w.stop)
+        self.assertIn("dashboard on https://127.0.0.1:%d/" % w.port, w.log())
+        base = "https://localhost:%d" % w.port
+        # curl checks the certificate against the CA, and its name
+        p = self.curl(w.port, "-o", "/dev/null", "-w", "%{http_code} %{ssl_verify_result}",
+                      base + "/")
+        self.assertEqual(p.stdout, "200 0", p.stderr)
+        # a login over it sets a Secure session cookie
+        p = self.curl(w.port, "-D", "-", "-o", "/dev/null", "-H", "Origin: " + base,
+                      "--data", "user=alice&password=correct+horse", base + "/api/login")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        [cookie] = [l for l in p.stdout.splitlines() if l.lower().startswith("set-cookie:")]
+        self.assertIn("HttpOnly", cookie)
+        self.assertIn("; Secure", cookie)
+        # plain HTTP to the same port gets no page
+        p = subprocess.run(["curl", "-sS", "--max-time", "5", "http://127.0.0.1:%d/" % w.port],
+                           capture_output=True, text=True, timeout=30)
+        self.assertNotIn("<script", p.stdout)
+        # a CA that did not sign it is refused by the client
+        p = subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert",
+                            self.pki.path("otherca"), base + "/"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+
+    def test_web22_non_loopback_needs_tls_or_insecure_http(self):
+        users = self.users()
+        port = free_port()
+        env = {"REDIS_URL": self.server.url}
+        p = ctl("web", "--listen", "0.0.0.0:%d" % port, "--auth-file", users, env=env)
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn("0.0.0.0:%d is not a loopback address: passwords and session cookies "
+                      "would cross the network in the clear; give --tls-cert FILE --tls-key "
+                      "FILE, or --insecure-http behind a TLS-terminating proxy" % port,
+                      p.stderr)
+        # --insecure-http: it serves, says so at start and in every page's session
+        w = WebServer(self.server.url, listen="0.0.0.0:%d" % port,
+                      args=["--auth-file", users, "--insecure-http"])
+        w.port = port
+        w.start()
+        self.addCleanup(w.stop)
+        self.assertIn("warning: --insecure-http: plain HTTP off loopback", w.log())
+        st, s = w.get_json("/api/session", None)
+        self.assertEqual((st, s["insecure_http"]), (200, True))
+        st, h, _ = w.request("POST", "/api/login", {"user": "alice", "password": "correct horse"},
+                             headers={"Origin": w.url("").rstrip("/")})
+        self.assertEqual(st, 200)
+        self.assertNotIn("Secure", h["set-cookie"])
+
+    def test_web23_bad_tls_options(self):
+        env = {"REDIS_URL": self.server.url}
+        d = tempfile.mkdtemp(prefix="cw-web-tls-")
+        open_key = os.path.join(d, "open.key")
+        with open(self.pki.path("server", "key")) as f, open(open_key, "w") as g:
+            g.write(f.read())
+        os.chmod(open_key, 0o644)
+        cases = [
+            (["--tls-cert", self.pki.path("server")], "--tls-cert and --tls-key go together"),
+            (["--tls-cert", self.pki.path("server"), "--tls-key", open_key],
+             "--tls-key %s is open to others (mode 0644)" % open_key),
+            (["--tls-cert", "/nonexistent.crt", "--tls-key", self.pki.path("server", "key")],
+             "--tls-cert /nonexistent.crt: No such file or directory"),
+            (["--tls-cert", self.pki.path("server"), "--tls-key", self.pki.path("server", "key"),
+              "--insecure-http"], "--insecure-http and --tls-cert contradict each other"),
+            (["--tls-cert", os.path.join(self.pki.dir, "server.ext"), "--tls-key",
+              self.pki.path("server", "key")], "not a PEM file"),
+        ]
+        for args, why in cases:
+            with self.subTest(why):
+                p = ctl("web", "--listen", "127.0.0.1:%d" % free_port(), *args, env=env)
+                self.assertEqual(p.returncode, 2, p)
+                self.assertIn(why, p.stderr)
+        # a key that is not the certificate's: refused at start, not served
+        p = ctl("web", "--listen", "127.0.0.1:%d" % free_port(), "--tls-cert",
+                self.pki.path("server"), "--tls-key", self.pki.path("client", "key"), env=env)
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn("is --tls-key the key of --tls-cert?", p.stderr)
 
 
 if __name__ == "__main__":
