@@ -283,7 +283,10 @@ class Units(unittest.TestCase):
         for key, value in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"),
                            ("ProtectHome", "yes"), ("PrivateTmp", "yes"),
                            ("ProtectKernelTunables", "yes"), ("ProtectKernelModules", "yes"),
-                           ("ProtectKernelLogs", "yes"), ("SystemCallFilter", "~@privileged")]:
+                           ("ProtectKernelLogs", "yes"), ("SystemCallFilter", "~@privileged"),
+                           # containment: the unit's cgroup is the daemon's, the rest of
+                           # /sys/fs/cgroup stays read-only (doc/design.md "Containment")
+                           ("Delegate", "yes"), ("ProtectControlGroups", "yes")]:
             self.assertEqual(unit_value(u, s, key), value, key)
         self.assertIn("@system-service", [v for k, v in u[s] if k == "SystemCallFilter"])
         self.assertIn("AF_INET", unit_value(u, s, "RestrictAddressFamilies"))
@@ -291,8 +294,9 @@ class Units(unittest.TestCase):
     def test_template_is_the_same_service_per_instance(self):
         main = read_unit(os.path.join(self.src, "cogworkerd.service"))
         tmpl = read_unit(os.path.join(self.src, "cogworkerd@.service"))
+        # ReadWritePaths: the unit's own cgroup, under system-cogworkerd.slice for instances
         per_instance = {"ExecStart", "ExecReload", "StateDirectory", "RuntimeDirectory",
-                        "WorkingDirectory", "Description"}
+                        "WorkingDirectory", "Description", "ReadWritePaths"}
         for section in ("Unit", "Service", "Install"):
             a = [(k, v) for k, v in main[section] if k not in per_instance]
             b = [(k, v) for k, v in tmpl[section] if k not in per_instance]

@@ -17,6 +17,9 @@ and the unit as shipped driven with systemctl, kill and cogworkerctl, as an oper
 - `cogworkerctl processes stop`: exit 0, the unit stays stopped (no restart).
 - a handler's grandchild that left its session (setsid) is killed at stop: the control
   group, not the process group, bounds what a stop leaves.
+- containment under systemd (CT-1, doc/design.md "Containment"): the unit's Delegate=yes
+  and ReadWritePaths= give the daemon its cgroup; it says so at start, sits in the leaf
+  "daemon", and a job's setsid'd grandchild is gone when the job is done.
 
 Each test prints its timings (run.py -v shows them). The conf uses short intervals
 (heartbeat 1 s, shutdown_timeout 3 s); everything else is the unit as installed.
@@ -58,7 +61,12 @@ handlers = (
   # then a long job.
   { class = "Escape";
     command = [ "/bin/sh", "-c",
-                "setsid /bin/sleep 3333 </dev/null >/dev/null 2>&1 & exec /bin/sleep 60" ]; }
+                "setsid /bin/sleep 3333 </dev/null >/dev/null 2>&1 & exec /bin/sleep 60" ]; },
+  # The same grandchild (once it has left the group), then success at once (CT-1).
+  { class = "EscapeDone";
+    command = [ "/bin/sh", "-c",
+                "setsid /bin/sh -c 'touch /tmp/ct1; exec /bin/sleep 3335' </dev/null "
+                ">/dev/null 2>&1 & while [ ! -e /tmp/ct1 ]; do sleep 0.02; done" ]; }
 );
 """ % (REDIS_URL, SHUTDOWN_TIMEOUT)
 
@@ -322,6 +330,25 @@ class SystemdTest(unittest.TestCase):
         self.assertLess(took, SHUTDOWN_TIMEOUT + 10, "stop waited for TimeoutStopSec")
         self.assertEqual(self.state()["Result"], "success")
         self.assertIn(jid, self.jids("queued"))
+
+    def test_ct1_containment_in_the_delegated_unit(self):
+        self.start()
+        log = self.c.run("journalctl", "-u", UNIT, "-o", "cat", "--no-pager").stdout
+        # /sys/fs/cgroup on a pure cgroup v2 host, /sys/fs/cgroup/unified on a hybrid one
+        self.assertRegex(log, r"containment: cgroup v2, jobs in /sys/fs/cgroup(/unified)?"
+                              r"/system\.slice/cogworkerd\.service/cogworkerd\.\d+\.\d+ ")
+        self.assertIn("(delegated by systemd)", log)
+        own = self.c.run("cat", "/proc/%d/cgroup" % self.main_pid()).stdout
+        self.assertIn("0::/system.slice/cogworkerd.service/daemon", own)
+        jid = self.push("EscapeDone")
+        t = time.monotonic()
+        journal = lambda: self.c.run("journalctl", "-u", UNIT, "-o", "cat",  # noqa: E731
+                                     "--no-pager").stdout
+        wait_for(lambda: "done: EscapeDone jid=%s" % jid in journal(),
+                 timeout=15, message="the job done")
+        wait_for(lambda: not self.pgrep("/bin/sleep 3335"), timeout=2,
+                 message="the escaped grandchild gone within 2 s of done")
+        self.timing("containment: escaped grandchild gone after done", time.monotonic() - t)
 
 
 if __name__ == "__main__":
