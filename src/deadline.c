@@ -17,7 +17,10 @@
  * it leaves the in-progress list only once filed. A due entry is moved by the KILL script
  * (check it is still in its set, add it to dead, then remove it) or dropped by ZREM, so
  * two pollers can never bury one entry twice; only the poller whose call moved it does the
- * follow-up (stats, lock release, on_death).
+ * follow-up (stats, lock release, on_death). The entry's settle in its batch and for the
+ * jobs that wait for it (BATCH_SETTLE, in the follow-up) is noted in cogworker:batch:owed
+ * by the same script, so a crash or a Redis error between the two leaves the note, which
+ * the poller settles.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,26 +95,25 @@ void deadline_settle_fetched(struct rconn *r, const struct conf *c, const struct
 	free(msg);
 }
 
-/* A due entry past its deadline: moved to dead (KILL) or dropped (ZREM). 1 when this call
- * did it, 0 when the entry was gone already, -1 on an error (in r). */
+/* A due entry past its deadline: moved to dead or dropped (KILL), its settle noted in the
+ * same step (doc/protocol.md §7.34). 1 when this call did it, 0 when the entry was gone
+ * already, -1 on an error (in r). */
 static int settle_entry(struct rconn *r, const char *set, const struct job *j, int discard,
                         const char *msg, char **dead_entry)
 {
-	redisReply *rep;
-	if (discard) {
-		const char *argv[] = { "ZREM", set, j->raw };
-		size_t lens[] = { 4, strlen(set), j->raw_len };
-		rep = rcmd_argv(r, 3, argv, lens);
-	} else {
-		double now = now_float();
-		char score[32];
-		job_format_time(now, score);
+	double now = now_float();
+	char score[32];
+	job_format_time(now, score);
+	if (!discard)
 		*dead_entry = job_failure_payload(j, JOB_EXPIRED, msg, now, j->retry_count + 1, 0, 0);
-		const char *keys[] = { set, K_DEAD };
-		const char *args[] = { j->raw, score, *dead_entry };
-		size_t lens[] = { j->raw_len, strlen(score), strlen(*dead_entry) };
-		rep = rscript(r, "kill", 2, keys, 3, args, lens);
-	}
+	const char *entry = discard ? "" : *dead_entry;
+	char *owed = workflow_owed_note(discard ? SETTLED_DISCARDED : SETTLED_DEAD, j->bid);
+	const char *keys[] = { set, K_DEAD, K_BATCH_OWED };
+	const char *args[] = { j->raw, score, entry, j->jid ? j->jid : "", owed };
+	size_t lens[] = { j->raw_len, strlen(score), strlen(entry), j->jid ? strlen(j->jid) : 0,
+	                  strlen(owed) };
+	redisReply *rep = rscript(r, "kill", j->jid ? 3 : 2, keys, 5, args, lens);
+	free(owed);
 	if (!rep)
 		return -1;
 	int done = reply_integer(rep, 0) == 1;

@@ -107,6 +107,9 @@
  * missed; and the lock of the fleet's one search per half lost_dependency_threshold. */
 #define K_UNSEEN_DEPS "cogworker:unseen_dependencies"
 #define K_UNSEEN_DEPS_LOCK "cogworker:unseen_dependencies:lock"
+/* hash jid -> "<outcome> <bid>": settles not finished yet (a release cut into calls, a
+ * burial's settle still to make): BATCH_SETTLE goes on with them */
+#define K_BATCH_OWED "cogworker:batch:owed"
 
 /*
  * Not a key: the prefix of the handler's stdout line that reports progress into K_STATUS.

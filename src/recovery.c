@@ -446,10 +446,14 @@ static void bury_parked(struct pass *p, const char *list, int once)
 		char score[32];
 		job_format_time(now, score);
 		char *entry = process_died_entry(&j, once ? 0 : p->max_n, now);
-		const char *keys[] = { list, K_DEAD };
-		const char *args[] = { e->str, score, entry };
-		size_t lens[] = { e->len, strlen(score), strlen(entry) };
-		redisReply *b = rscript(p->r, "bury_orphan", 2, keys, 3, args, lens);
+		/* Its settle, which the follow-up makes, is noted in the same step (§7.34). */
+		char *owed = workflow_owed_note(SETTLED_DEAD, j.bid);
+		const char *keys[] = { list, K_DEAD, K_BATCH_OWED };
+		const char *args[] = { e->str, score, entry, j.jid ? j.jid : "", owed };
+		size_t lens[] = { e->len, strlen(score), strlen(entry), j.jid ? strlen(j.jid) : 0,
+		                  strlen(owed) };
+		redisReply *b = rscript(p->r, "bury_orphan", j.jid ? 3 : 2, keys, 5, args, lens);
+		free(owed);
 		if (!b)
 			pass_error(p, "repeat orphan not buried");
 		else if (reply_integer(b, 0) == 1)

@@ -55,25 +55,53 @@ void workflow_log_fired(const redisReply *rep, size_t first)
 	}
 }
 
-int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome)
+/* One BATCH_SETTLE call: 1 when its release was cut (more to come), 0 done, -1 error. */
+static int settle_call(struct rconn *r, const char *jid, const char *bid, const char *outcome,
+                       long long *released, long long *buried)
 {
 	const char *args[] = { jid, outcome, bid ? bid : "" };
 	redisReply *rep = workflow_script(r, "batch_settle", 3, args, NULL);
 	if (!rep)
 		return -1;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
-		long long released = reply_integer(rep->element[0], 0);
-		long long buried = reply_integer(rep->element[1], 0);
-		if (released)
-			log_info("jid=%s %s: %lld job(s) waiting for it released", jid, outcome,
-			         released);
-		if (buried)
-			log_warn("jid=%s %s: %lld job(s) waiting for it buried as "
-			         "Cogworker::DependencyFailed", jid, outcome, buried);
-		workflow_log_fired(rep, 2);
+	int more = 0;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3) {
+		*released += reply_integer(rep->element[0], 0);
+		*buried += reply_integer(rep->element[1], 0);
+		more = reply_integer(rep->element[2], 0) != 0;
+		workflow_log_fired(rep, 3);
 	}
 	freeReplyObject(rep);
+	return more;
+}
+
+static void log_settled(const char *jid, const char *outcome, long long released,
+                        long long buried)
+{
+	if (released)
+		log_info("jid=%s %s: %lld job(s) waiting for it released", jid, outcome, released);
+	if (buried)
+		log_warn("jid=%s %s: %lld job(s) waiting for it buried as "
+		         "Cogworker::DependencyFailed", jid, outcome, buried);
+}
+
+int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome)
+{
+	long long released = 0, buried = 0;
+	int more = settle_call(r, jid, bid, outcome, &released, &buried);
+	if (more < 0)
+		return -1;
+	while (more > 0)
+		more = settle_call(r, jid, bid, outcome, &released, &buried);
+	if (more < 0)
+		log_warn("jid=%s %s: the rest of the jobs waiting for it not released yet (noted "
+		         "in " K_BATCH_OWED ", the poller goes on): %s", jid, outcome, r->err);
+	log_settled(jid, outcome, released, buried);
 	return 0;
+}
+
+char *workflow_owed_note(const char *outcome, const char *bid)
+{
+	return xasprintf("%s %s", outcome, bid ? bid : "");
 }
 
 void workflow_settle_filed(struct rconn *r, const char *jid, const char *bid,
@@ -95,6 +123,38 @@ void workflow_settle_filed(struct rconn *r, const char *jid, const char *bid,
 #define TEND_WAITERS "1000"
 #define TEND_LISTED "1000"
 #define TEND_ROUNDS 10
+/* The most BATCH_SETTLE calls one look makes for the settles owed (each bounded,
+ * lib/batch.lua): 10 000 dependants a look, each call a few ms. */
+#define OWED_CALLS 40
+
+/* Finish the settles noted in K_BATCH_OWED, up to OWED_CALLS calls. */
+static int settle_owed(struct rconn *r)
+{
+	redisReply *rep = rcmd(r, "HSCAN %s 0 COUNT %d", K_BATCH_OWED, OWED_CALLS);
+	if (!rep)
+		return -1;
+	const redisReply *kv = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2
+	                       ? rep->element[1] : NULL;
+	int calls = 0, rc = 0;
+	for (size_t i = 0; kv && i + 1 < kv->elements && calls < OWED_CALLS && rc == 0; i += 2) {
+		const char *jid = kv->element[i]->str, *note = kv->element[i + 1]->str;
+		const char *sp = strchr(note, ' ');
+		char *outcome = sp ? xstrndup(note, (size_t)(sp - note)) : xstrdup(note);
+		const char *bid = sp && sp[1] ? sp + 1 : NULL;
+		long long released = 0, buried = 0;
+		int more = 1;
+		while (more > 0 && calls++ < OWED_CALLS)
+			more = settle_call(r, jid, bid, outcome, &released, &buried);
+		if (released || buried)
+			log_warn("jid=%s %s: a settle cut short (a crash, a Redis error) finished by "
+			         "the poller", jid, outcome);
+		log_settled(jid, outcome, released, buried);
+		rc = more < 0 ? -1 : 0;
+		free(outcome);
+	}
+	freeReplyObject(rep);
+	return rc;
+}
 
 /* Keep the cursor a reply gives (a string, '' when the window came round). */
 static void keep_cursor(char *dst, const redisReply *e)
@@ -138,7 +198,7 @@ int workflow_tend(struct rconn *r, struct workflow_cursor *cur)
 		if (!cur->waiting[0])
 			break;
 	}
-	return 0;
+	return settle_owed(r);
 }
 
 int workflow_counts(struct rconn *r, long long *open, long long *waiting)

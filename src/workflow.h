@@ -28,9 +28,16 @@ void workflow_log_fired(const redisReply *rep, size_t first);
 
 /*
  * Job jid settled for good as outcome (SETTLED_*), a member of bid (NULL = none):
- * BATCH_SETTLE. Logs what it fired, released and buried. 0 done, -1 error (r->err).
+ * BATCH_SETTLE, called again while it says its release was cut (each call releases a
+ * bounded share, lib/batch.lua), so no call blocks Redis for long. Logs what it fired,
+ * released and buried. 0 done (a later call that fails leaves the rest noted in
+ * cogworker:batch:owed, for the poller), -1 error (r->err: nothing done).
  */
 int workflow_settle(struct rconn *r, const char *jid, const char *bid, const char *outcome);
+
+/* The note a burial script writes in cogworker:batch:owed for the settle it leaves to its
+ * caller ("<outcome> <bid>", malloc'd). */
+char *workflow_owed_note(const char *outcome, const char *bid);
 
 /*
  * The same for a job whose filing took it off every list already (a burial by orphan
@@ -52,7 +59,9 @@ struct workflow_cursor {
  * time expire, each said in the log, and settle in their parent; dependencies settled
  * without releasing their dependants (a crash after the ack) are settled again, looked
  * for a window of waiting jobs at a time from cur on (several calls while it has not
- * come round); batches whose keys expired leave the list. 0 done, -1 error (r->err).
+ * come round); batches whose keys expired leave the list. Then the settles noted in
+ * cogworker:batch:owed (a release a crash cut between two calls, a burial whose settle
+ * failed) are finished, up to OWED_CALLS calls a look. 0 done, -1 error (r->err).
  */
 int workflow_tend(struct rconn *r, struct workflow_cursor *cur);
 

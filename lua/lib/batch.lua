@@ -9,8 +9,9 @@
 -- K..bid (hash) with the sets K..bid..':pending', ':succeeded', ':dead', ':discarded'; a
 -- job that waits is K..'wait:'..jid (hash) with K..'after:'..jid (what it still waits
 -- for), named in K..'dependants:'..dep of each; K..'waiting' lists them; K..'settled:'..
--- jid says how a job settled for good. Keys are computed because a settle walks up to
--- parents and on to dependants it learns as it goes.
+-- jid says how a job settled for good; K..'owed' (hash jid -> '<outcome> <bid>') holds the
+-- settles not finished yet. Keys are computed because a settle walks up to parents and on
+-- to dependants it learns as it goes.
 --
 -- The rules kept here (and nowhere else):
 -- - Membership is a set of ids, never a counter: a member settles by SREM from pending,
@@ -32,9 +33,20 @@
 --   good wins, and a later one settles as that one did (a re-run after a kill -9 between
 --   the settle and the ack may die where the first run succeeded); only a success after a
 --   death replaces it, as the batch moves that member from dead to succeeded.
+-- - One call handles at most RELEASE_CHUNK jobs that wait (a burial counting BURY_COST),
+--   so a job with 100 000 dependants never holds Redis for long (doc/performance.md). A
+--   settle stopped there is noted in K..'owed' in the same call and goes on at its next
+--   call (the caller's loop, or the poller's look at K..'owed'); a burial script notes
+--   the settle it leaves to its caller there too, so a crash in between loses nothing.
+--   Each dependant is taken out of the set in the call that handles it: never twice,
+--   never early (a release still needs its after set empty).
+if redis.replicate_commands then pcall(redis.replicate_commands) end -- SRANDMEMBER below
 local K, QP, QUEUES, DEAD, SCHED = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local NOW, KEEP, SETTLED_TTL = ARGV[6], ARGV[7], ARGV[8]
 local fired = {}        -- 'bid kind jid' of each callback this call pushed
+local RELEASE_CHUNK = 250      -- a release's share of one call; a burial counts BURY_COST
+local BURY_COST = 4             -- (a dead entry written, and its own settle: 4 times dearer)
+local budget = RELEASE_CHUNK    -- dependants this call may still release or bury
 
 local OUTCOME_SET = { success = ':succeeded', dead = ':dead', discarded = ':discarded' }
 local PARTS = { '', ':pending', ':succeeded', ':dead', ':discarded' }
@@ -48,13 +60,18 @@ local function keep_for(bid, ttl)
 	end
 end
 
+local queues_seen = {}  -- queues this call SADDed already: once is enough
+
 local function push_job(raw, queue, at)
 	if at and at ~= '' then
 		redis.call('ZADD', SCHED, at, raw)
 		return 'scheduled'
 	end
 	redis.call('LPUSH', QP .. queue, raw)
-	pcall(redis.call, 'SADD', QUEUES, queue)
+	if not queues_seen[queue] then
+		pcall(redis.call, 'SADD', QUEUES, queue)
+		queues_seen[queue] = true
+	end
 	return 'queued'
 end
 
@@ -159,10 +176,12 @@ end
 -- Job jid settled for good as outcome, a member of bid ('' = none): its settled record,
 -- its batch, then each job waiting for it: released once it waits for nothing more,
 -- buried as Cogworker::DependencyFailed when jid failed (unless it waits with any), and
--- a burial settles in turn. Returns the counts released and buried.
+-- a burial settles in turn. Up to this call's share of dependants: a job with more left
+-- is noted in K..'owed'. Returns the counts released and buried, and 1 when jid has
+-- dependants left (its next call goes on), else 0.
 local function job_settled(jid, outcome, bid)
-	local work, i, released, buried = { { jid, outcome, bid } }, 1, 0, 0
-	while work[i] do
+	local work, i, released, buried, left = { { jid, outcome, bid } }, 1, 0, 0, 0
+	while work[i] do    -- grows by burials only, each out of the share: bounded
 		local j, o, b = work[i][1], work[i][2], work[i][3]
 		i = i + 1
 		local prev = redis.call('GET', K .. 'settled:' .. j)
@@ -170,9 +189,13 @@ local function job_settled(jid, outcome, bid)
 		redis.call('SET', K .. 'settled:' .. j, o, 'EX', SETTLED_TTL)
 		batch_settled(b, j, o)
 		local dk = K .. 'dependants:' .. j
-		for _, w in ipairs(redis.call('SMEMBERS', dk)) do
+		local chunk = budget > 0 and redis.call('SRANDMEMBER', dk, budget) or {}
+		for _, w in ipairs(chunk) do
+			if budget <= 0 then break end
+			budget = budget - 1
 			local wait = redis.call('HMGET', K .. 'wait:' .. w, 'payload', 'queue', 'any', 'at', 'bid')
 			if wait[1] and o ~= 'success' and wait[3] ~= '1' then
+				budget = budget - BURY_COST + 1
 				local why = 'dependency ' .. j .. (o == 'dead' and ' died' or ' was discarded')
 				redis.call('ZADD', DEAD, NOW, string.sub(wait[1], 1, -2) ..
 				           ',"error_class":"Cogworker::DependencyFailed","error_message":' ..
@@ -182,14 +205,21 @@ local function job_settled(jid, outcome, bid)
 				work[#work + 1] = { w, 'dead', wait[5] or '' }
 			elseif wait[1] then
 				redis.call('SREM', K .. 'after:' .. w, j)
-				if redis.call('SCARD', K .. 'after:' .. w) == 0 then
+				if redis.call('EXISTS', K .. 'after:' .. w) == 0 then   -- waits for nothing
 					push_job(wait[1], wait[2], wait[4])
-					waiter_gone(w)
+					redis.call('DEL', K .. 'wait:' .. w)
+					redis.call('ZREM', K .. 'waiting', w)
 					released = released + 1
 				end
 			end
+			redis.call('SREM', dk, w)
 		end
-		redis.call('DEL', dk)
+		if redis.call('EXISTS', dk) == 1 then
+			redis.call('HSET', K .. 'owed', j, o .. ' ' .. (b or ''))
+			if j == jid then left = 1 end
+		else
+			redis.call('HDEL', K .. 'owed', j)
+		end
 	end
-	return released, buried
+	return released, buried, left
 end

@@ -414,12 +414,23 @@ static int batch_settle(struct ctl *c, int argc, char **argv)
 	redisReply *rep = workflow_script(&c->r, "batch_settle", 3, args, NULL);
 	if (!rep)
 		return ctl_redis_error(c, "batch settle");
+	/* Its release goes on in bounded calls (BATCH_SETTLE's more); the callbacks fired
+	 * are the first call's: later ones only release. */
+	for (int more = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
+	                reply_integer(rep->element[2], 0); more; ) {
+		redisReply *next = workflow_script(&c->r, "batch_settle", 3, args, NULL);
+		if (!next)
+			return ctl_redis_error(c, "batch settle (its release, left to the poller)");
+		more = next->type == REDIS_REPLY_ARRAY && next->elements >= 3 &&
+		       reply_integer(next->element[2], 0);
+		freeReplyObject(next);
+	}
 	if (c->json)
 		printf("{\"bid\":\"%s\",\"jid\":\"%s\",\"outcome\":\"%s\"}\n", argv[optind],
 		       argv[optind + 1], outcome);
 	else
 		printf("settled %s in %s as %s\n", argv[optind + 1], argv[optind], outcome);
-	print_fired(c, rep, 2);
+	print_fired(c, rep, 3);
 	freeReplyObject(rep);
 	return CTL_OK;
 }

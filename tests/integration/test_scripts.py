@@ -646,6 +646,16 @@ class TestBuryOrphan(ScriptTestCase):
             self.bury(b"a")
         self.assertEqual(self.r.lrange(PARKING, 0, -1), [b"a"])
 
+    def test_its_settle_is_noted_in_the_same_step(self):
+        self.r.rpush(PARKING, b"a")
+        owed = "cogworker:batch:owed"
+        args = [b"b", 1, b"entry", "jid-a", "dead b1"]
+        self.assertEqual(self.run_script("bury_orphan", [PARKING, DEAD, owed], args), 0)
+        self.assertFalse(self.r.exists(owed))
+        args[0] = b"a"
+        self.assertEqual(self.run_script("bury_orphan", [PARKING, DEAD, owed], args), 1)
+        self.assertEqual(self.r.hgetall(owed), {b"jid-a": b"dead b1"})
+
 
 # ======================================================================================
 # 6.6 REQUEUE_ONE
@@ -1179,6 +1189,20 @@ class TestKill(ScriptTestCase):
         with self.assertRaises(redis.ResponseError):
             self.kill(b"e", b"e")
         self.assertEqual(self.r.zscore(RETRY, b"e"), 1.0)
+
+    def test_an_empty_member_drops_and_the_settle_is_noted(self):
+        owed = "cogworker:batch:owed"
+        self.r.zadd(SCHEDULE, {b"e": 1, b"f": 2})
+        self.assertEqual(self.run_script("kill", [SCHEDULE, DEAD, owed],
+                                         [b"e", 5, b"", "jid-e", "discarded "]), 1)
+        self.assertEqual(self.run_script("kill", [SCHEDULE, DEAD, owed],
+                                         [b"f", 5, b"f2", "jid-f", "dead b1"]), 1)
+        self.assertEqual(self.run_script("kill", [SCHEDULE, DEAD, owed],
+                                         [b"e", 5, b"", "jid-x", "dead "]), 0)
+        self.assertEqual(self.r.zcard(SCHEDULE), 0)
+        self.assertEqual(self.r.zrange(DEAD, 0, -1), [b"f2"])
+        self.assertEqual(self.r.hgetall(owed), {b"jid-e": b"discarded ",
+                                                 b"jid-f": b"dead b1"})
 
 
 # ======================================================================================
@@ -1788,11 +1812,11 @@ class TestBatchSettle(BatchScriptCase):
         self.open("b1")
         for j in ("j1", "j2"):
             self.push(j, bid="b1")
-        self.assertEqual(self.settle("j1", bid="b1"), [0, 0])
+        self.assertEqual(self.settle("j1", bid="b1"), [0, 0, 0])
         self.batch("batch_commit", "b1")
         self.assertEqual(self.callbacks(), [])
         reply = self.settle("j2", bid="b1")
-        fired = sorted(x.decode().split()[1] for x in reply[2:])
+        fired = sorted(x.decode().split()[1] for x in reply[3:])
         self.assertEqual(fired, ["complete", "success"])
         cbs = self.callbacks()
         self.assertEqual(sorted(c["class"] for c in cbs), ["All", "Done"])
@@ -1801,8 +1825,8 @@ class TestBatchSettle(BatchScriptCase):
             self.assertEqual(c["args"], [1, "x"])
             self.assertEqual(c["queue"], "callbacks")
         # settled twice (a job run twice, a duplicate settle): nothing more
-        self.assertEqual(self.settle("j2", bid="b1"), [0, 0])
-        self.assertEqual(self.settle("j1", "dead", bid="b1"), [0, 0])
+        self.assertEqual(self.settle("j2", bid="b1"), [0, 0, 0])
+        self.assertEqual(self.settle("j1", "dead", bid="b1"), [0, 0, 0])
         self.assertEqual(len(self.callbacks()), 2)
         self.assertEqual(self.members("b1", "succeeded"), ["j1", "j2"])
         self.assertGreater(self.r.ttl(BATCH + "b1"), 0)
@@ -1853,7 +1877,7 @@ class TestBatchSettle(BatchScriptCase):
         self.settle("j2", bid="p")
         self.assertEqual(self.callbacks(), [])
         reply = self.settle("j1", bid="c")
-        fired = sorted(x.decode() for x in reply[2:])
+        fired = sorted(x.decode() for x in reply[3:])
         self.assertEqual([f.split()[:2] for f in fired],
                          [["c", "complete"], ["c", "success"], ["p", "complete"],
                           ["p", "success"]])
@@ -1881,7 +1905,7 @@ class TestBatchSettle(BatchScriptCase):
         self.push("w", deps=("j1",))
         self.settle("j1", bid="b1")
         # a re-run after a kill -9 between its settle and its ack, dying this time
-        self.assertEqual(self.settle("j1", "dead", bid="b1"), [0, 0])
+        self.assertEqual(self.settle("j1", "dead", bid="b1"), [0, 0, 0])
         self.assertEqual(self.r.get(BATCH + "settled:j1"), b"success")
         self.assertEqual(self.members("b1", "succeeded"), ["j1"])
         self.assertEqual(self.r.zcard(DEAD), 0)
@@ -1908,14 +1932,14 @@ class TestDependencies(BatchScriptCase):
         self.assertEqual(self.push("c", deps=("a", "b")), [b"waiting", 2])
         self.assertEqual(self.queue(), [])
         self.assertEqual(self.r.zscore(BATCH + "waiting", "c"), float(self.NOW))
-        self.assertEqual(self.settle("a"), [0, 0])
+        self.assertEqual(self.settle("a"), [0, 0, 0])
         self.assertEqual(self.queue(), [])
-        self.assertEqual(self.settle("b"), [1, 0])
+        self.assertEqual(self.settle("b"), [1, 0, 0])
         self.assertEqual(self.queue(), [job("c")])
         self.assertIsNone(self.r.zscore(BATCH + "waiting", "c"))
         for k in ("wait:c", "after:c", "dependants:a", "dependants:b"):
             self.assertFalse(self.r.exists(BATCH + k), k)
-        self.assertEqual(self.settle("b"), [0, 0])      # twice: nothing more
+        self.assertEqual(self.settle("b"), [0, 0, 0])      # twice: nothing more
         self.assertEqual(len(self.queue()), 1)
 
     def test_a_settled_dependency_counts_at_push(self):
@@ -1933,7 +1957,7 @@ class TestDependencies(BatchScriptCase):
         self.push("b", deps=("a",))
         self.push("c", bid="b1", deps=("b",))
         self.push("d", deps=("a",), any_=True)
-        self.assertEqual(self.settle("a", "discarded")[:2], [1, 2])
+        self.assertEqual(self.settle("a", "discarded")[:3], [1, 2, 0])
         dead = {json.loads(m)["jid"]: json.loads(m) for m in self.r.zrange(DEAD, 0, -1)}
         self.assertEqual(sorted(dead), ["b", "c"])
         self.assertEqual(dead["b"]["error_class"], "Cogworker::DependencyFailed")
@@ -1945,6 +1969,57 @@ class TestDependencies(BatchScriptCase):
         self.assertEqual(self.callbacks(), [])          # b1 is open: nothing fires yet
         self.batch("batch_commit", "b1")
         self.assertEqual([c["class"] for c in self.callbacks()], ["All", "Died"])
+
+    def waiters(self, dep, n, any_=False):
+        """n jobs waiting for dep (BATCH_PUSH each, in one pipeline)."""
+        common = [BATCH, QUEUE, QUEUES, DEAD, SCHEDULE, self.NOW, KEEP, SETTLED_KEEP]
+        text = load_script("batch_push")
+        sha = self.r.script_load(text)
+        pipe = self.r.pipeline(transaction=False)
+        for k in range(n):
+            w = "w%05d" % k
+            pipe.evalsha(sha, 0, *(common + [w, job(w), "default", "", "", "",
+                                            "1" if any_ else "0", dep]))
+        pipe.execute()
+
+    def settle_all(self, jid, outcome="success"):
+        """BATCH_SETTLE as the daemon calls it, again while more is left: the replies."""
+        replies = [self.settle(jid, outcome)]
+        while replies[-1][2]:
+            self.assertEqual(self.r.hget(BATCH + "owed", jid), (outcome + " ").encode())
+            replies.append(self.settle(jid, outcome))
+        return replies
+
+    def test_a_release_of_many_goes_in_bounded_calls(self):
+        """DP-14: 2 500 jobs wait for a: each BATCH_SETTLE call releases at most 250, says
+        more is left and notes it in cogworker:batch:owed until the last; each is released
+        once, none before its call."""
+        self.waiters("a", 2500)
+        replies = self.settle_all("a")
+        self.assertEqual([r[0] for r in replies], [250] * 10 + [0] * (len(replies) - 10))
+        self.assertFalse(self.r.exists(BATCH + "owed"))
+        queued = [json.loads(j)["jid"] for j in self.queue()]
+        self.assertEqual(sorted(queued), ["w%05d" % k for k in range(2500)])
+        self.assertEqual(self.r.zcard(BATCH + "waiting"), 0)
+        self.assertEqual(self.settle("a"), [0, 0, 0])
+
+    def test_a_failure_buries_many_in_bounded_calls_and_a_burial_settles_in_turn(self):
+        """DP-14: 300 wait for a, which dies, and x waits for one of them: each call buries
+        at most 63 (a burial counts 4 of the 250) and settles each; a buried job whose own
+        dependants fell past a call's share is noted in cogworker:batch:owed, and its
+        settle from the note (the poller's) buries x."""
+        self.waiters("a", 300)
+        self.push("x", deps=("w00007",))
+        replies = self.settle_all("a", "dead")
+        self.assertEqual([r[1] for r in replies][:5], [63, 63, 63, 63, 48])
+        for jid, note in self.r.hgetall(BATCH + "owed").items():
+            self.assertEqual(jid, b"w00007")
+            self.settle(jid.decode(), *note.decode().split(" "))
+        self.assertEqual(self.r.zcard(DEAD), 301)
+        self.assertEqual(self.r.get(BATCH + "settled:x"), b"dead")
+        self.assertEqual(self.r.get(BATCH + "settled:w00299"), b"dead")
+        self.assertFalse(self.r.exists(BATCH + "owed"))
+        self.assertEqual(self.r.zcard(BATCH + "waiting"), 0)
 
     def test_expire_repairs_a_release_a_crash_cut_short(self):
         self.push("c", deps=("a",))
@@ -2132,7 +2207,7 @@ class TestBatchKeyNames(unittest.TestCase):
         """src/keys.h spells the names; lua/lib/batch.lua computes them from K_BATCH."""
         with open(os.path.join(REPO, "src", "keys.h")) as f:
             names = re.findall(r'#define K_\w+ "cogworker:batch:([a-z:]+)"', f.read())
-        self.assertEqual(sorted(names), ["after:", "dependants:", "list", "open",
+        self.assertEqual(sorted(names), ["after:", "dependants:", "list", "open", "owed",
                                          "settled:", "wait:", "waiting"])
         lua = "".join(open(os.path.join(REPO, "lua", n)).read()
                       for n in ["lib/batch.lua"] + ["batch_%s.lua" % s for s in

@@ -14,6 +14,13 @@
  *          SLEEP, so the next is due at once) do not requeue a stray: the two looks of the
  *          two-look rule are half a second apart (half the interval when shorter), as a
  *          job between its fetch and "mark running" needs; a look a second later does.
+ *   BT-24  a member buried as ProcessDied (a repeat orphan) whose settle fails right after
+ *          the burial (an injected fault, as a crash there): the burial noted the settle,
+ *          and the poller's next look (workflow_tend) settles it dead in its batch and
+ *          buries the job that waited for it; nothing is left noted.
+ *   BT-25  the same for a scheduled member past its deadline, buried by the poller.
+ *   DP-15  a release cut between two calls (the daemon dies after the first of 2 500
+ *          dependants' calls): the poller's next look releases the rest, each once.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -24,11 +31,13 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include "deadline.h"
 #include "keys.h"
 #include "recovery.h"
 #include "settle.h"
 #include "state.h"
 #include "util.h"
+#include "workflow.h"
 #include "unit_redis.h"
 
 static pid_t server_pid;
@@ -165,6 +174,121 @@ START_TEST(test_two_looks_a_second_apart)
 }
 END_TEST
 
+
+/* ---- a burial's settle, and a release cut short, finished by the poller (§7.34) ---- */
+
+static struct workflow_cursor tend_cursor;
+
+static void script_ok(const char *name, int n, const char **args)
+{
+	redisReply *rep = workflow_script(&R, name, n, args, NULL);
+	ck_assert_msg(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", name,
+	              rep ? rep->str : R.err);
+	freeReplyObject(rep);
+}
+
+/* A committed batch bid of one member raw (jid), on_death Died onto queue cb; and a job
+ * X that waits for the member. */
+static void member_waited_for(const char *bid, const char *jid, const char *raw)
+{
+	const char *open[] = { bid, "", "", "", "Died", "[]", "cb", "9999999999", "", "" };
+	script_ok("batch_open", 10, open);
+	const char *add[] = { jid, raw, "elsewhere", "", bid, "", "0" };
+	script_ok("batch_push", 7, add);
+	const char *commit[] = { bid };
+	script_ok("batch_commit", 1, commit);
+	const char *x[] = { "xxxxxxxxxxxxxxxxxxxxxxxx", "{\"class\":\"X\",\"args\":[],"
+	                    "\"jid\":\"xxxxxxxxxxxxxxxxxxxxxxxx\"}", "default", "", "", "", "0",
+	                    jid };
+	script_ok("batch_push", 8, x);
+	cmd("DEL %s %s", "cogworker:queue:elsewhere", "cogworker:schedule");
+}
+
+static void assert_settled_by_the_poller(const char *bid)
+{
+	char key[128];
+	snprintf(key, sizeof key, "cogworker:batch:%s:pending", bid);
+	ck_assert_int_eq(integer("SCARD %s", key), 1);          /* not settled yet */
+	ck_assert_int_eq(integer("HLEN %s", "cogworker:batch:owed"), 1);
+	ck_assert_int_eq(workflow_tend(&R, &tend_cursor), 0);
+	ck_assert_int_eq(integer("SCARD %s", key), 0);
+	snprintf(key, sizeof key, "cogworker:batch:%s:dead", bid);
+	ck_assert_int_eq(integer("SCARD %s", key), 1);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:cb"), 1);     /* on_death */
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:batch:waiting"), 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 2);        /* and X buried */
+	ck_assert_int_eq(integer("EXISTS %s", "cogworker:batch:owed"), 0);
+}
+
+static const char *ORPHAN_M = "{\"class\":\"W\",\"args\":[],\"queue\":\"default\","
+                              "\"jid\":\"mmmmmmmmmmmmmmmmmmmmmmmm\",\"bid\":\"bo\"}";
+
+/* BT-24 */
+START_TEST(test_buried_orphan_settled_after_a_fault)
+{
+	member_waited_for("bo", "mmmmmmmmmmmmmmmmmmmmmmmm", ORPHAN_M);
+	cmd("RPUSH %s %s", "cogworker:repeat_orphans", ORPHAN_M);
+	unit_fail(0, "batch_settle", 1);
+	struct orphan_report rep;
+	orphan_recovery(&R, 0, &rep, &site);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:repeat_orphans"), 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 1);
+	assert_settled_by_the_poller("bo");
+}
+END_TEST
+
+static const char *EXPIRED_S = "{\"class\":\"W\",\"args\":[],\"queue\":\"default\","
+                               "\"jid\":\"ssssssssssssssssssssssss\",\"bid\":\"bs\","
+                               "\"expires_at\":1}";
+
+/* BT-25 */
+START_TEST(test_expired_entry_settled_after_a_fault)
+{
+	member_waited_for("bs", "ssssssssssssssssssssssss", EXPIRED_S);
+	cmd("ZADD %s 1 %s", "cogworker:schedule", EXPIRED_S);
+	unit_fail(0, "batch_settle", 1);
+	ck_assert_int_eq(deadline_settle_entry(&R, "cogworker:schedule", EXPIRED_S,
+	                                       strlen(EXPIRED_S)), 1);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:schedule"), 0);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:dead"), 1);
+	assert_settled_by_the_poller("bs");
+}
+END_TEST
+
+/* DP-15 */
+START_TEST(test_release_cut_between_calls_finished_by_the_poller)
+{
+	enum { N = 2500 };
+	for (int k = 0; k < N; k++) {
+		char jid[32], raw[128];
+		snprintf(jid, sizeof jid, "w%023d", k);
+		snprintf(raw, sizeof raw, "{\"class\":\"W\",\"args\":[],\"jid\":\"%s\"}", jid);
+		const char *push[] = { jid, raw, "default", "", "", "", "0",
+		                       "aaaaaaaaaaaaaaaaaaaaaaaa" };
+		script_ok("batch_push", 8, push);
+	}
+	/* The first call of the settle, then the daemon is gone. */
+	const char *settle[] = { "aaaaaaaaaaaaaaaaaaaaaaaa", "success", "" };
+	script_ok("batch_settle", 3, settle);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), 250);   /* its share */
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:batch:waiting"), N - 250);
+	ck_assert_int_eq(workflow_tend(&R, &tend_cursor), 0);
+	ck_assert_int_eq(integer("LLEN %s", "cogworker:queue:default"), N);
+	ck_assert_int_eq(integer("ZCARD %s", "cogworker:batch:waiting"), 0);
+	ck_assert_int_eq(integer("EXISTS %s", "cogworker:batch:owed"), 0);
+	redisReply *rep = redisCommand(check_conn, "LRANGE cogworker:queue:default 0 -1");
+	char seen[N] = { 0 };
+	for (size_t i = 0; i < rep->elements; i++) {
+		const char *j = strstr(rep->element[i]->str, "\"jid\":\"w");
+		ck_assert_ptr_nonnull(j);
+		int k = atoi(j + 8);
+		ck_assert_int_eq(seen[k], 0);                   /* released once */
+		seen[k] = 1;
+	}
+	freeReplyObject(rep);
+}
+END_TEST
+
 int main(void)
 {
 	start_server();
@@ -193,6 +317,9 @@ int main(void)
 	tcase_add_test(tc, test_failed_swap_completed_next_pass);
 	tcase_add_test(tc, test_connection_lost_inside_an_identity);
 	tcase_add_test(tc, test_two_looks_a_second_apart);
+	tcase_add_test(tc, test_buried_orphan_settled_after_a_fault);
+	tcase_add_test(tc, test_expired_entry_settled_after_a_fault);
+	tcase_add_test(tc, test_release_cut_between_calls_finished_by_the_poller);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
