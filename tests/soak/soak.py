@@ -22,6 +22,20 @@ the batch is committed once the last is pushed, and its on_success and on_comple
 of the sh handler. The soak fails unless each callback was pushed once and started once,
 after every member had ended once, with every member counted as succeeded.
 
+A share of the other jobs (--after-share, a fifth) waits for one or two jobs pushed just
+before it (BATCH_PUSH with dependencies, as cogworkerctl push --after): each must start
+after every job it waits for ended, and no later than WAIT_BOUND after the last of them
+ended (doc/protocol.md §7.34's bound: released by the settle, or by the poller's next
+orphan check after a crash, plus the queue and the chaos); one whose dependency was buried
+as ProcessDied is buried as DependencyFailed, counted apart.
+
+Lost acks are injected for real (--ack-storms, 2 by default): for ACK_STORM seconds every
+connection of every daemon is killed (CLIENT KILL) every 50-150 ms, so acks fail on their
+first attempt, on their three attempts (owed: "couldn't acknowledge finished job ... yet"),
+and are made late by reconcile ("acknowledged finished job ... after its ack first
+failed"), with the settles they carry (§7.7). The report counts both from the logs; the
+checks above (nothing lost, nothing run early, each callback once) must hold through them.
+
 Every job is pushed once, with a unique jid, by a pusher whose own connection is spared
 (and which pauses while the server is down, so that no push is ever in doubt). Handlers
 append "S jid slot" when they start and "E jid slot" when they end to one file. At the end,
@@ -66,8 +80,9 @@ except ImportError:         # a python first in PATH without python3-redis: Debi
 from harness import Daemon, _die_with_parent, free_port, load_script, wait_for  # noqa: E402
 from tlskit import PKI  # noqa: E402
 
-HANDLER = ('echo "S $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"; sleep "$1"; '
-           'echo "E $COGWORKER_JID $SOAK_SLOT" >> "$RUNS"')
+# A record: "S|E jid slot pid|- epoch" (the warm handler's has its pid).
+HANDLER = ('echo "S $COGWORKER_JID $SOAK_SLOT - $(date +%s.%N)" >> "$RUNS"; sleep "$1"; '
+           'echo "E $COGWORKER_JID $SOAK_SLOT - $(date +%s.%N)" >> "$RUNS"')
 WARM_HANDLER = os.path.join(HERE, "warm_soak.py")
 # How long a killed daemon's warm processes may take to die (PDEATHSIG is immediate; the
 # reaper kills the groups it was told of right after the daemon is gone).
@@ -75,6 +90,9 @@ WARM_DEATH_WAIT = 3.0
 SETTINGS = {"heartbeat_interval": 1, "process_ttl": 3, "orphan_threshold": 4,
             "orphan_check_interval": 1, "poll_interval": 1, "shutdown_timeout": 3,
             "max_orphanings": 3, "log_level": "info"}
+# The longest a job may wait after the last job it waits for ended (see the docstring).
+WAIT_BOUND = 30.0
+ACK_STORM = 8.0         # seconds of CLIENT KILL every 50-150 ms
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -149,7 +167,7 @@ class Soak:
         self.kills = []                 # {"slot", "inprogress", "running"} at each kill
         self.freezes = []
         self.in_flight_at = {}          # jid -> kills and freezes that had it in progress
-        self.events = {"client_kill": 0, "debug_sleep": 0, "redis_restart": 0}
+        self.events = {"client_kill": 0, "debug_sleep": 0, "redis_restart": 0, "ack_storm": 0}
         self.warm_survivors = []        # warm processes alive WARM_DEATH_WAIT after a kill
         self.lock = threading.Lock()
         self.generation = 0
@@ -157,6 +175,8 @@ class Soak:
         self.bid = "%024x" % (args.seed * 10 ** 9 + 999999999)
         self.members = []
         self.committed_at = None
+        self.after = {}                 # jid -> the jids it waits for
+        self.storm_kills = 0
 
     # -- daemons
 
@@ -273,9 +293,16 @@ class Soak:
 
     def push_job(self, c, jid, payload):
         """A job of the batch while it takes members (its commit after the last), else a
-        plain LPUSH."""
+        plain LPUSH, or one that waits for one or two jobs pushed just before it."""
         if len(self.members) >= self.args.batch_members:
-            c.lpush("cogworker:queue:default", payload)
+            if self.pushed and self.rng.random() < self.args.after_share:
+                deps = self.rng.sample(self.pushed[-20:], min(len(self.pushed),
+                                                               self.rng.randint(1, 2)))
+                self.batch_script(c, "batch_push", jid, payload, "default", "", "", "", "0",
+                                  *deps)
+                self.after[jid] = deps
+            else:
+                c.lpush("cogworker:queue:default", payload)
             return
         self.batch_script(c, "batch_push", jid, payload, "default", "", self.bid, "", "0")
         self.members.append(jid)
@@ -372,6 +399,17 @@ class Soak:
         self.count_in_flight(seen)
         self.freezes.append(rec)
 
+    def ack_storm(self, c):
+        """Acks lost for real: every daemon connection killed every 50-150 ms for
+        ACK_STORM seconds (the pusher's and the chaos's spared)."""
+        until = time.monotonic() + ACK_STORM
+        while time.monotonic() < until:
+            self.client_kill(c)
+            self.events["client_kill"] -= 1
+            self.storm_kills += 1
+            time.sleep(self.rng.uniform(0.05, 0.15))
+        self.events["ack_storm"] += 1
+
     def debug_sleep(self, c):
         c.execute_command("DEBUG", "SLEEP", "2")
         self.events["debug_sleep"] += 1
@@ -390,6 +428,8 @@ class Soak:
         plan = {"kill": self.t0 + 3, "client_kill": self.t0 + 5, "debug_sleep": self.t0 + 8,
                 "freeze": self.t0 + self.args.seconds * 0.3,
                 "restart": self.t0 + self.args.seconds * 0.6}
+        storms = [self.t0 + self.args.seconds * (k + 0.5) / (self.args.ack_storms + 1)
+                  for k in range(self.args.ack_storms)]
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= plan["kill"]:
@@ -409,16 +449,41 @@ class Soak:
                 self.redis_restart()
                 c = self.server.client("soak-chaos")
                 plan["restart"] = float("inf")
+            elif storms and now >= storms[0]:
+                storms.pop(0)
+                self.ack_storm(c)
             else:
                 time.sleep(0.1)
         c.close()
 
     # -- the end
 
+    def buried_for_a_dependency(self, c, orphaned):
+        """Dead as DependencyFailed because a job it waited for was buried as orphaned (or
+        for its own dependency, down the chain): by design too."""
+        failed = set()
+        for raw in c.zrange("cogworker:dead", 0, -1):
+            try:
+                e = json.loads(raw)
+            except ValueError:
+                continue
+            if e.get("error_class") == "Cogworker::DependencyFailed":
+                failed.add(e.get("jid"))
+        gone, out = set(orphaned), []
+        for j in sorted(failed, key=lambda j: self.pushed.index(j) if j in self.after else 0):
+            if any(d in gone for d in self.after.get(j, ())):
+                gone.add(j)
+                out.append(j)
+        return out
+
     def left_in_redis(self, c):
+        orphaned = self.buried_as_orphaned(c)
+        apart = len(orphaned) + len(self.buried_for_a_dependency(c, orphaned))
         left = {"queue": c.llen("cogworker:queue:default"), "retry": c.zcard("cogworker:retry"),
                 "schedule": c.zcard("cogworker:schedule"),
-                "dead": c.zcard("cogworker:dead") - len(self.buried_as_orphaned(c)),
+                "dead": c.zcard("cogworker:dead") - apart,
+                "waiting": c.zcard("cogworker:batch:waiting"),
+                "owed": c.hlen("cogworker:batch:owed"),
                 "unsettled": c.llen("cogworker:unsettled"), "inprogress": 0}
         for key in c.scan_iter("cogworker:inprogress:*"):
             left["inprogress"] += c.llen(key)
@@ -472,6 +537,39 @@ class Soak:
             out[kind] = {"jid": jid, "starts": len(s),
                          "after_last_member": bool(s) and s[0] > last_member}
         return out
+
+    def waits_report(self, runs, dead_jids):
+        """Each job that waited: started after every job it waited for ended, and how long
+        after the last of them (s, from the records' times)."""
+        first_start, first_end = {}, {}
+        for rec in runs:
+            if len(rec) >= 5:
+                (first_start if rec[0] == "S" else first_end).setdefault(rec[1], float(rec[4]))
+        early, waits, unended = [], [], 0
+        for jid, deps in self.after.items():
+            if jid in dead_jids:
+                continue            # buried for a dependency: checked with what is left
+            ends = [first_end.get(d) for d in deps]
+            if None in ends or jid not in first_start:
+                unended += 1
+                continue
+            wait = first_start[jid] - max(ends)
+            waits.append(wait)
+            if wait < 0:
+                early.append(jid)
+        return {"jobs": len(self.after), "early": early, "unended": unended,
+                "longest_wait_s": round(max(waits), 2) if waits else None,
+                "median_wait_s": round(sorted(waits)[len(waits) // 2], 2) if waits else None,
+                "over_bound": sum(w > WAIT_BOUND for w in waits)}
+
+    def acks_report(self):
+        owed = settled_late = 0
+        for d in self.retired:
+            for line in d.log().splitlines():
+                owed += "couldn't acknowledge finished job" in line
+                settled_late += "after its ack first failed" in line
+        return {"storms": self.events["ack_storm"], "kills": self.storm_kills,
+                "owed": owed, "acknowledged_late": settled_late}
 
     def batch_ok(self, b):
         if not self.args.batch_members:
@@ -527,6 +625,8 @@ class Soak:
                 pass
         buried = self.buried_as_orphaned(c)
         batch = self.batch_report(c, runs, buried) if self.args.batch_members else None
+        waits = self.waits_report(runs, dead_jids)
+        waits["buried_for_a_dependency"] = len(self.buried_for_a_dependency(c, buried))
         c.close()
         pushed = set(self.pushed)
         lost = [j for j in pushed if j not in ends and j not in dead_jids]
@@ -537,7 +637,7 @@ class Soak:
             "seconds": self.args.seconds, "daemons": self.args.daemons,
             "concurrency": self.args.concurrency, "build": self.args.build,
             "pushed": len(pushed), "pushed_warm": self.pushed_warm,
-            "warm_processes": len({rec[3] for rec in runs if len(rec) == 4}),
+            "warm_processes": len({rec[3] for rec in runs if len(rec) >= 4 and rec[3] != "-"}),
             "warm_at_kills": sum(k["warm"] for k in self.kills),
             "warm_survivors_of_kills": len(self.warm_survivors),
             "warm_left_behind": len(left_behind),
@@ -553,6 +653,8 @@ class Soak:
             "died_by_themselves": [os.path.basename(d.log_path) for d in died],
             "pusher_error": self.pusher_error,
             "batch": batch,
+            "waits": waits,
+            "acks": self.acks_report(),
             "workdir": self.workdir,
         }
         return report, lost
@@ -576,6 +678,12 @@ def main():
     ap.add_argument("--tls", action="store_true", help="everything over TLS (rediss://)")
     ap.add_argument("--batch-members", type=int, default=1000,
                     help="the first jobs pushed are members of one batch (0: no batch)")
+    ap.add_argument("--after-share", type=float, default=0.2,
+                    help="the share of the other jobs that wait for one or two jobs pushed "
+                         "just before them (0: none)")
+    ap.add_argument("--ack-storms", type=int, default=2,
+                    help="windows of %gs in which every daemon connection is killed every "
+                         "50-150 ms, so acks are lost (0: none)" % ACK_STORM)
     args = ap.parse_args()
     soak = Soak(args)
     try:
@@ -590,7 +698,9 @@ def main():
     ok = (rep["lost"] == 0 and left == 0 and rep["extra_runs"] <= rep["at_least_once_window"]
           and not rep["sanitizer_reports"] and not rep["died_by_themselves"]
           and not rep["warm_survivors_of_kills"] and not rep["warm_left_behind"]
-          and not rep["pusher_error"] and soak.batch_ok(rep["batch"]))
+          and not rep["pusher_error"] and soak.batch_ok(rep["batch"])
+          and not rep["waits"]["early"] and not rep["waits"]["unended"]
+          and not rep["waits"]["over_bound"])
     print("soak: %gs, %d daemons x %d, build %s, seed %d%s" % (
         args.seconds, args.daemons, args.concurrency, args.build, args.seed,
         ", over TLS" if args.tls else ""))
@@ -627,6 +737,16 @@ def main():
                   b["success"]["starts"], "yes" if b["success"]["after_last_member"] else "NO",
                   "once" if b["complete"]["jid"] else "never", b["complete"]["starts"],
                   "yes" if b["complete"]["after_last_member"] else "NO"))
+    w, a = rep["waits"], rep["acks"]
+    print("  waiting jobs: %d pushed after one or two others; started before one ended: %d; "
+          "never started: %d; buried as DependencyFailed (a dependency buried as orphaned): "
+          "%d; wait after the last dependency ended: median %s s, longest %s s (bound %gs, "
+          "over it: %d)" % (w["jobs"], len(w["early"]), w["unended"],
+                            w["buried_for_a_dependency"], w["median_wait_s"],
+                            w["longest_wait_s"], WAIT_BOUND, w["over_bound"]))
+    print("  lost acks: %d storm(s) of %gs, %d CLIENT KILL rounds in them; acks owed after "
+          "three failed attempts: %d, acknowledged late by reconcile: %d" % (
+              a["storms"], ACK_STORM, a["kills"], a["owed"], a["acknowledged_late"]))
     if rep["sanitizer_reports"]:
         print("  sanitizer reports:\n    " + "\n    ".join(rep["sanitizer_reports"][:20]))
     if rep["died_by_themselves"]:

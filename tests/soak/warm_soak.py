@@ -22,7 +22,7 @@ buf = b""
 
 def record(kind, jid):
     with open(RUNS, "a") as f:
-        f.write("%s %s %s %d\n" % (kind, jid, SLOT, os.getpid()))
+        f.write("%s %s %s %d %.6f\n" % (kind, jid, SLOT, os.getpid(), time.time()))
 
 
 def next_line(timeout=None):
