@@ -21,7 +21,9 @@
  * - Repeat orphans (a job that kills its process every time) are parked by REQUEUE and
  *   filed into dead here as Cogworker::ProcessDied, whatever their retry setting. The
  *   head-only BURY_ORPHAN script picks the one process that does the follow-up (locks,
- *   counter, stats, on_death), so a fleet makes one dead entry and one notification.
+ *   counter, stats, its settle, on_death), so a fleet makes one dead entry and one
+ *   notification. The settle is noted in cogworker:batch:owed by the burial itself, so a
+ *   crash or a Redis error before the follow-up's settle leaves it to the poller.
  * - When even the parking list is unusable, REQUEUE buries the job raw; only this process
  *   knows, so it keeps the raw job in memory and swaps it for the proper entry
  *   (SWAP_DEAD_ENTRY), retrying on every pass until it succeeds (lesson 33).
