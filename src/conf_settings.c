@@ -591,6 +591,131 @@ static int read_on_orphan(struct loader *L, const config_setting_t *s, const cha
 	return read_word(L, s, name, words, &((struct handler *)base)->on_orphan_dead);
 }
 
+/* --- caps (doc/design.md "Caps per handler") --------------------------------------------- */
+
+#define MIN_MEMORY_MAX      (1LL << 20)         /* nothing starts in less than a MiB */
+#define MAX_PIDS_MAX        4194304             /* the kernel's PID_MAX_LIMIT */
+#define MAX_CPUS            1000000             /* cpu_max in CPUs, far above any host */
+
+/* Each cap's setting, in enum cap_kind order (the table rows below spell the same names). */
+static const char *const cap_names[NCAPS] = { "memory_max", "cpu_max", "pids_max" };
+
+const char *conf_cap_name(enum cap_kind k)
+{
+	return k < NCAPS ? cap_names[k] : "?";
+}
+
+/* A decimal number at s (digits, an optional fraction); its end in *end, or -1. */
+static int read_decimal(const char *s, double *v, const char **end)
+{
+	const char *p = s;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (*p == '.' && isdigit((unsigned char)p[1]))
+		for (p++; isdigit((unsigned char)*p); p++)
+			;
+	if (p == s)
+		return -1;
+	*v = strtod(s, NULL);
+	*end = p;
+	return 0;
+}
+
+int conf_parse_bytes(const char *s, long long *out)
+{
+	static const char units[] = "KMGT";
+	const char *end, *u;
+	double v;
+	if (read_decimal(s, &v, &end) < 0)
+		return -1;
+	if (*end == ' ')
+		end++;
+	double mult = 1;
+	if (*end && (u = strchr(units, *end))) {
+		for (const char *k = units; k <= u; k++)
+			mult *= 1024;
+		end++;
+		if (*end == 'i' && end[1] == 'B')
+			end += 2;
+	} else if (*end == 'B') {
+		end++;
+	}
+	/* Whole bytes only, below 2^62 (the kernel's largest limit is about 2^63). */
+	if (*end || (mult == 1 && strchr(s, '.')) || v * mult >= 4.6e18)
+		return -1;
+	*out = (long long)(v * mult);
+	return 0;
+}
+
+int conf_parse_cpu(const char *s, long long *us)
+{
+	const char *end;
+	double v;
+	if (read_decimal(s, &v, &end) < 0)
+		return -1;
+	if (*end == '%') {
+		end++;
+		v /= 100;
+	}
+	if (*end || v > MAX_CPUS)
+		return -1;
+	*us = (long long)(v * CAP_CPU_PERIOD_US + 0.5);
+	return 0;
+}
+
+/*
+ * memory_max, cpu_max, pids_max: the value and where it was set (the host check blames that
+ * line when the controller is missing). memory_max is bytes (an integer) or a size with a
+ * unit; cpu_max a share ("50%") or a number of CPUs ("2", 1.5); pids_max an integer.
+ */
+static int read_cap(struct loader *L, const config_setting_t *s, const char *name, void *base)
+{
+	struct handler_caps *caps = &((struct handler *)base)->caps;
+	const char *short_name = strrchr(name, '.') ? strrchr(name, '.') + 1 : name;
+	int k = 0, t = config_setting_type(s);
+	while (k < NCAPS && strcmp(cap_names[k], short_name) != 0)
+		k++;
+	long long v = 0;
+	const char *str = t == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+	switch (k) {
+	case CAP_MEMORY:
+		if (str ? conf_parse_bytes(str, &v) < 0 : read_integer(L, s, name, &v) < 0)
+			return str ? failf(L, s, "%s: \"%s\" is not a size: bytes, or a number with K, "
+			                   "M, G or T (powers of 1024), e.g. \"256M\" or \"1G\"", name, str)
+			           : -1;
+		if (v < MIN_MEMORY_MAX)
+			return failf(L, s, "%s must be at least 1M (%lld bytes)", name, MIN_MEMORY_MAX);
+		break;
+	case CAP_CPU: {
+		double d = 0;
+		char buf[64] = "";
+		if (!str && read_number(L, s, name, &d) == 0)
+			snprintf(buf, sizeof buf, "%.6g", d);
+		else if (!str)
+			return -1;
+		if (conf_parse_cpu(str ? str : buf, &v) < 0)
+			return failf(L, s, "%s: \"%s\" is not a CPU share: a percentage of one CPU "
+			             "(\"50%%\") or a number of CPUs (\"2\", \"0.5\")", name,
+			             str ? str : buf);
+		if (v < CAP_CPU_PERIOD_US / 100)
+			return failf(L, s, "%s must be at least 1%% of a CPU", name);
+		break;
+	}
+	case CAP_PIDS:
+		if (read_integer(L, s, name, &v) < 0)
+			return -1;
+		if (v < 1 || v > MAX_PIDS_MAX)
+			return failf(L, s, "%s must be an integer from 1 to %d", name, MAX_PIDS_MAX);
+		break;
+	default:
+		return failf(L, s, "%s: internal error (not a cap)", name);
+	}
+	caps->max[k] = v;
+	free(caps->where[k]);
+	caps->where[k] = setting_where(L, s);
+	return 0;
+}
+
 #define H(f) offsetof(struct handler, f)
 static const struct spec handler_specs[] = {
 	{ .name = "class", .kind = K_STRING, .off = H(class_name), .flags = F_NONEMPTY },
@@ -639,6 +764,10 @@ static const struct spec handler_specs[] = {
 	{ .name = "writable_paths", .kind = K_ARGV, .off = H(confine.writable_paths),
 	  .check = check_writable_path },
 	{ .name = "no_new_privileges", .kind = K_BOOL, .off = H(confine.no_new_privileges) },
+	{ .name = "memory_max", .kind = K_CUSTOM, .read = read_cap },
+	{ .name = "cpu_max", .kind = K_CUSTOM, .read = read_cap },
+	{ .name = "pids_max", .kind = K_CUSTOM, .read = read_cap },
+	{ .name = "dead_on_oom", .kind = K_BOOL, .off = H(caps.dead_on_oom) },
 };
 #undef H
 
@@ -656,6 +785,8 @@ void conf_handler_free(struct handler *h)
 	argv_free(&h->on_death);
 	free(h->confine.at);
 	argv_free(&h->confine.writable_paths);
+	for (int k = 0; k < NCAPS; k++)
+		free(h->caps.where[k]);
 	memset(h, 0, sizeof *h);
 }
 

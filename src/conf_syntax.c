@@ -37,23 +37,6 @@ static char closer_of(char c)
 	return c == '{' ? '}' : c == '(' ? ')' : ']';
 }
 
-/* The file's text, NUL-terminated, or NULL. */
-static char *slurp(const char *file, size_t *len)
-{
-	FILE *f = fopen(file, "r");
-	if (!f)
-		return NULL;
-	struct sbuf b;
-	sb_init(&b);
-	char chunk[4096];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-		sb_add(&b, chunk, n);
-	fclose(f);
-	*len = b.len;
-	return sb_steal(&b);
-}
-
 /* Line n (1-based) of text, cut to SHOWN characters, control bytes as spaces. */
 static void quote_line(const char *text, unsigned n, char *out, size_t size)
 {
@@ -152,7 +135,7 @@ static int scan_includes(const struct loader *L, const char *text, struct suspec
 		char *path = name[0] == '/' || !L->dir ? xstrdup(name)
 		                                         : xasprintf("%s/%s", L->dir, name);
 		size_t len;
-		char *inc = slurp(path, &len);
+		char *inc = file_text(path, &len);
 		if (inc)
 			scan(inc, s);
 		free(inc);
@@ -168,7 +151,7 @@ static int scan_includes(const struct loader *L, const char *text, struct suspec
 void syntax_error(struct loader *L, const char *file, unsigned line, const char *said)
 {
 	size_t len;
-	char *text = slurp(file, &len);
+	char *text = file_text(file, &len);
 	struct suspect s = { 0 };
 	char saw[SHOWN + 32] = "", msg[1024];
 	char *inc = NULL;

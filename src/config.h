@@ -30,6 +30,22 @@ struct confinement {
 	int no_new_privileges;          /* PR_SET_NO_NEW_PRIVS: setuid bits and file caps do nothing */
 };
 
+/*
+ * Caps per handler (doc/design.md "Caps per handler"): each one is enforced by one cgroup
+ * controller (src/cgcaps.c), in the order of enum cap_kind. 0 = no cap.
+ */
+enum cap_kind { CAP_MEMORY, CAP_CPU, CAP_PIDS, NCAPS };
+#define CAP_CPU_PERIOD_US 100000        /* cpu_max's period: the kernel's default, 100 ms */
+
+struct handler_caps {
+	/* memory_max: bytes the job's processes may hold (more and the kernel kills one);
+	 * cpu_max: microseconds of CPU per CAP_CPU_PERIOD_US of wall time ("50%" = 50000,
+	 * "2" = 200000); pids_max: processes and threads at once. */
+	long long max[NCAPS];
+	int dead_on_oom;                /* a job killed for memory goes straight to dead */
+	char *where[NCAPS];             /* "<file>:<line>" of each cap set, else NULL */
+};
+
 struct handler {
 	char *class_name;               /* "*" = fallback for every class without its own */
 	struct argv_list command;
@@ -69,6 +85,7 @@ struct handler {
 	double warm_max_age;            /* seconds, 0 = no limit */
 	double warm_idle_timeout;       /* an idle process exits after this; default 300 */
 	struct confinement confine;
+	struct handler_caps caps;
 	int line;                       /* where it was declared, for messages */
 };
 
@@ -235,6 +252,13 @@ const char *redis_addr_parse(const char *s, char **host, int *port);
  * most a day); -1 when it does not read so.
  */
 int conf_parse_rate(const char *s, int *n, double *window);
+/* memory_max's grammar: bytes, or a number with K, M, G or T (powers of 1024, "iB" or "B"
+ * allowed after them: "256M", "1.5G", "512MiB"); cpu_max's: "50%" of one CPU or a number of
+ * CPUs ("2", "0.5"), as microseconds per CAP_CPU_PERIOD_US. 0, or -1 when s is not one. */
+int conf_parse_bytes(const char *s, long long *out);
+int conf_parse_cpu(const char *s, long long *us);
+/* The setting of a cap ("memory_max", …). */
+const char *conf_cap_name(enum cap_kind k);
 
 /*
  * The one rule for a queue name, wherever one is given (the queues setting, a periodic

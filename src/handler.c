@@ -16,6 +16,7 @@
  * other callers (cogworkerctl exec) do not need to ignore it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,8 @@ int handler_spawn(const struct run_request *req, struct run_result *res, pid_t *
 	int err, step;
 
 	*pid = 0;
+	io->caps = NULL;
+	io->njoin = 0;
 	if (!req->command || req->command->n < 1 || !req->command->v || !req->command->v[0]) {
 		spawn_failed(res, EINVAL, SPAWN_STEP_RESOLVE, NULL);
 		return -1;
@@ -83,12 +86,26 @@ int handler_spawn(const struct run_request *req, struct run_result *res, pid_t *
 			res->search_path = exec_search_path(req->env);
 		return -1;
 	}
+	if (req->caps && caps_any(req->caps)) {
+		char why[PATH_MAX + 200];
+		io->caps = capgroup_take(req->caps, why, sizeof why);
+		if (!io->caps) {
+			spawn_failed(res, EIO, SPAWN_STEP_CGROUP, path);
+			res->detail = xstrdup(why);
+			free(path);
+			return -1;
+		}
+		io->njoin = capgroup_join_fds(io->caps, io->join,
+		                              (int)(sizeof io->join / sizeof *io->join));
+	}
 	argv = build_argv(req);
 	err = spawn_handler(req, path, argv, (char *const *)req->env, pid, io, &step);
 	free(argv);
 	res->pid = (int)*pid;
 	if (err) {
 		spawn_failed(res, err, (enum spawn_step)step, path);
+		capgroup_give(io->caps);
+		io->caps = NULL;
 		free(path);
 		return -1;
 	}
@@ -134,6 +151,10 @@ int handler_run(const struct run_request *req, struct run_result *res,
 		jobcg_wait_empty(req->cgroup, JOBCG_WAIT_SECS);
 		/* its figures over wait4's: escaped processes included (usage.h) */
 		usage_cg_end(jobcg_dir_fd(req->cgroup), &cg, &res->usage);
+	}
+	if (io.caps) {                          /* the caps' cgroups (v1): their figures */
+		capgroup_usage(io.caps, &res->usage);
+		capgroup_give(io.caps);
 	}
 
 	if (epipe)

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdatomic.h>
+#include "cgcaps.h"
 #include "config.h"
 #include "confine.h"
 #include "usage.h"
@@ -85,6 +86,9 @@ struct run_request {
 	 * everything in it is killed (cgroup.kill) and waited for, as the process group is:
 	 * the processes that left the group too. */
 	struct jobcg *cgroup;
+	/* The handler's caps (may be NULL: none): the child runs in cgroups that enforce them
+	 * (cgcaps.h), and res->usage has what they measured. */
+	const struct handler_caps *caps;
 };
 
 /* Where a RUN_SPAWN_FAILED failed, for its message. */
@@ -95,7 +99,8 @@ enum spawn_step {
 	SPAWN_STEP_RLIMIT,
 	SPAWN_STEP_IDS,         /* setgroups / setresgid / setresuid */
 	SPAWN_STEP_EXEC,        /* execve */
-	SPAWN_STEP_CGROUP,      /* joining the run's cgroup (cgroup.procs) */
+	SPAWN_STEP_CGROUP,      /* joining the run's cgroup, or making, writing or joining
+	                         * the caps' cgroups */
 	/* The confinement (confine.c): one step per failing enum confine_part, in its order
 	 * (spawn_step_of_confine, confine_of_spawn_step). */
 	SPAWN_STEP_CONFINE_FIRST,
@@ -127,7 +132,8 @@ struct run_result {
 	char *exec_path;                    /* malloc'd, or NULL */
 	const char *search_path;            /* the PATH searched for a bare name (borrowed
 	                                     * from req->env), or NULL */
-	char *detail;                       /* RUN_WARM_BROKEN: what happened (malloc'd) */
+	char *detail;                       /* RUN_WARM_BROKEN: what happened; SPAWN_STEP_CGROUP:
+	                                     * what failed, or NULL (malloc'd) */
 	struct run_usage usage;             /* what the run cost (usage.h); measured = 0 when
 	                                     * no process ran */
 };

@@ -32,6 +32,11 @@ struct child_io {
 	 * so that its exit wakes the pump once (pidfd) rather than twice (EOF, then pidfd). */
 	int out_w, err_w;
 	int pidfd;                      /* from the spawn (CLONE_PIDFD), or -1 */
+	/* The caps' cgroups the child joins (req->caps), from handler_spawn on; the child
+	 * writes "0" into each of join[] first thing. NULL / 0 when uncapped. */
+	struct capgroup *caps;
+	int join[4];
+	int njoin;
 };
 
 /* --- spawn.c ----------------------------------------------------------------------------- */

@@ -45,6 +45,8 @@ struct job {
  * (§7.31): the daemon files them, cogworkerctl explains them. */
 #define JOB_CANCELLED "Cogworker::Cancelled"
 #define JOB_EXPIRED "Cogworker::JobExpired"
+/* The error class of a run the kernel killed something of past its memory_max (§1.1). */
+#define JOB_OUT_OF_MEMORY "Cogworker::HandlerOutOfMemory"
 
 /* cJSON parse of NUL-terminated text, strict and serialised (cJSON's global error
  * pointer is written by every parse). NULL if invalid. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "confine.h"
+#include "cgcaps.h"
 #include "handler.h"
 #include "jobcg.h"
 #include "manager.h"
@@ -154,8 +155,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cogworkerd: %s\n", err);
 		return 2;
 	}
+	/* A cap this host can't enforce is a conf error, at --check and at the start alike:
+	 * a job must never run uncapped for want of a controller (cgcaps.c). */
+	int uncapped = caps_check_conf(&conf, check_report, NULL);
 	if (check) {
-		int bad = conf_check_commands(&conf, check_report, NULL);
+		int bad = conf_check_commands(&conf, check_report, NULL) + uncapped;
 		bad += check_containment(&conf);
 		bad += confine_check_conf(&conf, check_report, NULL);
 		char **warn;
@@ -171,11 +175,12 @@ int main(int argc, char **argv)
 	}
 	/* A handler that asks for a confinement this process can't make would fail every job
 	 * it runs: as a conf error, not started (a reload is rejected the same way). */
-	if (confine_check_conf(&conf, check_report, NULL)) {
+	if (confine_check_conf(&conf, check_report, NULL) || uncapped) {
 		conf_free(&conf);
 		return 2;
 	}
 	int status = manager_run(path, &ov, &conf);
+	cgcaps_cleanup();
 	fflush(stdout);
 	fflush(stderr);
 	return status;

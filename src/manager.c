@@ -33,6 +33,7 @@
 #include <systemd/sd-daemon.h>
 #include "batch.h"
 #include "confine.h"
+#include "cgcaps.h"
 #include "fetch.h"
 #include "fetcher.h"
 #include "handler.h"
@@ -172,6 +173,12 @@ static int same_tls(const struct redis_conf *a, const struct redis_conf *b)
 	       same_str(a->tls.server_name, b->tls.server_name);
 }
 
+static void reject_caps(void *ctx, const char *problem)
+{
+	(void)ctx;
+	log_error("reload rejected, the running conf stays in force: %s", problem);
+}
+
 static void reload(void)
 {
 	char err[1024];
@@ -183,6 +190,11 @@ static void reload(void)
 		return;
 	}
 	if (confine_check_conf(&fresh, confine_problem, NULL)) {
+		conf_free(&fresh);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	if (caps_check_conf(&fresh, reject_caps, NULL) > 0) {
 		conf_free(&fresh);
 		sd_notify(0, "READY=1");
 		return;
@@ -433,6 +445,7 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	log_conf_warnings(c);
 	conf_check_commands(c, warn_command, NULL);
 	check_nproc_limits(c);
+	cgcaps_sweep();                 /* the caps' cgroups a killed daemon left */
 	rconn_init(&mconn, &c->redis);
 	double beat_every = c->heartbeat_interval;
 	int concurrency = c->concurrency;

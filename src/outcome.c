@@ -17,13 +17,16 @@
  * and the attempts log): "exit status N", "killed by signal N (SIGNAME)", "timed out
  * after Ss", "exec failed: why", "no handler configured for class C", "cancelled on
  * request" (cogworkerctl jobs cancel), "warm process …" (a warm process that ended or broke the
- * protocol mid-job, doc/protocol.md §1.2), each followed by
+ * protocol mid-job, doc/protocol.md §1.2), "out of memory (memory_max M, peak P)" (a run
+ * the kernel killed something of for memory_max, doc/design.md "Caps per handler"), each
+ * followed by
  * the stderr tail as job_error_message joins them.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cgcaps.h"
 #include "json.h"
 #include "outcome.h"
 #include "util.h"
@@ -111,6 +114,8 @@ static char *spawn_detail(const struct job_run *run, const struct run_result *re
 	case SPAWN_STEP_SETUP:
 		return xasprintf("exec failed: starting %s: %s", prog, why);
 	case SPAWN_STEP_CGROUP:
+		if (res->detail)
+			return xasprintf("exec failed: cgroup of the caps: %s", res->detail);
 		return xasprintf("exec failed: joining its cgroup: %s", why);
 	case SPAWN_STEP_EXEC:
 	default:
@@ -166,7 +171,7 @@ int job_run_init(struct job_run *run, const struct job *j, const struct handler 
 		.timeout = h->timeout, .kill_grace = h->kill_grace, .output_tail = h->output_tail,
 		.cwd = h->cwd, .rlimit_cpu = h->rlimit_cpu, .rlimit_as = h->rlimit_as,
 		.rlimit_nofile = h->rlimit_nofile, .rlimit_nproc = h->rlimit_nproc,
-		.confine = &h->confine, .abort_grace = ABORT_GRACE,
+		.confine = &h->confine, .abort_grace = ABORT_GRACE, .caps = &h->caps,
 	};
 	char err[256];
 	if ((h->user || h->group) &&
@@ -187,6 +192,37 @@ void job_run_free(struct job_run *run)
 	free_parts(run);
 }
 
+/*
+ * A run that failed while the kernel killed something of it for memory failed for that,
+ * whatever its exit said (a shell reports its killed child as "exit status 137"): "out of
+ * memory (memory_max 256 MiB, peak 256 MiB)", the cap and the peak in the cap's unit. A
+ * timeout or a cancel stays what it is: it was asked for.
+ */
+static int out_of_memory(struct run_outcome *o, const struct job_run *run,
+                         const struct run_result *res, const char *tail, size_t tail_len)
+{
+	long long cap = run->req.caps ? run->req.caps->max[CAP_MEMORY] : 0;
+	if (o->success || o->cancelled || o->aborted || res->status == RUN_TIMEOUT ||
+	    res->status == RUN_SPAWN_FAILED || !res->usage.cgroup || res->usage.cg_oom_kills <= 0 ||
+	    cap <= 0)
+		return 0;
+	char capt[32], peakt[32], detail[128];
+	cgcaps_format_bytes(cap, cap, capt, sizeof capt);
+	if (res->usage.cg_memory_peak >= 0)
+		cgcaps_format_bytes(res->usage.cg_memory_peak, cap, peakt, sizeof peakt);
+	else
+		snprintf(peakt, sizeof peakt, "unknown");
+	snprintf(detail, sizeof detail, "out of memory (memory_max %s, peak %s)", capt, peakt);
+	outcome_free(o);
+	outcome_clear(o);
+	o->oom = 1;
+	failed(o, JOB_OUT_OF_MEMORY, detail, tail, tail_len);
+	return 1;
+}
+
+static void outcome_of_status(struct run_outcome *o, const struct job_run *run,
+                              const struct run_result *res, const char *tail, size_t tail_len);
+
 void outcome_of_run(struct run_outcome *o, const struct job_run *run,
                     const struct run_result *res)
 {
@@ -196,6 +232,13 @@ void outcome_of_run(struct run_outcome *o, const struct job_run *run,
 		tail += tail_len - run->message_tail;
 		tail_len = run->message_tail;
 	}
+	outcome_of_status(o, run, res, tail, tail_len);
+	out_of_memory(o, run, res, tail, tail_len);
+}
+
+static void outcome_of_status(struct run_outcome *o, const struct job_run *run,
+                              const struct run_result *res, const char *tail, size_t tail_len)
+{
 	char detail[256];
 	outcome_clear(o);
 	switch (res->status) {
@@ -262,6 +305,8 @@ enum decision decide_failure(const struct job *j, const struct handler *h,
 		return DECIDE_DEAD;
 	if (o->spawn_errno == E2BIG || o->permanent)
 		return DECIDE_KILLED;
+	if (h && o->oom && h->caps.dead_on_oom)
+		return DECIDE_KILLED;
 	if (h && code > 0 && in_list(h->dead_codes, h->ndead, code))
 		return DECIDE_KILLED;
 	if (h && code > 0 && in_list(h->discard_codes, h->ndiscard, code))
@@ -296,6 +341,8 @@ void decision_reason(enum decision d, const struct job *j, const struct run_outc
 		else if (o->permanent)
 			snprintf(out, n, "an arg holds a NUL character, which no argv can carry: no "
 			         "retry can succeed");
+		else if (o->oom)
+			snprintf(out, n, "out of memory, and the handler has dead_on_oom");
 		else
 			snprintf(out, n, "exit code %d is in dead_exit_codes", o->exit_code);
 		return;

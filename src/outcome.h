@@ -33,6 +33,7 @@ struct run_outcome {
 	int exit_code;              /* a non-zero exit status, for the exit-code map; else -1 */
 	int spawn_errno;            /* the errno of a spawn that failed; else 0 */
 	int permanent;              /* a failure no retry can mend (an arg holding NUL) */
+	int oom;                    /* the kernel killed something of it past memory_max */
 	const char *error_class;    /* NULL for a success or an abort */
 	char *error_message;        /* malloc'd, NULL when error_class is */
 	char *detail;               /* the message without the stderr tail ("exit status 4"),

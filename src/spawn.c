@@ -14,7 +14,8 @@
  * The child, in order: setsid() (its own session and process group, so the whole job tree
  * can be signalled as -pgid); with a cgroup (jobcg.h), "0" written into its cgroup.procs,
  * opened by the parent long before (one write: the child moves itself, before it runs
- * anything of the handler's, so nothing it starts can be outside); every signal disposition back to SIG_DFL (SIGPIPE is
+ * anything of the handler's, so nothing it starts can be outside); "0" into each cgroup.procs of the caps'
+ * cgroups (cgcaps.c) likewise; every signal disposition back to SIG_DFL (SIGPIPE is
  * ignored by the daemon and SIG_IGN survives execve), then an empty signal mask (the daemon
  * blocks every signal in every thread); the pipes onto 0/1/2; every other fd closed
  * (close_range, with a loop as fallback); the handler's confinement, if any (confine.c:
@@ -172,6 +173,8 @@ struct child_spec {
 	int fd_report;                  /* fork: CLOEXEC pipe for the failing errno (>= 3) */
 	int fd_ctl;                     /* a warm process's socket, to become fd 3; or -1 */
 	int fd_cgroup;                  /* the cgroup.procs to join, or -1 */
+	const int *join;                /* cgroup.procs files to write "0" into (cgcaps.c) */
+	int njoin;
 	volatile int step, err;         /* clone: the failing step and errno, by the child */
 	pid_t parent;
 	const char *cwd;
@@ -235,6 +238,11 @@ static void child_exec(const struct child_spec *c)
 		child_fail(rep, SPAWN_STEP_SETUP, errno);
 	if (c->fd_cgroup >= 0 && write(c->fd_cgroup, "0", 1) != 1)
 		child_fail(rep, SPAWN_STEP_CGROUP, errno);
+	/* Into the caps' cgroups before anything else runs or allocates here, and while the
+	 * ids are still the daemon's (those files are root's). */
+	for (int i = 0; i < c->njoin; i++)
+		if (write(c->join[i], "0", 1) != 1)
+			child_fail(rep, SPAWN_STEP_CGROUP, errno);
 
 	/*
 	 * The raw system call, not sigaction(3): glibc refuses to touch the two real-time
@@ -482,6 +490,8 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.fd_report = prep[1];
 	c.fd_ctl = req->ctl_fd > 2 ? req->ctl_fd : -1;
 	c.fd_cgroup = req->cgroup ? jobcg_procs_fd(req->cgroup) : -1;
+	c.join = io->join;
+	c.njoin = io->njoin;
 	c.parent = self_pid;
 	c.cwd = req->cwd;
 	confine_prepare(req->confine, &c.cf);

@@ -208,6 +208,24 @@ char *sb_steal(struct sbuf *b)
 	return s;
 }
 
+char *file_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	struct sbuf b;
+	sb_init(&b);
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+		sb_add(&b, chunk, n);
+	fclose(f);
+	if (len)
+		*len = b.len;
+	char *s = sb_steal(&b);
+	return s ? s : xstrdup("");
+}
+
 void human_duration(double secs, int decimals, char *out, size_t n)
 {
 	if (secs < 0)

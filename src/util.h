@@ -31,6 +31,9 @@ void sb_addc(struct sbuf *b, char c);
 void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_vprintf(struct sbuf *b, const char *fmt, va_list ap);
 char *sb_steal(struct sbuf *b);     /* the buffer's string, ownership to the caller */
+/* A whole file's text, NUL-terminated and malloc'd (*len its length; len may be NULL), or
+ * NULL with errno when it can't be read. */
+char *file_text(const char *path, size_t *len);
 
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);

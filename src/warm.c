@@ -453,9 +453,13 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	res->pid = (int)w->pid;
 	struct job_cost cost;
 	cost_begin(w, &cost);
+	if (w->caps)
+		capgroup_begin(w->caps);        /* each job its own peak, OOM kills and I/O */
 	warm_sock_write(w, &s);
 	warm_serve(w, &s);
 	cost_end(w, &cost, &res->usage);
+	if (w->caps)                        /* after: it fills what the v2 cgroup left unknown */
+		capgroup_usage(w->caps, &res->usage);
 	free(msg);
 	free(jid);
 	s.jid = NULL;

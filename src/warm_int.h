@@ -55,6 +55,7 @@ struct warm_proc {
 	int exited, wstatus;
 	double kill_at;             /* retiring: SIGKILL to its group then */
 	struct jobcg *cg;           /* its cgroup (jobcg.h), or NULL: what it starts ends with it */
+	struct capgroup *caps;      /* the cgroups of its caps (cgcaps.h), or NULL */
 	struct warm_proc *next;     /* on the retiring list */
 };
 

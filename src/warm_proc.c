@@ -72,6 +72,7 @@ static void fingerprint(const struct handler *h, struct sbuf *b)
 	}
 	sb_add(b, (const char *)ints, sizeof ints);
 	sb_add(b, (const char *)secs, sizeof secs);
+	sb_add(b, (const char *)h->caps.max, sizeof h->caps.max);     /* its cgroup's caps */
 }
 
 /* Is h, as configured now, what w was started from? */
@@ -97,6 +98,7 @@ void warm_proc_free(struct warm_proc *w)
 		return;
 	jobcg_free(w->cg);              /* what it started: killed, waited for, removed */
 	outpipes_free(w->o);
+	capgroup_give(w->caps);
 	close_fd(&w->sock);
 	close_fd(&w->pidfd);
 	free(w->rbuf);
@@ -232,6 +234,7 @@ struct warm_proc *warm_proc_start(const struct handler *h, const struct run_requ
 	struct warm_proc *w = xcalloc(1, sizeof *w);
 	w->pid = pid;
 	w->cg = sreq.cgroup;
+	w->caps = io.caps;
 	w->pidfd = io.pidfd >= 0 ? io.pidfd : (int)syscall(SYS_pidfd_open, pid, 0);
 	w->sock = sv[0];
 	fd_nonblock(w->sock);

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cgcaps.h"
 #include "ctl.h"
 #include "handler.h"
 #include "job.h"
@@ -223,6 +224,7 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		}
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
+		cgcaps_cleanup();               /* a capped run's cgroups (cgcaps.c) */
 		ran = 1;
 		outcome_of_run(&o, &run, &res);
 		rep.status = status_name[res.status];

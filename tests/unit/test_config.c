@@ -732,6 +732,80 @@ START_TEST(test_handler_settings)
 END_TEST
 
 /* Limits, deadlines and at-most-once (doc/protocol.md §7.30-§7.32): defaults and values. */
+/* Caps (doc/design.md "Caps per handler"): the units, where each was set, the rejections. */
+START_TEST(test_handler_caps)
+{
+	struct conf c;
+	const struct handler *h;
+
+	LOAD_OK("handlers = (\n"
+	        "  { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	        "    memory_max = \"256M\"; cpu_max = \"50%\"; pids_max = 64; dead_on_oom = true; },\n"
+	        "  { class = \"B\"; command = [ \"/bin/true\" ]; memory_max = 268435456;\n"
+	        "    cpu_max = \"2\"; },\n"
+	        "  { class = \"C\"; command = [ \"/bin/true\" ]; memory_max = \"1.5GiB\"; cpu_max = 0.25; },\n"
+	        "  { class = \"D\"; command = [ \"/bin/true\" ]; memory_max = \"2 GiB\"; },\n"
+	        "  { class = \"E\"; command = [ \"/bin/true\" ]; }\n"
+	        ");\n", &c);
+	h = &c.handlers[0];
+	ck_assert_int_eq(h->caps.max[CAP_MEMORY], 256LL << 20);
+	ck_assert_int_eq(h->caps.max[CAP_CPU], 50000);
+	ck_assert_int_eq(h->caps.max[CAP_PIDS], 64);
+	ck_assert_int_eq(h->caps.dead_on_oom, 1);
+	char where[512];
+	snprintf(where, sizeof where, "%s/cogworkerd.conf:3", tmpdir);
+	for (int k = 0; k < NCAPS; k++)
+		ck_assert_str_eq(h->caps.where[k], where);
+	h = &c.handlers[1];
+	ck_assert_int_eq(h->caps.max[CAP_MEMORY], 256LL << 20);
+	ck_assert_int_eq(h->caps.max[CAP_CPU], 200000);
+	ck_assert_int_eq(h->caps.max[CAP_PIDS], 0);
+	ck_assert_ptr_null(h->caps.where[CAP_PIDS]);
+	ck_assert_int_eq(h->caps.dead_on_oom, 0);
+	ck_assert_int_eq(c.handlers[2].caps.max[CAP_MEMORY], 3LL << 29);
+	ck_assert_int_eq(c.handlers[2].caps.max[CAP_CPU], 25000);
+	ck_assert_int_eq(c.handlers[3].caps.max[CAP_MEMORY], 2LL << 30);
+	/* The default: no cap at all. */
+	for (int k = 0; k < NCAPS; k++) {
+		ck_assert_int_eq(c.handlers[4].caps.max[k], 0);
+		ck_assert_ptr_null(c.handlers[4].caps.where[k]);
+	}
+	conf_free(&c);
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  memory_max = \"512 KiB\"; } );\n", 2, "memory_max must be at least 1M");
+
+	static const char *const bad_sizes[] = { "256MB", "256m", "256 M B", "1.5", "M", "",
+	                                         "-1G", "256X", "1e9", "99999999T", NULL };
+	for (int i = 0; bad_sizes[i]; i++) {
+		char *text;
+		ck_assert_int_gt(asprintf(&text, "handlers = ( { class = \"A\"; command = "
+		                          "[ \"/bin/true\" ];\n  memory_max = \"%s\"; } );\n",
+		                          bad_sizes[i]), 0);
+		expect_error(text, 2, "handler.memory_max: \"");
+		expect_error(text, 2, "is not a size");
+		free(text);
+	}
+	static const char *const bad_cpus[] = { "half", "50 %", "%", "-1", "0.001",
+	                                        "0%", "2CPU", NULL };
+	for (int i = 0; bad_cpus[i]; i++) {
+		char *text;
+		ck_assert_int_gt(asprintf(&text, "handlers = ( { class = \"A\"; command = "
+		                          "[ \"/bin/true\" ];\n  cpu_max = \"%s\"; } );\n",
+		                          bad_cpus[i]), 0);
+		expect_error(text, 2, "handler.cpu_max");
+		free(text);
+	}
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  pids_max = 0; } );\n", 2, "handler.pids_max must be an integer from 1");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  pids_max = \"64\"; } );\n", 2, "handler.pids_max must be an integer");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  memory_max = 1.5; } );\n", 2, "handler.memory_max must be an integer");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  dead_on_oom = 1; } );\n", 2, "handler.dead_on_oom must be true or false");
+}
+END_TEST
+
 START_TEST(test_handler_limits)
 {
 	struct conf c;
@@ -1618,6 +1692,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_include_dir);
 	tcase_add_test(tc, test_handler_settings);
 	tcase_add_test(tc, test_handler_limits);
+	tcase_add_test(tc, test_handler_caps);
 	tcase_add_test(tc, test_handler_warm);
 	tcase_add_test(tc, test_handler_confinement);
 	tcase_add_test(tc, test_handler_errors);
