@@ -10,7 +10,8 @@
 // - Every change is a POST with the session's CSRF token (X-CSRF-Token); destructive ones
 //   ask first. Under --read-only the server says so and no action button is drawn.
 // - While Redis or the server is away a banner says so and the page keeps its last view;
-//   only the overview refreshes by itself (POLL_MS), and a job's output follows over
+//   only the overview and the batch pages refresh by themselves (POLL_MS; a batch page
+//   is drawn again only when its document changed), and a job's output follows over
 //   server-sent events, so an open tab costs a bounded number of Redis commands.
 "use strict";
 
@@ -184,6 +185,10 @@ const pages = [
 	{ path: "/jobs/dead", title: "Dead", draw: () => drawJobList("dead") },
 	{ path: "/jobs/waiting", title: "Waiting", draw: () => drawWaiting() },
 	{ path: "/jobs/queued", title: "Queued", nav: false, draw: () => drawJobList("queued") },
+	{ path: "/jobs/after", title: "Dependencies", draw: () => drawAfter() },
+	{ path: "/batches", title: "Batches", draw: () => drawBatches() },
+	{ title: "Batch", nav: false, match: (p) => /^\/batches\/[^/]+$/.test(p),
+		draw: () => drawBatch(decodeURIComponent(location.pathname.split("/")[2])) },
 	{ path: "/processes", title: "Processes", draw: () => drawProcesses() },
 	{ path: "/periodic", title: "Periodic", draw: () => drawPeriodic() },
 	{ path: "/limits", title: "Limits", draw: () => drawLimits() },
@@ -457,6 +462,109 @@ async function drawWaiting() {
 			timeCell(j.next_try)))));
 	}
 	setMain(kids);
+}
+
+// ---- batches ----
+
+const BATCH_PARTS = ["pending", "succeeded", "dead", "discarded"];
+
+// A stacked bar of a batch's members by how they settled, with its counts.
+function batchBar(b) {
+	const n = BATCH_PARTS.reduce((s, k) => s + (b[k] || 0), 0);
+	// The widths through the CSSOM: the CSP allows no style attribute.
+	const bar = el("span", { class: "bbar" }, BATCH_PARTS.filter((k) => b[k]).map((k) => {
+		const s = el("span", { class: "b-" + k });
+		s.style.width = (100 * b[k] / n).toFixed(2) + "%";
+		return s;
+	}));
+	return el("span", { class: "bcounts" }, bar, " ", BATCH_PARTS.map((k) =>
+		el("span", { class: "c-" + k, title: k }, fmtNum(b[k] || 0) + " " + k)).reduce((a, x) => a.concat(a.length ? [" · ", x] : [x]), []));
+}
+
+function batchState(b) {
+	const done = b.completed_at || b.cancelled_at || b.expired_at;
+	const cls = b.state === "cancelled" || b.state === "expired" ? "bad" : done ? "good" : b.state === "open" ? "warn" : "";
+	return el("span", { class: "tag " + cls }, done && b.state === "committed" ? "complete" : b.state);
+}
+
+// Its callbacks: each class, and whether it fired (its jid, a link once fired).
+function callbacks(b) {
+	return ["success", "complete", "death"].filter((k) => b["on_" + k]).map((k) => {
+		const jid = b["fired_" + k];
+		return el("div", { class: "callback", "data-kind": k }, "on_" + k + ": ", el("span", {}, b["on_" + k]), " ",
+			jid === null || jid === undefined ? el("span", { class: "tag" }, "not fired")
+				: el("span", { class: "tag good" }, "fired"), jid ? [" ", el("a", { class: "code", href: "/jobs/" + encodeURIComponent(jid) }, jid)] : null);
+	});
+}
+
+// A page that follows what it shows: drawn again only when its document changed, so a
+// row being clicked is not replaced under the click.
+function unchanged(r) {
+	const text = JSON.stringify(r.data);
+	if (r.ok && text === state.lastDrawn) return true;
+	state.lastDrawn = r.ok ? text : null;
+	return false;
+}
+
+async function drawBatches() {
+	state.lastDrawn = null;
+	const from = Number(params().get("from") || 0);
+	const draw = async () => {
+		const r = await api("/api/batches?from=" + from + "&limit=" + PAGE_SIZE);
+		if (unchanged(r)) return;
+		if (!r.ok) return setMain(el("h1", {}, "Batches"), el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+		const d = r.data;
+		const rows = d.batches.map((b) => el("tr", { "data-bid": b.bid },
+			el("td", { class: "code" }, el("a", { href: "/batches/" + encodeURIComponent(b.bid) }, b.bid)),
+			el("td", { class: "desc" }, b.description || ""), el("td", {}, batchState(b)),
+			el("td", { class: "num" }, fmtNum(Number(b.total))), el("td", {}, batchBar(b)),
+			el("td", {}, callbacks(b)), timeCell(b.created_at),
+			timeCell(b.completed_at || b.cancelled_at || b.expired_at)));
+		setMain(el("h1", {}, "Batches (" + fmtNum(d.total) + ")"),
+			d.batches.length ? table(["Batch", "Description", "State", "Members", "Progress", "Callbacks", "Created", "Finished"], rows, [3])
+				: el("p", { class: "muted" }, "No batches (cogworkerctl batch new opens one)."),
+			el("div", { class: "pager" }, from > 0 ? el("a", { href: pageHref(0) }, "« newest") : null,
+				from > 0 ? el("a", { href: pageHref(Math.max(0, from - PAGE_SIZE)) }, "‹ newer") : null,
+				d.next !== null ? el("a", { href: pageHref(d.next), id: "next" }, "older ›") : null));
+	};
+	await draw();
+	every(POLL_MS, draw);
+}
+
+async function drawBatch(bid) {
+	state.lastDrawn = null;
+	const draw = async () => {
+		const r = await api("/api/batches/" + encodeURIComponent(bid));
+		if (unchanged(r)) return;
+		const head = el("h1", {}, "Batch ", el("span", { class: "code" }, bid));
+		if (!r.ok) return setMain(head, el("p", { class: "muted", id: "not-found" }, (r.data && r.data.error) || "unavailable"));
+		const b = r.data;
+		const children = new Set(b.children || []);
+		const kids = [head, el("div", { class: "panel", id: "batch" }, kv([
+			["description", b.description], ["state", batchState(b)], ["members", fmtNum(Number(b.total)) + " in all"],
+			["progress", batchBar(b)],
+			["parent", b.parent ? el("a", { class: "code", href: "/batches/" + encodeURIComponent(b.parent) }, b.parent) : null],
+			["created", b.created_at ? fmtTime(Number(b.created_at)) : null], ["committed", b.committed_at ? fmtTime(Number(b.committed_at)) : null],
+			["finished", (b.completed_at || b.cancelled_at || b.expired_at) ? fmtTime(Number(b.completed_at || b.cancelled_at || b.expired_at)) : null],
+			["expires", b.state === "open" && b.expires_at ? fmtTime(Number(b.expires_at)) : null],
+			["callbacks", callbacks(b).length ? el("div", {}, callbacks(b)) : null]]),
+		canAct() && !b.completed_at && b.state !== "cancelled" ? el("div", { class: "toolbar" },
+			actionButton("Cancel", "/api/batches/" + encodeURIComponent(bid) + "/cancel", {},
+				"Cancel batch " + bid + "? Its jobs not yet run are deleted and the running ones cancelled; no callback will fire.", null, true)) : null)];
+		if (children.size) kids.push(el("h2", {}, "Child batches (" + children.size + ")"), el("ul", { id: "children" },
+			[...children].map((c) => el("li", {}, el("a", { class: "code", href: "/batches/" + encodeURIComponent(c) }, c)))));
+		for (const part of BATCH_PARTS) {
+			const ids = (b[part + "_jids"] || []).filter((j) => !children.has(j)).sort();
+			kids.push(el("h2", {}, part[0].toUpperCase() + part.slice(1) + " (" + fmtNum(b[part]) + ")"));
+			kids.push(ids.length ? el("ul", { class: "members", "data-part": part }, ids.map((j) =>
+				el("li", { "data-jid": j }, el("a", { class: "code", href: "/jobs/" + encodeURIComponent(j) }, j))))
+				: el("p", { class: "muted" }, "None."));
+			if (b[part] > (b[part + "_jids"] || []).length) kids.push(el("p", { class: "muted" }, "(the first " + fmtNum(b[part + "_jids"].length) + " shown)"));
+		}
+		setMain(kids);
+	};
+	await draw();
+	every(POLL_MS, draw);
 }
 
 // ---- one job ----

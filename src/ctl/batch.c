@@ -119,8 +119,12 @@ static int batch_commit(struct ctl *c, const char *bid)
 	return now ? CTL_OK : CTL_NOTHING;
 }
 
-/* The members of one of the batch's sets, as a JSON array and a count. */
-static long long add_members(struct ctl *c, struct sbuf *b, const char *bid, const char *part)
+static const char *const PARTS[] = { "pending", "succeeded", "dead", "discarded" };
+
+/* The members of one of the batch's sets, as a JSON array and a count; *listed the
+ * SRANDMEMBER reply (NULL when unread), kept for children_json. */
+static long long add_members(struct ctl *c, struct sbuf *b, const char *bid, const char *part,
+                             redisReply **listed)
 {
 	redisReply *rep = rcmd(&c->r, "SRANDMEMBER " K_BATCH "%s:%s %d", bid, part, SHOW_MEMBERS);
 	redisReply *n = rcmd(&c->r, "SCARD " K_BATCH "%s:%s", bid, part);
@@ -132,11 +136,41 @@ static long long add_members(struct ctl *c, struct sbuf *b, const char *bid, con
 		jstr(b, rep->element[i]->str);
 	}
 	sb_addc(b, ']');
-	if (rep)
-		freeReplyObject(rep);
+	*listed = rep;
 	if (n)
 		freeReplyObject(n);
 	return count;
+}
+
+/* "children": the members listed that are batches (a child's bid is a member as a job's
+ * jid is), one pipelined EXISTS each; the replies are freed. */
+static void children_json(struct ctl *c, struct sbuf *b, redisReply **listed, int nlisted)
+{
+	struct rpipe p;
+	rpipe_begin(&c->r, &p);
+	for (int k = 0; k < nlisted; k++)
+		for (size_t i = 0; listed[k] && listed[k]->type == REDIS_REPLY_ARRAY &&
+		     i < listed[k]->elements; i++)
+			rpipe_add(&c->r, &p, "EXISTS " K_BATCH "%s", listed[k]->element[i]->str);
+	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
+	rpipe_exec(&c->r, &p, reps);
+	sb_adds(b, ",\"children\":[");
+	int at = 0, shown = 0;
+	for (int k = 0; k < nlisted; k++)
+		for (size_t i = 0; listed[k] && listed[k]->type == REDIS_REPLY_ARRAY &&
+		     i < listed[k]->elements; i++, at++)
+			if (reps[at] && reply_integer(reps[at], 0) == 1) {
+				sb_adds(b, shown++ ? "," : "");
+				jstr(b, listed[k]->element[i]->str);
+			}
+	sb_addc(b, ']');
+	for (int i = 0; i < p.n; i++)
+		if (reps[i])
+			freeReplyObject(reps[i]);
+	free(reps);
+	for (int k = 0; k < nlisted; k++)
+		if (listed[k])
+			freeReplyObject(listed[k]);
 }
 
 static const char *const FIELDS[] = { "state", "description", "created_at", "committed_at",
@@ -145,7 +179,7 @@ static const char *const FIELDS[] = { "state", "description", "created_at", "com
 	"fired_success", "fired_complete", "fired_death" };
 #define NFIELDS (sizeof FIELDS / sizeof *FIELDS)
 
-static int batch_show(struct ctl *c, const char *bid)
+int ctl_batch_show(struct ctl *c, const char *bid)
 {
 	redisReply *rep = rcmd(&c->r, "HGETALL " K_BATCH "%s", bid);
 	if (!rep)
@@ -168,10 +202,11 @@ static int batch_show(struct ctl *c, const char *bid)
 		sb_printf(&b, ",\"%s\":", FIELDS[k]);
 		jstr(&b, val[k]);
 	}
-	static const char *const parts[] = { "pending", "succeeded", "dead", "discarded" };
 	long long counts[4];
+	redisReply *listed[4];
 	for (int i = 0; i < 4; i++)
-		counts[i] = add_members(c, &b, bid, parts[i]);
+		counts[i] = add_members(c, &b, bid, PARTS[i], &listed[i]);
+	children_json(c, &b, listed, 4);
 	sb_addc(&b, '}');
 	if (c->json) {
 		jprint(&b);
@@ -194,11 +229,75 @@ static int batch_show(struct ctl *c, const char *bid)
 	return CTL_OK;
 }
 
-static int batch_list(struct ctl *c)
+/* The fields of a batch list's row, after state, total, created_at and description. */
+static const char *const LIST_TIMES[] = { "committed_at", "completed_at", "cancelled_at",
+	"expired_at" };
+static const char *const LIST_CALLBACKS[] = { "on_success", "on_complete", "on_death",
+	"fired_success", "fired_complete", "fired_death" };
+
+/* One batch of a list as JSON (after its "{"), from its HMGET (4 + 4 + 6 fields) and its
+ * four SCARDs; the table's row too. */
+static void list_row(struct sbuf *b, struct table *t, const char *bid, const redisReply *h,
+                     redisReply *const *cards)
 {
-	redisReply *rep = rcmd(&c->r, "ZREVRANGE " K_BATCH_LIST " 0 99");
-	if (!rep)
+	const char *st = h->element[0]->str;
+	const char *tot = h->element[1]->str ? h->element[1]->str : "0";
+	const char *desc = h->element[3]->str ? h->element[3]->str : "";
+	double created = h->element[2]->str ? atof(h->element[2]->str) : 0;
+	char pend[32], iso[32];
+	snprintf(pend, sizeof pend, "%lld", reply_integer(cards[0], 0));
+	ctl_iso_time(created, iso);
+	const char *row[] = { bid, st, pend, tot, iso, desc };
+	table_add(t, row);
+	sb_adds(b, "\"bid\":");
+	jstr(b, bid);
+	sb_adds(b, ",\"state\":");
+	jstr(b, st);
+	sb_printf(b, ",\"pending\":%s,\"total\":%s,\"created_at\":", pend, tot);
+	jnum(b, created);
+	sb_adds(b, ",\"description\":");
+	jstr(b, desc);
+	for (int i = 1; i < 4; i++)
+		sb_printf(b, ",\"%s\":%lld", PARTS[i], reply_integer(cards[i], 0));
+	for (int i = 0; i < 4; i++) {
+		const char *v = h->element[4 + i]->str;
+		sb_printf(b, ",\"%s\":", LIST_TIMES[i]);
+		v && *v ? jnum(b, atof(v)) : sb_adds(b, "null");
+	}
+	for (int i = 0; i < 6; i++) {
+		sb_printf(b, ",\"%s\":", LIST_CALLBACKS[i]);
+		jstr(b, h->element[8 + i]->str);
+	}
+}
+
+/*
+ * The batches newest first from index from, at most limit (ZREVRANGE of the list, then one
+ * pipelined HMGET and four SCARD per batch). paged: the dashboard's document {total, from,
+ * next, batches: [...]}; else the array `batch list --json` prints.
+ */
+int ctl_batch_list(struct ctl *c, long from, int limit, int paged)
+{
+	redisReply *rep = rcmd(&c->r, "ZREVRANGE " K_BATCH_LIST " %ld %ld", from,
+	                       from + limit - 1);
+	redisReply *card = paged ? rcmd(&c->r, "ZCARD " K_BATCH_LIST) : NULL;
+	if (!rep || (paged && !card)) {
+		if (rep)
+			freeReplyObject(rep);
 		return ctl_redis_error(c, "batch list");
+	}
+	size_t nb = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
+	struct rpipe p;
+	rpipe_begin(&c->r, &p);
+	for (size_t i = 0; i < nb; i++) {
+		const char *bid = rep->element[i]->str;
+		rpipe_add(&c->r, &p, "HMGET " K_BATCH "%s state total created_at description "
+		          "committed_at completed_at cancelled_at expired_at on_success on_complete "
+		          "on_death fired_success fired_complete fired_death", bid);
+		for (int k = 0; k < 4; k++)
+			rpipe_add(&c->r, &p, "SCARD " K_BATCH "%s:%s", bid, PARTS[k]);
+	}
+	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
+	int failed = rpipe_exec(&c->r, &p, reps);
 	static const char *heads[] = { "BID", "STATE", "PENDING", "TOTAL", "CREATED",
 	                               "DESCRIPTION" };
 	static const int limits[] = { 0, 0, 0, 0, 0, 40 };
@@ -206,45 +305,42 @@ static int batch_list(struct ctl *c)
 	table_init(&t, 6, heads, limits);
 	struct sbuf b;
 	sb_init(&b);
-	sb_addc(&b, '[');
+	if (paged)
+		sb_printf(&b, "{\"total\":%lld,\"from\":%ld,\"next\":", reply_integer(card, 0),
+		          from);
+	if (paged && from + (long)nb < reply_integer(card, 0) && nb == (size_t)limit)
+		sb_printf(&b, "%ld", from + (long)nb);
+	else if (paged)
+		sb_adds(&b, "null");
+	sb_adds(&b, paged ? ",\"batches\":[" : "[");
 	int shown = 0;
-	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+	for (size_t i = 0; i < nb && !failed; i++) {
 		const char *bid = rep->element[i]->str;
-		redisReply *h = rcmd(&c->r, "HMGET " K_BATCH "%s state total created_at description",
-		                     bid);
-		redisReply *n = rcmd(&c->r, "SCARD " K_BATCH "%s:pending", bid);
-		if (h && h->type == REDIS_REPLY_ARRAY && h->elements == 4 &&
+		const redisReply *h = reps[5 * i];
+		if (h && h->type == REDIS_REPLY_ARRAY && h->elements == 14 &&
 		    h->element[0]->type == REDIS_REPLY_STRING) {
-			const char *st = h->element[0]->str;
-			const char *tot = h->element[1]->str ? h->element[1]->str : "0";
-			const char *desc = h->element[3]->str ? h->element[3]->str : "";
-			double created = h->element[2]->str ? atof(h->element[2]->str) : 0;
-			char pend[32], iso[32];
-			snprintf(pend, sizeof pend, "%lld", n ? reply_integer(n, 0) : 0);
-			ctl_iso_time(created, iso);
-			const char *row[] = { bid, st, pend, tot, iso, desc };
-			table_add(&t, row);
-			sb_adds(&b, shown++ ? ",{\"bid\":" : "{\"bid\":");
-			jstr(&b, bid);
-			sb_adds(&b, ",\"state\":");
-			jstr(&b, st);
-			sb_printf(&b, ",\"pending\":%s,\"total\":%s,\"created_at\":", pend, tot);
-			jnum(&b, created);
-			sb_adds(&b, ",\"description\":");
-			jstr(&b, desc);
+			sb_adds(&b, shown++ ? ",{" : "{");
+			list_row(&b, &t, bid, h, reps + 5 * i + 1);
 			sb_addc(&b, '}');
 		} else if (h) {         /* expired: its listing goes too */
 			redisReply *z = rcmd(&c->r, "ZREM " K_BATCH_LIST " %s", bid);
 			if (z)
 				freeReplyObject(z);
 		}
-		if (h)
-			freeReplyObject(h);
-		if (n)
-			freeReplyObject(n);
 	}
-	sb_addc(&b, ']');
+	sb_adds(&b, paged ? "]}" : "]");
+	for (int i = 0; i < p.n; i++)
+		if (reps[i])
+			freeReplyObject(reps[i]);
+	free(reps);
 	freeReplyObject(rep);
+	if (card)
+		freeReplyObject(card);
+	if (failed) {
+		sb_free(&b);
+		table_free(&t);
+		return ctl_redis_error(c, "batch list");
+	}
 	if (c->json)
 		jprint(&b);
 	else
@@ -347,7 +443,7 @@ static int walk_batch(struct ctl *c, const char *bid, struct walk *w, char *stat
 	return CTL_OK;
 }
 
-static int batch_cancel(struct ctl *c, const char *bid)
+int ctl_batch_cancel(struct ctl *c, const char *bid)
 {
 	if (!c->yes) {
 		ctl_error("batch cancel deletes the batch's jobs not yet run and cancels the running "
@@ -458,11 +554,11 @@ int cmd_batch(struct ctl *c, int argc, char **argv)
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	if (list)
-		return batch_list(c);
+		return ctl_batch_list(c, 0, 100, 0);
 	const char *bid = av[optind];
 	if (strcmp(sub, "commit") == 0)
 		return batch_commit(c, bid);
 	if (strcmp(sub, "show") == 0)
-		return batch_show(c, bid);
-	return batch_cancel(c, bid);
+		return ctl_batch_show(c, bid);
+	return ctl_batch_cancel(c, bid);
 }

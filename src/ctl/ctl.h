@@ -234,6 +234,12 @@ int ctl_limits(struct ctl *c);
  * to now. */
 int ctl_history(struct ctl *c, const char *cls, const char *status, double since, long from,
                 long limit, long budget, double daily_from);
+/* Batches (batch.c): the list newest first from index from (paged: the dashboard's
+ * {total, from, next, batches}), one batch with its members and child batches, and cancel
+ * (needs c->yes). */
+int ctl_batch_list(struct ctl *c, long from, int limit, int paged);
+int ctl_batch_show(struct ctl *c, const char *bid);
+int ctl_batch_cancel(struct ctl *c, const char *bid);
 
 int cmd_push(struct ctl *c, int argc, char **argv);
 int cmd_stats(struct ctl *c, int argc, char **argv);

@@ -306,6 +306,27 @@ static int get_history(struct ctl *c, struct web_req *q, struct web_reply *r)
 	                   now - (double)(days - 1) * 86400.0);
 }
 
+/* GET /api/batches: a page by index; GET /api/batches/<bid>: the batch. */
+static int get_batches(struct ctl *c, struct web_req *q, struct web_reply *r)
+{
+	(void)r;
+	if (q->path.n == 2)
+		return ctl_batch_show(c, seg(q, 1));
+	return ctl_batch_list(c, qnum(&q->query, "from", 0, 0, 1L << 40),
+	                      (int)qnum(&q->query, "limit", 50, 1, PAGE_MAX), 1);
+}
+
+/* POST /api/batches/<bid>/cancel (c->yes: the page asked). */
+static int post_batch(struct ctl *c, struct web_req *q, struct web_reply *r)
+{
+	(void)r;
+	if (strcmp(seg(q, 2), "cancel") != 0) {
+		ctl_error("no action %s on a batch (cancel)", seg(q, 2));
+		return CTL_USAGE;
+	}
+	return ctl_batch_cancel(c, seg(q, 1));
+}
+
 /* The eight metrics of cogworker's exposition, as `cogworkerctl metrics` prints them. */
 static int get_metrics(struct ctl *c, struct web_req *q, struct web_reply *r)
 {
@@ -332,6 +353,9 @@ static const struct route routes[] = {
 	{ "GET", { "limits" }, get_limits },
 	{ "GET", { "history" }, get_history },
 	{ "GET", { "metrics" }, get_metrics },
+	{ "GET", { "batches" }, get_batches },
+	{ "GET", { "batches", "*" }, get_batches },
+	{ "POST", { "batches", "*", "*" }, post_batch },
 	{ NULL, { NULL }, NULL },
 };
 

@@ -61,7 +61,8 @@ static const char security_headers[][2][160] = {
 
 /* The page URLs: their first segment (web/app.js draws each). */
 static const char *const pages[] = {
-	"queues", "jobs", "processes", "periodic", "limits", "history", "metrics", "login", NULL,
+	"queues", "jobs", "batches", "processes", "periodic", "limits", "history", "metrics",
+	"login", NULL,
 };
 
 static struct web_opts *opts;

@@ -10,12 +10,13 @@ Run: python3 tests/integration/run.py test_web_pages
 
 import json
 import os
+import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import handler, job, new_jid, wait_for  # noqa: E402
+from harness import binary, handler, job, new_jid, wait_for  # noqa: E402
 from webkit import BrowserCase, no_alert, shot, text_of, wait_until  # noqa: E402
 
 DEAD = b"cogworker:dead"
@@ -95,6 +96,16 @@ class PagesCase(BrowserCase):
         from selenium.webdriver.common.by import By
         for jid in jids:
             self.b.find_element(By.CSS_SELECTOR, 'tr[data-jid="%s"] input.pick' % jid).click()
+
+
+    def ctl(self, *args):
+        """cogworkerctl on the test's Redis: its standard output."""
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        env.pop("COGWORKER_JID", None)
+        p = subprocess.run([binary("cogworkerctl")] + list(args), env=env,
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return p.stdout.decode().strip()
 
 
 class JobLists(PagesCase):
@@ -442,3 +453,87 @@ class Scale(PagesCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Workflows(PagesCase):
+
+    def test_web24_batches_follow_their_members_live(self):
+        d = self.daemon(handlers=[{"class": "Hold<b>", "command": handler("gate")}],
+                        concurrency=25, heartbeat_interval=1)
+        bid = self.ctl("batch", "new", "--description", XSS_SCRIPT, "--on-complete", "All",
+                       "--on-death", "Died")
+        jids = [self.ctl("push", "--batch", bid, "--retry", "false", "Hold<b>", str(i))
+                for i in range(20)]
+        self.ctl("batch", "commit", bid)
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 20,
+                 timeout=30, message="the 20 members running")
+        for j in jids[:14]:
+            d.open_gate(j)
+        d.open_gate(jids[14], code=3)
+        show = lambda: json.loads(self.ctl("batch", "show", bid, "--json"))  # noqa: E731
+        wait_for(lambda: (show()["succeeded"], show()["dead"]) == (14, 1), timeout=30,
+                 message="14 succeeded, 1 dead")
+        w = self.web()
+        self.open(w, "/batches")
+        row = 'tr[data-bid="%s"]' % bid
+        text = text_of(self.b, row, contains="14 succeeded")
+        for want in ("5 pending", "1 dead", "0 discarded", "committed", "on_death: Died",
+                     "fired", XSS_SCRIPT):
+            self.assertIn(want, text)
+        shot(self.b, "batches")
+        cookie, _ = w.session()
+        st, doc = w.get_json("/api/batches", cookie)
+        self.assertEqual(st, 200)
+        b = doc["batches"][0]
+        self.assertEqual((doc["total"], b["bid"], b["pending"], b["succeeded"], b["dead"]),
+                         (1, bid, 5, 14, 1))
+        st, one = w.get_json("/api/batches/" + bid, cookie)
+        self.assertEqual((st, sorted(one["dead_jids"])), (200, [jids[14]]))
+        self.click(row + " a")
+        text_of(self.b, "main h1", contains=bid)
+        for part, members in (("pending", jids[15:]), ("succeeded", jids[:14]),
+                              ("dead", jids[14:15])):
+            links = self.b.execute_script(
+                "return [...document.querySelectorAll('ul[data-part=\"%s\"] li a')]"
+                ".map(a => [a.textContent, a.getAttribute('href')])" % part)
+            self.assertEqual(sorted(t for t, _ in links), sorted(members), part)
+            self.assertEqual([h for t, h in links if h != "/jobs/" + t], [], part)
+        self.assertIn(XSS_SCRIPT, text_of(self.b, "#batch"))
+        shot(self.b, "batch")
+        # The page follows the batch: two more members finish, the counts move.
+        for j in jids[15:17]:
+            d.open_gate(j)
+        text_of(self.b, "#batch", contains="16 succeeded", timeout=15)
+        self.assertEqual(self.b.execute_script(
+            "return document.querySelectorAll('ul[data-part=\"pending\"] li').length"), 3)
+        # The rest finish: on_complete fires, and the list says so.
+        for j in jids[17:]:
+            d.open_gate(j)
+        text_of(self.b, "#batch", contains="19 succeeded", timeout=15)
+        text_of(self.b, '#batch .callback[data-kind="complete"]', contains="fired", timeout=15)
+        self.assertIsNone(self.b.execute_script("return window.__xss || null"))
+        self.assertTrue(no_alert(self.b))
+        self.assertEqual(self.b.execute_script(OFFSITE_LINKS), [])
+
+    def test_web25_cancel_a_batch(self):
+        d = self.daemon(handlers=[{"class": "Hold", "command": handler("gate")}],
+                        concurrency=2, heartbeat_interval=1)
+        bid = self.ctl("batch", "new", "--description", "to cancel")
+        jids = [self.ctl("push", "--batch", bid, "Hold", str(i)) for i in range(4)]
+        self.ctl("batch", "commit", bid)
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 2,
+                 timeout=15, message="two members running")
+        w = self.web()
+        # Without the session's CSRF token the cancel is refused and nothing changes.
+        cookie, _ = w.session()
+        status, _ = w.post("/api/batches/%s/cancel" % bid, cookie=cookie)
+        self.assertEqual(status, 403)
+        self.assertEqual(json.loads(self.ctl("batch", "show", bid, "--json"))["state"],
+                         "committed")
+        self.open(w, "/batches/" + bid)
+        self.click("#batch button", "Cancel")
+        self.accept("Cancel batch")
+        wait_for(lambda: json.loads(self.ctl("batch", "show", bid, "--json"))["state"]
+                 == "cancelled", timeout=20, message="cancelled")
+        text_of(self.b, "#batch", contains="cancelled", timeout=10)
+        self.assertEqual(len(jids), 4)
