@@ -81,6 +81,26 @@ function fmtDuration(s) {
 	return Math.floor(s / 86400) + "d " + String(Math.floor(s % 86400 / 3600)).padStart(2, "0") + "h";
 }
 
+// Bytes as the log says them (src/usage.c): KiB below 1 MiB, MiB (one decimal below 10), GiB.
+function fmtBytes(n) {
+	if (n === null || n === undefined || isNaN(n) || n < 0) return "-";
+	const mib = n / 1048576;
+	if (n < 1048576) return Math.ceil(n / 1024) + "KiB";
+	if (mib < 10) return mib.toFixed(1) + "MiB";
+	if (mib < 10240) return Math.round(mib) + "MiB";
+	return (mib / 1024).toFixed(1) + "GiB";
+}
+
+function fmtCpu(s) {
+	return s === null || s === undefined || s === "" || isNaN(s) ? "-" : Number(s).toFixed(2) + "s";
+}
+
+// What a run cost (doc/protocol.md §4.9): "cpu=0.48s maxrss=151MiB", null when unknown.
+function fmtCost(cpu, rss) {
+	if (cpu === null || cpu === undefined || cpu === "") return null;
+	return "cpu=" + fmtCpu(cpu) + " maxrss=" + fmtBytes(rss === undefined || rss === null ? null : Number(rss));
+}
+
 function fmtTime(t) {
 	if (!t) return "-";
 	return new Date(t * 1000).toISOString().replace(".000Z", "Z");
@@ -643,8 +663,16 @@ async function drawJob(jid) {
 		kids.push(el("h2", {}, "Status"), el("div", { class: "panel", id: "status" },
 			kv([["status", st.status], ["updated", st.update_time ? fmtTime(Number(st.update_time)) + " (" + fmtRelative(Number(st.update_time)) + ")" : null],
 				["progress", isNaN(pct) ? null : el("span", {}, el("progress", { max: "100", value: String(pct) }), " " + pct + "% " + (st.message || ""))],
-				...Object.entries(st).filter(([k]) => !["status", "update_time", "pct", "message"].includes(k))])));
+				["cost", fmtCost(st.cpu_s, st.maxrss_bytes)],
+				...Object.entries(st).filter(([k]) => !["status", "update_time", "pct", "message", "cpu_s", "maxrss_bytes"].includes(k))])));
 	}
+	// Its runs kept with their output: how each ended and what it cost.
+	const runs = d.runs || [];
+	if (runs.length) kids.push(el("h2", {}, "Runs (" + runs.length + ")"), el("div", { id: "runs" },
+		table(["#", "Started", "Outcome", "Took", "CPU", "Peak RSS"], runs.map((x) => el("tr", {},
+			el("td", {}, String(x.run)), timeCell(x.started_at), el("td", {}, x.outcome || "?"),
+			el("td", { class: "num" }, x.finished_at && x.started_at ? fmtDuration(x.finished_at - x.started_at) : "-"),
+			el("td", { class: "num" }, fmtCpu(x.cpu_s)), el("td", { class: "num" }, fmtBytes(x.maxrss_bytes)))), [3, 4, 5])));
 	kids.push(el("h2", {}, "Attempts (" + d.attempts.length + ")"));
 	if (d.attempts.length) kids.push(table(["#", "Failed", "Outcome", "Error"], d.attempts.map((a, i) => typeof a === "object" && a !== null
 		? el("tr", {}, el("td", {}, String(a.attempt || i + 1)), timeCell(a.failed_at), el("td", {}, a.outcome || ""),
@@ -798,18 +826,19 @@ async function drawHistory() {
 	}
 	bars(chart, days);
 	const rows = d.runs.map((x) => typeof x !== "object" || x === null
-		? el("tr", {}, el("td", { colspan: "8", class: "code" }, "(unreadable) " + String(x)))
+		? el("tr", {}, el("td", { colspan: "10", class: "code" }, "(unreadable) " + String(x)))
 		: el("tr", { "data-jid": x.jid || "" }, timeCell(x.finished_at),
 			el("td", {}, el("span", { class: "tag " + (x.status === "success" ? "good" : "bad") }, x.status || "?")),
 			el("td", {}, x.class || "?"), el("td", {}, x.queue || "-"),
 			el("td", { class: "code" }, x.jid ? el("a", { href: "/jobs/" + encodeURIComponent(x.jid) }, x.jid) : "-"),
 			el("td", { class: "num" }, x.finished_at && x.started_at ? fmtDuration(x.finished_at - x.started_at) : "-"),
+			el("td", { class: "num" }, fmtCpu(x.cpu_s)), el("td", { class: "num" }, fmtBytes(x.maxrss_bytes)),
 			el("td", { class: "code args" }, x.args === undefined ? "" : cut(compactJSON(x.args), 120)),
 			el("td", {}, cut(errorText(x), 200))));
 	setMain(el("h1", {}, "History"), el("h2", {}, "Per day, last 14 days (UTC)"), el("div", { class: "panel" }, chart,
 		el("div", { class: "legend" }, el("span", { class: "p" }, "■ success"), el("span", { class: "f" }, "■ failed"))),
 	el("h2", {}, "Runs, newest first"), form,
-	d.runs.length ? table(["Finished", "Status", "Class", "Queue", "Job", "Took", "Args", "Error"], rows, [5])
+	d.runs.length ? table(["Finished", "Status", "Class", "Queue", "Job", "Took", "CPU", "Peak RSS", "Args", "Error"], rows, [5, 6, 7])
 		: el("p", { class: "muted" }, "No runs recorded (history is written by daemons with history_retention_days > 0)."),
 	el("div", { class: "pager" }, from > 0 ? el("a", { href: pageHref(0) }, "« newest") : null,
 		d.next !== null ? el("a", { href: pageHref(d.next), id: "next" }, "older ›") : null));

@@ -23,6 +23,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import DaemonTestCase, binary, free_port, job, wait_for  # noqa: E402
+from webkit import BrowserCase, shot, text_of  # noqa: E402
 
 MiB = 1 << 20
 
@@ -272,6 +273,39 @@ class TestWarm(AccountingCase):
                    for e in self.r.zrange("cogworker:history:all", 0, -1)}
         self.assert_big(entries[big]["cpu_s"], entries[big]["maxrss_bytes"], "warm history")
         self.assertLess(entries[small]["maxrss_bytes"], 100 * MiB)
+
+
+class TestDashboard(BrowserCase, AccountingCase):
+    def test_ac9_job_and_history_pages_show_the_cost(self):
+        """AC-9: the dashboard's job page shows the status's cost and a row per kept run
+        with its CPU and peak; its history page has CPU and Peak RSS columns (headless
+        Chromium, as WEB-13 and WEB-18)."""
+        d = self.start(history_retention_days=1, status_expiration=600)
+        jid = self.pushed("Burn")
+        d.wait_log("done: Burn jid=%s" % jid, timeout=30)
+        wait_for(lambda: self.r.hget("cogworker:output:%s" % jid, "1"), timeout=10,
+                 message="run record")
+        w = self.web()
+        self.b.get(w.url("/jobs/" + jid))
+        status = text_of(self.b, "#status", contains="cost")
+        m = re.search(r"cpu=([0-9.]+)s maxrss=([0-9.]+)MiB", status)
+        self.assertIsNotNone(m, status)
+        self.assertGreaterEqual(float(m.group(1)), 0.4, status)
+        self.assertGreaterEqual(float(m.group(2)), 150, status)
+        runs = text_of(self.b, "#runs tbody", contains="success")
+        m = re.search(r"success\s+\S+\s+([0-9.]+)s\s+([0-9.]+)MiB", runs)
+        self.assertIsNotNone(m, runs)
+        self.assertGreaterEqual(float(m.group(1)), 0.4, runs)
+        self.assertGreaterEqual(float(m.group(2)), 150, runs)
+        shot(self.b, "job-cost")
+        self.b.get(w.url("/history"))
+        self.assertIn("Peak RSS", text_of(self.b, "main thead", contains="CPU"))
+        row = text_of(self.b, 'tr[data-jid="%s"]' % jid, contains="MiB")
+        m = re.search(r"([0-9.]+)s\s+([0-9.]+)MiB", row)
+        self.assertIsNotNone(m, row)
+        self.assertGreaterEqual(float(m.group(1)), 0.4, row)
+        self.assertGreaterEqual(float(m.group(2)), 150, row)
+        shot(self.b, "history-cost")
 
 
 if __name__ == "__main__":
