@@ -6,8 +6,10 @@
  *
  * Where each controller comes from is decided once per process, from /proc/self/cgroup and
  * /proc/self/mountinfo:
- * - cgroup v2, when the controller is enabled for the cgroups the jobs run in (a delegated
- *   subtree: systemd's Delegate=, or a root-run daemon's own cgroup);
+ * - cgroup v2, when the cgroup the containment's subtree goes in (jobcg.h) offers the
+ *   controller: cgcaps_v2_setup enables it for the subtree at the start, and every run in a
+ *   cgroup of its own gets its caps (or "max") written there (cgcaps_v2_apply); the run's
+ *   figures are then the accounting's (usage.c reads that cgroup);
  * - else a cgroup v1 hierarchy that has it, in the daemon's own cgroup there, when the daemon
  *   can write that directory (root, and not a read-only mount). A hybrid host (v1 hierarchies
  *   for memory, cpu, pids, with a v2 that has none of them) is the common case where this
@@ -45,6 +47,7 @@
 #include <unistd.h>
 
 #include "cgcaps.h"
+#include "jobcg.h"
 #include "util.h"
 
 /* The controllers: the caps' three (in enum cap_kind order), then the I/O accounting's. */
@@ -242,6 +245,31 @@ static int on_v2(int k, const char *cgroup, const char *mountinfo, char *dir, si
 	return has;
 }
 
+/* Whether controller k is listed in dir's file (cgroup.controllers, subtree_control). */
+static int listed(const char *dir, const char *file, int k)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	char *list = file_text(path, NULL);
+	int has = 0;
+	for (char *w = list ? strtok(list, " \n") : NULL; w && !has; w = strtok(NULL, " \n"))
+		has = strcmp(w, v2_names[k]) == 0;
+	free(list);
+	return has;
+}
+
+/*
+ * Before the containment's subtree exists (--check, and the start's first look): cgroup v2
+ * will do for k when the cgroup the subtree goes in (jobcg_probe) offers k to its children.
+ * cgcaps_v2_setup makes sure of it once the subtree is there.
+ */
+static int v2_offered(int k, char *dir, size_t n)
+{
+	if (getenv("COGWORKERD_TEST_PROC_SELF") || !jobcg_probe(dir, n))
+		return 0;               /* the test hook shows a host without v2 */
+	return listed(dir, "cgroup.controllers", k);
+}
+
 static void discover(void)
 {
 	char path[PATH_MAX];
@@ -261,11 +289,15 @@ static void discover(void)
 			         "/proc/self/cgroup");
 			continue;
 		}
+		if (v2_offered(k, s->dir, sizeof s->dir)) {
+			s->how = CG_V2;
+			continue;
+		}
 		find_v1(s, k, cgroup, mountinfo);
 		char v2dir[PATH_MAX];
 		if (s->how == CG_NONE && on_v2(k, cgroup, mountinfo, v2dir, sizeof v2dir))
-			snprintf(s->why, sizeof s->why, "it is on cgroup v2 here (%s), where this "
-			         "build does not enforce caps yet", v2dir);
+			snprintf(s->why, sizeof s->why, "cgroup v2 has it in %s, but the cgroup the "
+			         "jobs' subtree would go in does not offer it (not delegated)", v2dir);
 	}
 	free(cgroup);
 	free(mountinfo);
@@ -276,12 +308,118 @@ static void found(void)
 	pthread_once(&found_once, discover);
 }
 
+int cgcaps_v2_setup(void)
+{
+	found();
+	const char *root = jobcg_root();
+	for (int k = 0; k < NHIER; k++) {
+		struct source *s = &sources[k];
+		if (s->how != CG_V2)
+			continue;
+		char parent[PATH_MAX], plus[16];
+		snprintf(parent, sizeof parent, "%s", root ? root : "");
+		if (strrchr(parent, '/'))
+			*strrchr(parent, '/') = 0;
+		snprintf(plus, sizeof plus, "+%s", v2_names[k]);
+		int dfd = root ? open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		int rfd = root ? open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		int ok = rfd >= 0 && (listed(root, "cgroup.controllers", k) ||
+		                      (dfd >= 0 && write_at(dfd, "cgroup.subtree_control", plus) == 0))
+		         && write_at(rfd, "cgroup.subtree_control", plus) == 0;
+		int e = errno;
+		close_if_open(&dfd);
+		close_if_open(&rfd);
+		if (ok) {
+			snprintf(s->dir, sizeof s->dir, "%s", root);
+			continue;
+		}
+		s->how = CG_NONE;
+		snprintf(s->why, sizeof s->why, "cgroup v2 offers it, but it could not be enabled "
+		         "for the jobs' cgroups in %s (%s)", root ? root : "(containment off)",
+		         root ? strerror(e) : "containment = \"process-group\"");
+	}
+	return 0;
+}
+
+/* The caps written into a v2 cgroup (dirfd), each controller on v2 set: the cap, or "max"
+ * (the slot's previous run may have had another handler's). 0, or -1 with errno and the
+ * file in *file. */
+static int v2_write(int dirfd, const struct handler_caps *caps, const char **file)
+{
+	long long m[NCAPS] = { 0 };
+	if (caps)
+		memcpy(m, caps->max, sizeof m);
+	char t[48];
+	if (sources[H_MEMORY].how == CG_V2) {
+		if (m[CAP_MEMORY] > 0)
+			snprintf(t, sizeof t, "%lld", m[CAP_MEMORY]);
+		else
+			snprintf(t, sizeof t, "max");
+		if (write_at(dirfd, *file = "memory.max", t) != 0)
+			return -1;
+		/* Past the cap killed, not swapped, and the whole job with it. Best effort: no
+		 * swap accounting, an older kernel. */
+		write_at(dirfd, "memory.swap.max", m[CAP_MEMORY] > 0 ? "0" : "max");
+		write_at(dirfd, "memory.oom.group", m[CAP_MEMORY] > 0 ? "1" : "0");
+	}
+	if (sources[H_CPU].how == CG_V2) {
+		if (m[CAP_CPU] > 0)
+			snprintf(t, sizeof t, "%lld %d", m[CAP_CPU], CAP_CPU_PERIOD_US);
+		else
+			snprintf(t, sizeof t, "max %d", CAP_CPU_PERIOD_US);
+		if (write_at(dirfd, *file = "cpu.max", t) != 0)
+			return -1;
+	}
+	if (sources[H_PIDS].how == CG_V2) {
+		if (m[CAP_PIDS] > 0)
+			snprintf(t, sizeof t, "%lld", m[CAP_PIDS]);
+		else
+			snprintf(t, sizeof t, "max");
+		if (write_at(dirfd, *file = "pids.max", t) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int cgcaps_v2_apply(int dirfd, const struct handler_caps *caps, char *err, size_t n)
+{
+	found();
+	int any = 0;
+	for (int k = 0; k < NCAPS; k++)
+		any |= sources[k].how == CG_V2;
+	if (!any)
+		return 0;
+	const char *file = "?";
+	if (dirfd < 0) {
+		if (caps && caps_any(caps)) {
+			snprintf(err, n, "the caps' controllers are on cgroup v2, and this run has no "
+			         "cgroup of its own");
+			return -1;
+		}
+		return 0;
+	}
+	if (v2_write(dirfd, caps, &file) != 0) {
+		snprintf(err, n, "%s: %s", file, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 enum cg_source cgcaps_source(enum cap_kind k, char *where, size_t n)
 {
 	found();
 	const struct source *s = &sources[k];
 	snprintf(where, n, "%s", s->how == CG_NONE ? s->why : s->dir);
 	return s->how;
+}
+
+int caps_need_v1(const struct handler_caps *caps)
+{
+	found();
+	for (int k = 0; k < NCAPS; k++)
+		if (caps->max[k] > 0 && sources[k].how != CG_V2)
+			return 1;
+	return 0;
 }
 
 int caps_any(const struct handler_caps *caps)
@@ -444,8 +582,8 @@ struct capgroup *capgroup_take(const struct handler_caps *caps, char *err, size_
 	pthread_mutex_unlock(&pool_lock);
 	memset(g->joined, 0, sizeof g->joined);
 	for (int k = 0; k < NCAPS; k++) {
-		if (caps->max[k] <= 0)
-			continue;
+		if (caps->max[k] <= 0 || sources[k].how == CG_V2)
+			continue;           /* v2: written into the run's own cgroup (cgcaps_v2_apply) */
 		if (sources[k].how != CG_V1) {
 			snprintf(err, n, "%s: the %s controller is not available (%s)", conf_cap_name(k),
 			         v1_names[k], sources[k].why);

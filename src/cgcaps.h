@@ -31,6 +31,22 @@ enum cg_source cgcaps_source(enum cap_kind k, char *where, size_t n);
 int caps_check_conf(const struct conf *c, void (*report)(void *ctx, const char *problem),
                     void *ctx);
 
+/*
+ * After jobcg_init (the containment's subtree exists): each controller judged to be on
+ * cgroup v2 is enabled for the jobs' cgroups (cgroup.subtree_control of the subtree, and of
+ * its parent when delegated); one that can't be is no longer available, and the start's
+ * second caps_check_conf refuses a cap that needs it. Returns 0.
+ */
+int cgcaps_v2_setup(void);
+/*
+ * Every run in a cgroup of its own (jobcg.h) on a host whose controllers are on v2: the
+ * caps written into it, or "max" where caps (may be NULL) sets none. 0, or -1 with why in
+ * err. A no-op where no controller is on v2.
+ */
+int cgcaps_v2_apply(int dirfd, const struct handler_caps *caps, char *err, size_t n);
+/* Whether caps needs a group of the v1 pool (capgroup_take). */
+int caps_need_v1(const struct handler_caps *caps);
+
 /* Whether caps sets any cap. */
 int caps_any(const struct handler_caps *caps);
 

@@ -86,8 +86,15 @@ int handler_spawn(const struct run_request *req, struct run_result *res, pid_t *
 			res->search_path = exec_search_path(req->env);
 		return -1;
 	}
-	if (req->caps && caps_any(req->caps)) {
-		char why[PATH_MAX + 200];
+	char why[PATH_MAX + 200];
+	if (cgcaps_v2_apply(req->cgroup ? jobcg_dir_fd(req->cgroup) : -1, req->caps, why,
+	                    sizeof why) != 0) {
+		spawn_failed(res, EIO, SPAWN_STEP_CGROUP, path);
+		res->detail = xstrdup(why);
+		free(path);
+		return -1;
+	}
+	if (req->caps && caps_any(req->caps) && caps_need_v1(req->caps)) {
 		io->caps = capgroup_take(req->caps, why, sizeof why);
 		if (!io->caps) {
 			spawn_failed(res, EIO, SPAWN_STEP_CGROUP, path);

@@ -179,6 +179,12 @@ static void reject_caps(void *ctx, const char *problem)
 	log_error("reload rejected, the running conf stays in force: %s", problem);
 }
 
+static void reject_start(void *ctx, const char *problem)
+{
+	(void)ctx;
+	log_error("%s", problem);
+}
+
 static void reload(void)
 {
 	char err[1024];
@@ -434,6 +440,13 @@ int manager_run(const char *path, const struct conf_overrides *ov, struct conf *
 	char cgerr[1024];
 	if (jobcg_init(c->containment, cgerr, sizeof cgerr) != 0) {   /* before the reaper */
 		log_error("%s: %s", c->containment_where ? c->containment_where : "?", cgerr);
+		conf_release(c);
+		return 2;
+	}
+	/* The caps' controllers on v2 enabled for the jobs' cgroups, and checked again: what
+	 * --check could only judge from the controllers offered (cgcaps.c). */
+	cgcaps_v2_setup();
+	if (caps_check_conf(c, reject_start, NULL) > 0) {
 		conf_release(c);
 		return 2;
 	}

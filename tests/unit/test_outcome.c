@@ -244,6 +244,63 @@ static void reason_is(enum decision d, const struct job *j, int exit_code, int s
 	ck_assert_str_eq(got, want);
 }
 
+/* CAP-1, CAP-2: a failed run whose cgroup counted an OOM kill past memory_max fails out of
+ * memory, whatever its exit said; a success, a timeout and a run without a kill stay what
+ * they are; dead_on_oom cuts it short. */
+static struct run_outcome oom_outcome(enum run_status status, int code, long long kills,
+                                      long long peak, const struct handler_caps *caps)
+{
+	struct job_run run = run_of(1, 4096);
+	run.req.caps = caps;
+	struct run_result res = { .status = status, .code = code, .tail = "Killed\n" };
+	res.tail_len = strlen(res.tail);
+	res.usage.cgroup = 1;
+	res.usage.cg_oom_kills = kills;
+	res.usage.cg_memory_peak = peak;
+	struct run_outcome o;
+	outcome_of_run(&o, &run, &res);
+	return o;
+}
+
+START_TEST(test_out_of_memory)
+{
+	struct handler h = { .caps = { .max = { 256LL << 20 } } };
+	struct run_outcome o = oom_outcome(RUN_EXITED, 137, 1, (256LL << 20) - 4096, &h.caps);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerOutOfMemory");
+	ck_assert_str_eq(o.error_message,
+	                 "out of memory (memory_max 256 MiB, peak 256 MiB): Killed");
+	ck_assert_int_eq(o.oom, 1);
+	ck_assert_int_eq(o.exit_code, -1);          /* no exit code for the maps */
+	struct job j = { .retry_count = 0, .max_retries = 25 };
+	ck_assert_int_eq(decide_failure(&j, &h, &o), DECIDE_RETRY);
+	h.caps.dead_on_oom = 1;
+	ck_assert_int_eq(decide_failure(&j, &h, &o), DECIDE_KILLED);
+	char why[256];
+	decision_reason(DECIDE_KILLED, &j, &o, why, sizeof why);
+	ck_assert_str_eq(why, "out of memory, and the handler has dead_on_oom");
+	j.retry_count = 25;                         /* the budget still comes first */
+	ck_assert_int_eq(decide_failure(&j, &h, &o), DECIDE_DEAD);
+	outcome_free(&o);
+
+	h.caps.max[CAP_MEMORY] = 1LL << 30;         /* a cap in GiB, a peak in GiB */
+	o = oom_outcome(RUN_SIGNALED, SIGKILL, 2, (1LL << 30) - (1 << 20), &h.caps);
+	ck_assert_str_eq(o.detail, "out of memory (memory_max 1 GiB, peak 1 GiB)");
+	outcome_free(&o);
+	o = oom_outcome(RUN_EXITED, 0, 1, 1 << 20, &h.caps);
+	ck_assert_int_eq(o.success, 1);             /* it survived the kill of a child */
+	o = oom_outcome(RUN_TIMEOUT, 0, 1, 1 << 20, &h.caps);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerTimeout");
+	outcome_free(&o);
+	o = oom_outcome(RUN_EXITED, 1, 0, 1 << 20, &h.caps);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerFailed");
+	outcome_free(&o);
+	h.caps.max[CAP_MEMORY] = 0;                 /* killed by a global OOM, no cap of ours */
+	o = oom_outcome(RUN_SIGNALED, SIGKILL, 1, 1 << 20, &h.caps);
+	ck_assert_str_eq(o.error_class, "Cogworker::HandlerSignaled");
+	outcome_free(&o);
+}
+END_TEST
+
 START_TEST(test_decide_failure)
 {
 	int dead[] = { 3 }, discard[] = { 4, 0 };
@@ -288,6 +345,7 @@ int main(void)
 	tcase_add_test(tc, test_spawn_messages);
 	tcase_add_test(tc, test_unresolvable_user_is_a_failed_exec);
 	tcase_add_test(tc, test_decide_failure);
+	tcase_add_test(tc, test_out_of_memory);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
