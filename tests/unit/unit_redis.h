@@ -33,12 +33,26 @@ static inline redisContext *unit_redis_start(const char *tag, char *sock, size_t
 		       "--appendonly", "no", (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 100; i++) {
+	/* The socket file exists from its bind, before the server listens on it: a connection
+	 * made then is refused, and every command of the test failed on it (a loaded host made
+	 * test_settle crash so). So connect until a PING is answered, for up to 10 s. */
+	redisContext *c = NULL;
+	for (int i = 0; i < 200; i++) {
 		struct stat st;
-		if (stat(sock, &st) == 0)
-			break;
+		if (stat(sock, &st) == 0) {
+			c = redisConnectUnix(sock);
+			redisReply *rep = c && !c->err ? redisCommand(c, "PING") : NULL;
+			int up = rep && rep->type == REDIS_REPLY_STATUS;
+			if (rep)
+				freeReplyObject(rep);
+			if (up)
+				return c;
+			redisFree(c);
+			c = NULL;
+		}
 		usleep(50000);
 	}
+	fprintf(stderr, "unit_redis_start: redis-server on %s never answered\n", sock);
 	return redisConnectUnix(sock);
 }
 
