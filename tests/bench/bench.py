@@ -69,6 +69,13 @@ Figures (each run several times; the report gives medians):
                port, client certificates required on it; tests/integration/tlskit.py),
                /bin/true at concurrency 4, the two alternating: the ratio TLS / TCP
                (issue 23's target: at least 0.9), and the CPU per job of each.
+  peers        issue 29: each language's in-process job runner against cogworkerd running
+               the same empty job warm through our library in that language, same run,
+               same Redis: Celery (python3-celery, prefork), Sidekiq (ruby-sidekiq), BullMQ
+               (npm's bullmq + ioredis under <build>/bench/node), RQ (python3-rq) against
+               cold `python3 -c pass`, the warm C no-op, a Ruby app's worker classes run by
+               name, and a minimal protocol loop in each language (tests/bench/peers.py:
+               the method, and what is measured per process).
   limits       the cost of a limit that is never reached (doc/protocol.md §7.30): the
                throughput run at concurrency 4 (log_level "warn"), alternately without a
                limit, with fleet_concurrency = 1000 (one ADMIT and one RELEASE_SLOT script
@@ -118,6 +125,8 @@ reexec_with_redis()
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 from harness import Daemon, RedisServer, binary, free_port, job, wait_for  # noqa: E402
 from tlskit import PKI  # noqa: E402
+sys.path.insert(0, HERE)
+from peers import Peers  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PROCESSED = b"cogworker:stats:processed"
@@ -792,6 +801,12 @@ class Bench:
             L.append("\n%s on / off: **%.2f** (median of the repetitions' ratios: %s; target "
                      "%s).\n" % (kind, median(ratios), ", ".join("%.2f" % r for r in ratios),
                                  "≥ 0.9" if kind == "cold" else "unchanged within noise"))
+
+    # -- issue 29's peers (tests/bench/peers.py)
+
+    def peers(self):
+        self.peer_figure = Peers(self)
+        self.peer_figure.run()
 
     # -- TLS
 
@@ -1529,6 +1544,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                 L.append("- c=4, info: %s" % reps(t["info_c4"]))
             L.append("\n![throughput](throughput.png)\n")
         self.report_warm(L)
+        Peers.report(self.results, L)
         sc = self.results.get("scaling")
         if sc:
             L.append("## Scaling across daemons (one Redis)\n")
@@ -1796,7 +1812,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             self.results["machine"])
         figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
                    "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits",
-                   "tls", "containment"]
+                   "tls", "containment", "peers"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
@@ -1824,8 +1840,14 @@ def main():
     ap.add_argument("--budget", type=float, default=1000,
                     help="seconds the whole run should stay under (throughput reps adapt)")
     ap.add_argument("--no-sidekiq", action="store_true",
-                    help="leave the peer out (it is installed from Debian's ruby-sidekiq)")
+                    help="leave the peers out (Sidekiq, Celery, RQ from Debian, BullMQ from "
+                         "npm; the report says they were not asked for)")
+    ap.add_argument("--peer-rows", default="",
+                    help="peers: only these rows (comma-separated keys of peers.py ROWS)")
+    ap.add_argument("--peer-reps", type=int, default=0, help="peers: repetitions (default 3)")
     opts = ap.parse_args()
+    opts.no_peers = opts.no_sidekiq
+    opts.peer_reps_asked = opts.peer_reps
     opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 20000, 6000, 2000, 200
     opts.output_jobs = 5000
     opts.lat_reps, opts.lat_samples = 3, 100
@@ -1834,7 +1856,8 @@ def main():
     opts.cron_seconds, opts.pause_rounds, opts.fewer_samples = 20, 200, 50
     opts.sidekiq_jobs, opts.scale_seconds = 2000, 8.0
     opts.warm_jobs, opts.slow_warm_jobs, opts.slow_cold_jobs, opts.warm_reps = 20000, 10000, 80, 2
-    opts.rest = 1200    # seconds the figures after throughput take, roughly
+    opts.peer_jobs, opts.peer_cold_jobs, opts.peer_reps = 10000, 120, 3
+    opts.rest = 1500    # seconds the figures after throughput take, roughly
     if opts.quick:
         opts.jobs, opts.ceiling_spawns, opts.rt_jobs, opts.monitor_jobs = 2000, 600, 500, 50
         opts.output_jobs = 500
@@ -1844,6 +1867,9 @@ def main():
         opts.cron_seconds, opts.pause_rounds, opts.fewer_samples = 5, 20, 10
         opts.sidekiq_jobs, opts.scale_seconds = 500, 3.0
         opts.warm_jobs, opts.slow_warm_jobs, opts.slow_cold_jobs, opts.warm_reps = 2000, 1000, 20, 1
+        opts.peer_jobs, opts.peer_cold_jobs, opts.peer_reps = 1000, 40, 1
+    if opts.peer_reps_asked:
+        opts.peer_reps = opts.peer_reps_asked
     Bench(opts).run()
 
 
