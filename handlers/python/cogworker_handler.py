@@ -34,8 +34,10 @@ thread:
   change); the process keeps running until the daemon retires it.
 - Cancel (`cogworkerctl jobs cancel`, or the job's timeout): `job.cancelled` turns true and
   `Cancelled` is raised in the job, interrupting a blocking call such as `time.sleep` or a
-  socket read (the library sends SIGINT to the main thread, so it owns SIGINT: a SIGINT
-  during a job cancels it, outside one it is ignored). `Cancelled` derives from
+  socket read: while a job runs the channel raises SIGIO when the daemon writes to it, and
+  the handler of that signal, which Python runs in the main thread, reads the cancel. So
+  the library owns SIGIO, and SIGINT too: a SIGINT during a job cancels it, outside one it
+  is ignored. No thread of the library's runs beside the job. `Cancelled` derives from
   BaseException, so `except Exception` does not swallow it; catch it, or use `finally`, to
   clean up. Code in C that does not return to Python meanwhile is not interrupted: the
   daemon kills the process group `kill_grace` seconds after the cancel. A cancelled
@@ -47,10 +49,10 @@ thread:
 Run without the daemon (COGWORKER_PROTOCOL is not "1"), `run` says so and exits with 2.
 """
 
+import fcntl
 import json
 import math
 import os
-import queue
 import signal
 import socket
 import sys
@@ -61,6 +63,7 @@ PROTOCOL = "1"
 # What the daemon reads of one line from us is 1 MiB; messages and errors are cut well
 # below it (a character is at most 6 bytes as a JSON escape).
 _TEXT_MAX = 100000
+_SIGNALS = {signal.SIGIO, signal.SIGINT}
 
 __all__ = ["run", "progress", "recycle", "Cancelled", "Job", "current_job"]
 
@@ -121,12 +124,13 @@ class Job:
 
 
 _sock = None
-_send_lock = threading.Lock()
-_state_lock = threading.Lock()        # _current between the reader thread and the main one
-_current = None
+_send_lock = threading.Lock()         # a job's own threads may report progress too
+_current = None                       # the Job running now: set and read in the main thread
 _recycle = False
-_inbox = queue.Queue()
 _main_ident = None
+_pending = bytearray()                # read from the channel, not yet a whole line used
+_eof = False
+_flags = 0                            # the channel's file status flags, without O_ASYNC
 
 
 def current_job():
@@ -169,10 +173,11 @@ def _send(msg):
 
 
 def _send_blocking_cancel(msg):
-    """_send from the main thread with SIGINT held back, so a cancel cannot cut a line."""
+    """_send from the main thread with SIGIO and SIGINT held back, so a cancel cannot cut
+    a line."""
     if threading.get_ident() != _main_ident:
         return _send(msg)
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
         _send(msg)
     finally:
@@ -204,23 +209,54 @@ def recycle():
     _recycle = True
 
 
-def _cancel_current():
-    with _state_lock:
-        job = _current
-        if job is None or job._cancelled:
-            return
-        job._cancelled = True
-        # The signal only wakes the main thread out of a blocking call; _on_sigint decides.
-        signal.pthread_kill(_main_ident, signal.SIGINT)
-
-
-def _on_sigint(signum, frame):
-    job = _current
+def _cancel(job):
+    """From the main thread (where Python runs signal handlers): raise Cancelled in the
+    job, once."""
     if job is None or job._raised:
         return
     job._cancelled = True
     job._raised = True
     raise Cancelled("cancelled by cogworkerd")
+
+
+def _on_sigint(signum, frame):
+    _cancel(_current)
+
+
+def _on_sigio(signum=None, frame=None):
+    """SIGIO's handler, and the look at the start of each job: read what the daemon
+    wrote while the job runs; a cancel, or the EOF of a retirement, cancels the job."""
+    global _eof
+    job = _current
+    if job is None:
+        return                      # between jobs the main loop reads the channel
+    try:
+        while True:
+            data = _sock.recv(65536, socket.MSG_DONTWAIT)
+            if not data:
+                _eof = True
+                break
+            _pending.extend(data)
+    except (BlockingIOError, InterruptedError):
+        pass
+    except OSError:
+        _eof = True
+    cancel = _eof
+    keep = bytearray()
+    while True:
+        nl = _pending.find(b"\n")
+        if nl < 0:
+            break
+        line = bytes(_pending[:nl + 1])
+        del _pending[:nl + 1]
+        msg = _parse(line)
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        cancel = cancel or kind == "cancel"
+        if kind == "job":
+            keep += line            # sent only after our done; left for the main loop
+    _pending[:0] = keep
+    if cancel:
+        _cancel(job)
 
 
 def _parse(line):
@@ -235,22 +271,37 @@ def _parse(line):
         os._exit(1)
 
 
-def _read_channel(sock):
-    """The reader thread: jobs go to the main thread, a cancel is acted on at once."""
-    try:
-        f = sock.makefile("rb")
-        for line in f:
-            msg = _parse(line)
-            kind = msg.get("type") if isinstance(msg, dict) else None
-            if kind == "job":
-                _inbox.put(msg)
-            elif kind == "cancel":
-                _cancel_current()
-            # other types: a later protocol's, ignored
-    except OSError:
-        pass
-    _cancel_current()               # the daemon is gone or retires us: stop the job
-    _inbox.put(None)
+def _arm(job):
+    """The channel raises SIGIO while a job runs (O_ASYNC), and only then, so a job costs
+    no signal; what came before is looked at once."""
+    global _current
+    _current = job
+    fcntl.fcntl(_sock.fileno(), fcntl.F_SETFL, _flags | os.O_ASYNC)
+    _on_sigio()
+
+
+def _disarm():
+    global _current
+    _current = None
+    fcntl.fcntl(_sock.fileno(), fcntl.F_SETFL, _flags)
+
+
+def _next_line():
+    """The next line from the daemon (bytes), or None at EOF."""
+    global _eof
+    while True:
+        nl = _pending.find(b"\n")
+        if nl >= 0:
+            line = bytes(_pending[:nl + 1])
+            del _pending[:nl + 1]
+            return line
+        if _eof:
+            return None
+        data = _sock.recv(65536)
+        if not data:
+            _eof = True
+            return None
+        _pending.extend(data)
 
 
 def _describe(e):
@@ -275,15 +326,12 @@ def _flush_output():
 
 def _perform(fn, job):
     """Run one job; its exit status and error message."""
-    global _current
     try:
         try:
-            with _state_lock:
-                _current = job
+            _arm(job)
             fn(job)
         finally:
-            with _state_lock:
-                _current = None
+            _disarm()
         return 0, None
     except Cancelled:
         return 1, None          # the daemon says why: "cancelled on request"
@@ -299,25 +347,33 @@ def _perform(fn, job):
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         return 1, _text(_describe(e))
     finally:
-        _current = None
+        _disarm()
 
 
 def run(fn):
     """Serve jobs to fn(job) until cogworkerd retires this process; never returns."""
-    global _sock, _main_ident
+    global _sock, _main_ident, _flags
     _sock = _open_channel()
     _main_ident = threading.get_ident()
     signal.signal(signal.SIGINT, _on_sigint)
-    threading.Thread(target=_read_channel, args=(_sock,), name="cogworker-channel",
-                     daemon=True).start()
+    signal.signal(signal.SIGIO, _on_sigio)
+    fcntl.fcntl(_sock.fileno(), fcntl.F_SETOWN, os.getpid())
+    _flags = fcntl.fcntl(_sock.fileno(), fcntl.F_GETFL) & ~os.O_ASYNC
     try:
         _send({"type": "ready"})
         while True:
-            msg = _inbox.get()
-            if msg is None:
+            line = _next_line()
+            if line is None:
                 break
+            msg = _parse(line)
+            if not isinstance(msg, dict) or msg.get("type") != "job":
+                continue            # a late cancel, or a later protocol's message
             job = Job(msg.get("job"), msg.get("deadline"))
-            code, error = _perform(fn, job)
+            try:
+                code, error = _perform(fn, job)
+            except Cancelled:       # a cancel read as the job ended, past its except
+                _disarm()
+                code, error = 1, None
             _flush_output()
             done = {"type": "done", "exit": code}
             if isinstance(job.jid, str):
@@ -327,6 +383,8 @@ def run(fn):
             if _recycle:
                 done["recycle"] = True
             _send(done)
+            if _eof:
+                break
     except OSError:
         pass                        # the channel broke: the daemon is gone
     _flush_output()

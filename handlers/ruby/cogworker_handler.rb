@@ -25,6 +25,11 @@
 #     end
 #     CogworkerHandler.run(HardWorker)
 #
+# or a whole app's worker classes, each job run by its class name, as cogworker's gem runs
+# them (a handler block of class "*"; handlers/ruby/cogworker_app.rb loads the app):
+#
+#     CogworkerHandler.run_by_class
+#
 # Ruby 2.6 or later, standard library only (tested with Debian 12's ruby). Per job, in
 # the main thread:
 #
@@ -46,7 +51,9 @@
 #   a config change); the process keeps running until the daemon retires it.
 # - Cancel (`cogworkerctl jobs cancel`, or the job's timeout): job.cancelled? turns true and
 #   CogworkerHandler::Cancelled is raised in the job with Thread#raise, as Timeout does,
-#   which interrupts sleep and blocking IO. Cancelled derives from Exception, not
+#   which interrupts sleep and blocking IO. The daemon's cancel is read by a SIGIO handler
+#   (the socket raises SIGIO while a job runs), so the library owns SIGIO; no thread of
+#   its own runs beside the job. Cancelled derives from Exception, not
 #   StandardError, so a bare `rescue` does not swallow it; use `ensure` to clean up. Code
 #   in C that does not return to Ruby meanwhile is not interrupted: the daemon kills the
 #   process group kill_grace seconds after the cancel. A cancelled process is replaced
@@ -56,6 +63,7 @@
 #
 # Run without the daemon (COGWORKER_PROTOCOL is not "1"), `run` says so and exits with 2.
 
+require "fcntl"
 require "json"
 
 module CogworkerHandler
@@ -66,6 +74,10 @@ module CogworkerHandler
 
   # Raised in the job when cogworkerd cancels it (a cancel request or its timeout).
   class Cancelled < Exception # rubocop:disable Lint/InheritException
+  end
+
+  # A job whose class names no worker class of the app (run_by_class).
+  class UnknownWorker < StandardError
   end
 
   # One job as the daemon sent it. payload is the job object as pushed.
@@ -123,10 +135,15 @@ module CogworkerHandler
     end
   end
 
-  @state = Mutex.new # @current between the reader thread and the main one
-  @send_lock = Mutex.new
+  # Linux's values (asm-generic/fcntl.h): Ruby's Fcntl does not name them.
+  F_SETOWN = 8
+  O_ASYNC = 0o20000
+
+  @send_lock = Mutex.new # a job's own threads may report progress too
   @current = nil
   @recycle = false
+  @pending = +"" # what the SIGIO handler read of the channel and did not act on
+  @eof = false
 
   class << self
     # The Job running now, or nil.
@@ -142,11 +159,24 @@ module CogworkerHandler
 
       @reader, @writer = open_channel
       @main = Thread.current
-      @inbox = Queue.new
+      watch_channel
       # Cancelled is let into the main thread only while a job runs (see perform_job).
       Thread.handle_interrupt(Cancelled => :never) { serve(perform) }
       flush_output
       exit 0
+    end
+    # Serve each job to the worker class its "class" names, as cogworker's (and Sidekiq's)
+    # own processors do: the name resolved to a constant (namespaced ones too, such as
+    # "Billing::ChargeJob"), a new instance (its jid set when it has `jid=`), and
+    # perform(*args). For a handler block of class "*" that runs a whole app, loaded once
+    # before this is called (handlers/ruby/cogworker_app.rb does that). A name that is no
+    # worker class of the app fails its job with UnknownWorker. Never returns.
+    def run_by_class
+      run do |job|
+        worker = worker_class(job.class_name).new
+        worker.jid = job.jid if worker.respond_to?(:jid=)
+        worker.perform(*job.args)
+      end
     end
 
     # Report the running job's progress: pct from 0 to 100, an optional message.
@@ -171,6 +201,23 @@ module CogworkerHandler
     end
 
     private
+
+    def worker_class(name)
+      unless name.is_a?(String) && name.match?(/\A(::)?[A-Z]\w*(::[A-Z]\w*)*\z/)
+        raise UnknownWorker, "the job's class #{name.inspect} is not the name of a Ruby class"
+      end
+
+      klass = begin
+        Object.const_get(name)
+      rescue NameError => e
+        raise UnknownWorker, "no worker class #{name} in this app (#{e.message[0, 200]})"
+      end
+      unless klass.is_a?(Class) && klass.method_defined?(:perform)
+        raise UnknownWorker, "#{name} is not a worker class (no instance method perform)"
+      end
+
+      klass
+    end
 
     def refuse(message)
       warn "cogworker_handler: #{message}"
@@ -197,16 +244,27 @@ module CogworkerHandler
       # A program the job starts must not inherit the channel: it could write to it, or keep
       # it open after we are gone.
       reader.close_on_exec = true
-      # Its own IO object, so a read blocked in the reader thread never holds up a write.
+      # Its own IO object, so a thread of the job that reports progress never waits on a
+      # read.
       writer = IO.for_fd(3, "wb", autoclose: false)
       writer.sync = true
       [reader, writer]
     end
 
+    # The main thread reads the channel itself: a job message wakes it and nothing else,
+    # with no thread in between. While a job runs the socket raises SIGIO when the daemon
+    # writes (O_ASYNC, owned by this process), so a cancel is read and acted on at once
+    # by the signal's handler, which Ruby runs in the main thread, interrupting sleep and
+    # blocking IO; between jobs the socket raises nothing, so a job costs no signal.
     def serve(perform)
-      Thread.new { read_channel }
       send_message(type: "ready")
-      while (msg = @inbox.pop)
+      until @eof
+        line = next_line
+        break if line.nil?
+
+        msg = parse(line)
+        next unless msg.is_a?(Hash) && msg["type"] == "job" # a late cancel, a later protocol's
+
         job = Job.new(msg["job"], msg["deadline"])
         code, error = perform_job(perform, job)
         flush_output
@@ -220,22 +278,68 @@ module CogworkerHandler
       nil # the channel broke: the daemon is gone
     end
 
-    # The reader thread: jobs go to the main thread, a cancel is acted on at once.
-    def read_channel
-      while (line = @reader.gets)
-        msg = parse(line)
-        next unless msg.is_a?(Hash)
+    # The next line from the daemon, or nil at EOF: what the SIGIO handler left first.
+    def next_line
+      return @reader.gets if @pending.empty?
 
-        case msg["type"]
-        when "job" then @inbox.push(msg)
-        when "cancel" then cancel_current
-        end # other types: a later protocol's, ignored
+      nl = @pending.index("\n")
+      return @pending.slice!(0, nl + 1) if nl
+
+      line = @pending + (@reader.gets || "")
+      @pending = +""
+      line
+    end
+
+    def watch_channel
+      Signal.trap("IO") { on_sigio }
+      @reader.fcntl(F_SETOWN, Process.pid)
+      @flags = @reader.fcntl(Fcntl::F_GETFL)
+    end
+
+    # The socket signals only while a job runs; what came before that is looked at once.
+    def arm(job)
+      @current = job
+      @reader.fcntl(Fcntl::F_SETFL, @flags | O_ASYNC)
+      on_sigio
+    end
+
+    def disarm
+      @current = nil
+      @reader.fcntl(Fcntl::F_SETFL, @flags)
+    end
+
+    # SIGIO's handler (and the look at the start of a job): read what the daemon wrote;
+    # a cancel, or the EOF of a retirement, cancels the job.
+    def on_sigio
+      return if @current.nil?
+
+      while IO.select([@reader], nil, nil, 0)
+        begin
+          @pending << @reader.readpartial(65_536)
+        rescue EOFError
+          @eof = true
+          break
+        end
       end
-    rescue SystemCallError, IOError
-      nil
-    ensure
-      cancel_current # the daemon is gone or retires us: stop the job
-      @inbox.push(nil)
+      cancel_current if take_cancels || @eof # EOF: the daemon is gone or retires us
+    rescue IOError, SystemCallError
+      @eof = true
+      cancel_current
+    end
+
+    # Whether the complete lines read so far hold a cancel; they are used up, but for a
+    # job's (which the daemon sends only after our done), left for the main loop.
+    def take_cancels
+      keep = +""
+      cancel = false
+      while (nl = @pending.index("\n"))
+        line = @pending.slice!(0, nl + 1)
+        msg = parse(line)
+        cancel ||= msg.is_a?(Hash) && msg["type"] == "cancel"
+        keep << line if msg.is_a?(Hash) && msg["type"] == "job"
+      end
+      @pending = keep << @pending
+      cancel
     end
 
     # A line from the daemon that is not JSON means the two ends disagree: stop here, and
@@ -248,19 +352,19 @@ module CogworkerHandler
       exit!(1)
     end
 
+    # From the main thread (the SIGIO handler runs there): raised in the job at once, or,
+    # masked while the library itself runs, as soon as the job's code runs again.
     def cancel_current
-      @state.synchronize do
-        job = @current
-        next if job.nil? || job.cancelled?
+      job = @current
+      return if job.nil? || job.cancelled?
 
-        job.cancel!
-        @main.raise(Cancelled, "cancelled by cogworkerd")
-      end
+      job.cancel!
+      @main.raise(Cancelled, "cancelled by cogworkerd")
     end
 
     # Run one job; its exit status and error message.
     def perform_job(perform, job)
-      @state.synchronize { @current = job }
+      arm(job)
       begin
         Thread.handle_interrupt(Cancelled => :immediate) { perform.call(job) }
         [0, nil]
@@ -275,7 +379,7 @@ module CogworkerHandler
         [1, text(describe(e))]
       end
     ensure
-      @state.synchronize { @current = nil }
+      disarm
       drain_late_cancel
     end
 
