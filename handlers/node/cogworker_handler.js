@@ -67,7 +67,12 @@ class Job {
   constructor(payload, deadline) {
     this.payload = payload;
     this.deadline = deadline === undefined ? null : deadline;
-    this._abort = new AbortController();
+    this._abort = null;   // made when the job asks for its signal or is cancelled: most never do
+  }
+
+  _controller() {
+    if (this._abort === null) this._abort = new AbortController();
+    return this._abort;
   }
 
   _field(key) {
@@ -87,8 +92,8 @@ class Job {
     return Number.isInteger(n) && n > 0 ? n : 0;
   }
 
-  get signal() { return this._abort.signal; }
-  get cancelled() { return this._abort.signal.aborted; }
+  get signal() { return this._controller().signal; }
+  get cancelled() { return this._abort !== null && this._abort.signal.aborted; }
 
   // Throw Cancelled if the job was cancelled (for code between awaits).
   throwIfCancelled() {
@@ -279,7 +284,11 @@ function describe(err) {
   return frames.length ? `${head} [at ${frames.join(", ")}]` : head;
 }
 
+// Resolves once what was written to stream has gone out. stdout and stderr are pipes from
+// the daemon, which Node.js writes synchronously on Linux: when nothing is queued there is
+// nothing to wait for, and no empty write (a system call each) is made.
 function flushed(stream) {
+  if (!stream.writableLength) return null;
   return new Promise((resolve) => {
     try {
       stream.write("", () => resolve());
@@ -290,7 +299,13 @@ function flushed(stream) {
 }
 
 function cancelCurrent() {
-  if (current !== null && !current.cancelled) current._abort.abort(new Cancelled());
+  if (current !== null && !current.cancelled) current._controller().abort(new Cancelled());
+}
+
+function outputFlushed() {
+  const a = flushed(process.stdout);
+  const b = flushed(process.stderr);
+  return a === null && b === null ? null : Promise.all([a, b]);
 }
 
 async function performJob(job) {
@@ -310,7 +325,8 @@ async function performJob(job) {
     }
   }
   current = null;
-  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  const out = outputFlushed();
+  if (out !== null) await out;
   const done = { type: "done", exit: code };
   if (typeof job.jid === "string") done.jid = job.jid; // so that the daemon can tell a stray "done"
   if (error !== null) done.error = error;
@@ -330,7 +346,7 @@ async function pump() {
 }
 
 async function exitNow() {
-  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  await outputFlushed();
   process.exit(0);
 }
 
@@ -368,9 +384,13 @@ function run(fn) {
   channel.on("data", (chunk) => {
     let start = 0;
     for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, start)) {
-      pending.push(chunk.subarray(start, nl));
-      onLine(Buffer.concat(pending).toString("utf8"));
-      pending = [];
+      if (pending.length === 0) {
+        onLine(chunk.toString("utf8", start, nl));   // the usual case: no copy first
+      } else {
+        pending.push(chunk.subarray(start, nl));
+        onLine(Buffer.concat(pending).toString("utf8"));
+        pending = [];
+      }
       start = nl + 1;
     }
     if (start < chunk.length) pending.push(chunk.subarray(start));
