@@ -7,7 +7,8 @@ integers intact; progress in the status hash and `jobs show`; an exception is a 
 its message; `exit N` in the job is the job's status; output attributed to its job;
 recycle() replaces the process; a cancel stops the job inside the process (its cleanup
 runs, well before kill_grace); a retired process exits 0 on the EOF of fd 3; run cold,
-the library refuses with exit 2 and says why.
+the library refuses with exit 2 and says why. And a cogworker app's own worker classes,
+run by class name through handlers/ruby/cogworker_app.rb from a block of class "*".
 
 Run: python3 tests/integration/run.py test_warm_libs
 """
@@ -240,6 +241,71 @@ class Ruby(WarmLibCase, LibraryScenarios, ExitStatus):
 class Node(WarmLibCase, LibraryScenarios):
     LANG = "js"
     ERROR_CLASS = "TypeError"
+
+
+class RubyApp(WarmLibCase):
+    """A cogworker app's own worker classes (tests/handlers/warmlib_app.rb), run by their
+    class name through handlers/ruby/cogworker_app.rb from one handler block of class "*",
+    without the cogworker gem (its stand-in, handlers/ruby/compat/cogworker.rb)."""
+
+    def handlers(self, **block):
+        h = {"class": "*", "warm": True, "kill_grace": KILL_GRACE,
+             "command": ["ruby", os.path.join(REPO, "handlers", "ruby", "cogworker_app.rb"),
+                         handler("warmlib_app.rb")[0]]}
+        h.update(block)
+        return [h]
+
+    def push_class(self, cls, args_text, **extra):
+        payload, jid = raw_job(cls, args_text, **extra)
+        self.push(payload)
+        return jid
+
+    def test_wl12_worker_classes_run_by_name_in_one_process(self):
+        """WL-12: jobs of a namespaced class (Billing::ChargeJob) and another class run in
+        one process, each a new instance of its class with its jid; args of every JSON
+        type reach perform as pushed; cogworker_options loaded."""
+        d = self.start()
+        args = ('[12345678901234567890123,19.99,"EUR",true,null,[1,"two",[3.5]],'
+                '{"k":{"n":1,"u":"\u00e9"},"b":false}]')
+        charge = self.push_class("Billing::ChargeJob", args)
+        echo = self.push_class("EchoJob", '["hello",-7,0.5,false]')
+        self.wait_done(d, "Billing::ChargeJob", charge)
+        self.wait_done(d, "EchoJob", echo)
+        a, b = self.record(charge), self.record(echo)
+        self.assertEqual(a["args"], json.loads(args))
+        self.assertEqual(a["types"], ["Integer", "Float", "String", "TrueClass", "NilClass",
+                                      "Array", "Hash"])
+        self.assertEqual((a["class"], a["jid"], b["class"], b["jid"]),
+                         ("Billing::ChargeJob", charge, "EchoJob", echo))
+        self.assertEqual(a["options"], {"queue": "billing", "retry": 3})
+        self.assertEqual(b["args"], ["hello", -7, 0.5, False])
+        self.assertEqual(a["pid"], b["pid"], "the app is loaded once, in one process")
+
+    def test_wl13_an_unknown_class_fails_its_job_not_the_process(self):
+        """WL-13: a job of a class the app does not have, one of a class that is no
+        worker, and perform_async without the gem: each is a retry with a clear message,
+        and the next job runs in the same process."""
+        d = self.start()
+        before = self.push_class("EchoJob", '["before"]')
+        self.wait_done(d, "EchoJob", before)
+        cases = (("Nope::Missing", "CogworkerHandler::UnknownWorker: no worker class "
+                                   "Nope::Missing in this app (uninitialized constant Nope"),
+                 ("NotAWorker", "CogworkerHandler::UnknownWorker: NotAWorker is not a worker "
+                                "class (no instance method perform)"),
+                 ("FollowUpJob", "NotImplementedError: EchoJob.perform_async: pushing a "
+                                 "job needs the cogworker gem"))
+        for cls, message in cases:
+            jid = self.push_class(cls, "[]", retry=3)
+            member = wait_for(lambda: [m for m in self.r.zrange(RETRY, 0, -1)
+                                       if loads(m)["jid"] == jid], message="retry of " + cls)
+            entry = loads(member[0])
+            self.assertEqual(entry["error_class"], "Cogworker::HandlerFailed")
+            self.assertIn(message, entry["error_message"])
+        after = self.push_class("EchoJob", '["after"]')
+        self.wait_done(d, "EchoJob", after)
+        self.assertEqual(self.r.zcard(RETRY), 3)
+        self.assertEqual(self.record(after)["pid"], self.record(before)["pid"],
+                         "the process outlived the failures")
 
 
 class ShExample(WarmLibCase):
