@@ -205,7 +205,7 @@ const pages = [
 	{ path: "/jobs/dead", title: "Dead", draw: () => drawJobList("dead") },
 	{ path: "/jobs/waiting", title: "Waiting", draw: () => drawWaiting() },
 	{ path: "/jobs/queued", title: "Queued", nav: false, draw: () => drawJobList("queued") },
-	{ path: "/jobs/after", title: "Dependencies", draw: () => drawAfter() },
+	{ path: "/jobs/after", title: "Dependencies", draw: () => drawJobList("after") },
 	{ path: "/batches", title: "Batches", draw: () => drawBatches() },
 	{ title: "Batch", nav: false, match: (p) => /^\/batches\/[^/]+$/.test(p),
 		draw: () => drawBatch(decodeURIComponent(location.pathname.split("/")[2])) },
@@ -358,7 +358,7 @@ async function drawQueues() {
 // ---- job lists ----
 
 const SET_TITLES = { running: "Running", scheduled: "Scheduled", retry: "Retries", dead: "Dead",
-	waiting: "Waiting for a slot", queued: "Queued" };
+	waiting: "Waiting for a slot", queued: "Queued", after: "Waiting for other jobs" };
 // What can be done to entries of each set (the API's set/action pairs).
 const SET_ACTIONS = {
 	scheduled: [["retry", "Run now"], ["delete", "Delete"], ["kill", "Kill"]],
@@ -386,6 +386,7 @@ function errorText(j) {
 
 function whenOf(j) {
 	if (j.set === "running") return j.run_at;
+	if (j.set === "after") return j.waiting_since;
 	if (j.score !== null && j.score !== undefined) return j.score;
 	return j.enqueued_at || j.created_at;
 }
@@ -432,7 +433,7 @@ async function drawJobList(set) {
 			el("td", { class: "code args" }, cut(j.args === null ? j.raw : compactJSON(j.args), 160)),
 			set === "running" ? el("td", { class: "code" }, j.process || "") : el("td", {}, cut(errorText(j), 200)));
 	});
-	const heads = [actions.length ? "" : null, set === "running" ? "Started" : set === "queued" ? "Enqueued" : set === "dead" ? "Died" : "Due",
+	const heads = [actions.length ? "" : null, set === "running" ? "Started" : set === "queued" ? "Enqueued" : set === "dead" ? "Died" : set === "after" ? "Waiting since" : "Due",
 		"Job", "Class", "Queue", "Args", set === "running" ? "Process" : "Error"].filter((h) => h !== null);
 	const range = d.jobs.length ? "entries " + fmtNum(d.from + 1) + "–" + fmtNum(d.next === null ? d.total : d.next) : "no entries";
 	const summary = el("p", { class: "muted", id: "summary" }, fmtNum(d.total) + " in all; " + range +
@@ -625,11 +626,12 @@ function locationPanel(jid, loc) {
 			btns.push(actionButton("Cancel and discard", cancelPath, { discard: "1" }, "Stop this job's handler and drop the job?", render, true));
 		}
 	}
-	const where = loc.set + (loc.process ? " on " + loc.process : "") + " (" + loc.key + ")";
+	const where = (loc.set === "after" ? "waiting for other jobs" : loc.set) + (loc.process ? " on " + loc.process : "") + " (" + loc.key + ")";
 	return el("div", { class: "panel location", "data-set": loc.set },
 		kv([["where", where], ["class", loc.class], ["queue", loc.queue],
 			[loc.set === "dead" ? "died" : "due", loc.score ? fmtTime(loc.score) + " (" + fmtRelative(loc.score) + ")" : null],
 			["started", loc.run_at ? fmtTime(loc.run_at) + " (" + fmtRelative(loc.run_at) + ")" : null],
+			["waiting since", loc.waiting_since ? fmtTime(loc.waiting_since) + " (" + fmtRelative(loc.waiting_since) + ")" : null],
 			["created", loc.created_at ? fmtTime(loc.created_at) : null],
 			["enqueued", loc.enqueued_at ? fmtTime(loc.enqueued_at) : null],
 			["failed", loc.failed_at ? fmtTime(loc.failed_at) : null],
@@ -652,11 +654,18 @@ async function drawJob(jid) {
 		r.status === 404 && !p.get("set") ? " (each set is searched as far as its first 10 000 entries: open the job from its list to find it further)" : ""));
 	const d = r.data;
 	const kids = [head];
-	if (!d.locations.length) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
+	if (!d.locations.length && !d.waits_for) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
 	// A running job is also on its process's in-progress list: one panel says it.
 	const runningOn = new Set(d.locations.filter((l) => l.set === "running").map((l) => l.process));
 	d.locations.filter((l) => !(l.set === "inprogress" && runningOn.has(l.process)))
 		.forEach((loc) => kids.push(locationPanel(jid, loc)));
+	const depList = (list) => el("ul", {}, list.map((x) => el("li", { "data-jid": x.jid },
+		el("a", { class: "code", href: "/jobs/" + encodeURIComponent(x.jid) }, x.jid), " ",
+		el("span", { class: "tag " + (x.state === "success" ? "good" : x.state === "dead" || x.state === "discarded" ? "bad" : "") }, x.state))));
+	if (d.waits_for) kids.push(el("h2", {}, "Waits for (" + (d.waits_for.after_any ? "runs once they all settled" : "runs once they all succeeded") + ")"),
+		el("div", { class: "panel", id: "waits-for" }, d.waits_for.states.length ? depList(d.waits_for.states) : el("p", { class: "muted" }, "Nothing any more: on its way to its queue.")));
+	if (d.dependants && d.dependants.length) kids.push(el("h2", {}, "Waited for by (" + d.dependants.length + ")"),
+		el("div", { class: "panel", id: "dependants" }, depList(d.dependants)));
 	if (d.status) {
 		const st = d.status;
 		const pct = Number(st.pct);

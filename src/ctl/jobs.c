@@ -36,6 +36,8 @@ static int parse_set(const char *s)
 		return S_RUNNING;
 	if (!strcmp(s, "waiting"))
 		return S_WAITING;
+	if (!strcmp(s, "after"))
+		return S_AFTER;
 	return -1;
 }
 
@@ -146,8 +148,8 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 			ctl_error("usage: cogworkerctl jobs list [--set S] [--queue Q] [--class C] [--limit N]");
 			return CTL_USAGE;
 		}
-		unsigned sets = set >= 0 ? BIT(set)
-		                         : BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING);
+		unsigned sets = set >= 0 ? BIT(set) : BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) |
+		                                      BIT(S_WAITING) | BIT(S_AFTER);
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
 		return jobs_list(c, sets, &f, (int)limit);

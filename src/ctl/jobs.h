@@ -14,8 +14,8 @@
 #include "job.h"
 
 /* Where a job can be; also the order in which sets are searched and listed. */
-enum set_id { S_QUEUED, S_SCHEDULED, S_RETRY, S_DEAD, S_RUNNING, S_WAITING, S_INPROGRESS,
-              S_COUNT };
+enum set_id { S_QUEUED, S_SCHEDULED, S_RETRY, S_DEAD, S_RUNNING, S_WAITING, S_AFTER,
+              S_INPROGRESS, S_COUNT };
 extern const char *const jobs_set_names[S_COUNT];      /* as --set and the output say them */
 extern const char *const jobs_zset_keys[S_COUNT];      /* the key of a zset set, else NULL */
 #define BIT(s) (1u << (s))
@@ -37,7 +37,8 @@ struct entry {
 	long long run_at;           /* running */
 	char *handler;              /* waiting: the handler block's class, its max_concurrency, */
 	int limit;                  /* and since when (epoch s); the payload is its in-progress */
-	double since;               /* entry (basic fetch: class, queue and jid only) */
+	double since;               /* entry (basic fetch: class, queue and jid only); after: */
+	                            /* since when it waits for other jobs */
 	struct job j;               /* parsed (filled while the entry is looked at) */
 };
 

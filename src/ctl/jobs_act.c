@@ -346,6 +346,9 @@ static const char *refusal(int a, int s)
 	if (s == S_WAITING)
 		return "it is waiting in its process for a max_concurrency slot, and runs when one "
 		       "frees";
+	if (s == S_AFTER)
+		return "it is waiting for other jobs (doc/protocol.md §7.34), and is queued when they "
+		       "settle; batch cancel discards it";
 	if (s == S_QUEUED && a == A_KILL)
 		return "it is queued (delete it instead)";
 	if (s == S_QUEUED && a == A_RETRY)
@@ -404,7 +407,7 @@ int jobs_act_on_args(struct ctl *c, enum action a, unsigned sets, const struct f
 	/* Look in every set where the entry could be, so a refusal can say where it is. */
 	unsigned look = sets;
 	if (sets == jobs_action_sets[a])
-		look |= BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING);
+		look |= BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING) | BIT(S_AFTER);
 	for (int i = 0; i < nargs && status != CTL_USAGE; i++) {
 		struct filter f = *base;
 		f.arg = args[i];

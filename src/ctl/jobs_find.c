@@ -5,8 +5,9 @@
  * Sets: queued (cogworker:queue:<q>), scheduled (cogworker:schedule), retry, dead,
  * running (cogworker:workers:<id> of every process), waiting (the jobs a live process
  * holds for a max_concurrency slot, cogworker:waiting:<id>, each with its in-progress
- * entry as payload) and in progress (the in-progress lists of reliable fetch, searched by
- * `show` only). They are walked in the Web UI's order, a
+ * entry as payload), after (the jobs waiting for other jobs, cogworker:batch:waiting, each
+ * with the payload its cogworker:batch:wait:<jid> keeps) and in progress (the in-progress
+ * lists of reliable fetch, searched by `show` only). They are walked in the Web UI's order, a
  * page at a time, so a long set never has to fit in one reply. A JID argument is matched
  * against each entry's jid, or else against the raw member itself, so corrupt entries can
  * be addressed by their exact text. What is found is kept as read, byte for byte: the
@@ -22,10 +23,10 @@
 #include "json.h"
 
 const char *const jobs_set_names[S_COUNT] = {
-	"queued", "scheduled", "retry", "dead", "running", "waiting", "inprogress",
+	"queued", "scheduled", "retry", "dead", "running", "waiting", "after", "inprogress",
 };
 const char *const jobs_zset_keys[S_COUNT] = {
-	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL, NULL,
+	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL, NULL, NULL,
 };
 #define PAGE 100
 
@@ -190,6 +191,72 @@ static int scan_waiting(struct ctl *c, const struct filter *f, entry_cb cb, void
 	return rc ? -1 : stop;
 }
 
+/* One job of the after set from its wait hash's HMGET payload queue reply and its score. */
+static int after_entry(const char *jid, const redisReply *h, double since,
+                       const struct filter *f, entry_cb cb, void *ctx)
+{
+	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 2 || !h->element[0]->str)
+		return 0;               /* released or buried meanwhile */
+	char *key = xasprintf(K_WAIT "%s", jid);
+	struct entry e = { .set = S_AFTER, .key = key, .raw = h->element[0]->str,
+	                   .raw_len = h->element[0]->len, .qname = h->element[1]->str,
+	                   .since = since };
+	int stop = consider(&e, f, cb, ctx);
+	free(key);
+	return stop;
+}
+
+/* The after set (doc/protocol.md §7.34): cogworker:batch:waiting by index, oldest first,
+ * PAGE at a time with one pipelined HMGET per job; a jid asked for is read from its wait
+ * hash alone. 0, 1 (cb stopped), -1 after the message. */
+static int scan_after(struct ctl *c, const struct filter *f, entry_cb cb, void *ctx,
+                      struct window *w)
+{
+	if (f->arg && f->arg[0] != '{') {
+		redisReply *h = rcmd(&c->r, "HMGET " K_WAIT "%s payload queue", f->arg);
+		redisReply *s = h ? rcmd(&c->r, "ZSCORE " K_BATCH_WAITING " %s", f->arg) : NULL;
+		int stop = h && s ? after_entry(f->arg, h, s->str ? strtod(s->str, NULL) : 0, f, cb,
+		                                ctx) : 0;
+		if (h)
+			freeReplyObject(h);
+		if (s)
+			freeReplyObject(s);
+		return h && s ? stop : (ctl_redis_error(c, K_WAIT), -1);
+	}
+	int stop = 0;
+	for (long start = w->from; !stop; start += PAGE) {
+		redisReply *rep = rcmd(&c->r, "ZRANGE " K_BATCH_WAITING " %ld %ld WITHSCORES", start,
+		                       start + PAGE - 1);
+		if (!rep)
+			return ctl_redis_error(c, K_BATCH_WAITING), -1;
+		size_t n = rep->elements / 2;
+		struct rpipe p;
+		rpipe_begin(&c->r, &p);
+		for (size_t i = 0; i < n; i++)
+			rpipe_add(&c->r, &p, "HMGET " K_WAIT "%s payload queue", rep->element[2 * i]->str);
+		redisReply **hs = xcalloc(n + 1, sizeof *hs);
+		int failed = rpipe_exec(&c->r, &p, hs);
+		int spent = 0;
+		for (size_t i = 0; i < n && !stop && !spent && !failed; i++) {
+			stop = after_entry(rep->element[2 * i]->str, hs[i],
+			                   strtod(rep->element[2 * i + 1]->str, NULL), f, cb, ctx);
+			spent = window_step(w, start + (long)i);
+		}
+		for (size_t i = 0; i < n; i++)
+			if (hs[i])
+				freeReplyObject(hs[i]);
+		free(hs);
+		freeReplyObject(rep);
+		if (failed)
+			return ctl_redis_error(c, K_WAIT), -1;
+		if (n < PAGE && !stop && !spent)
+			w->next = -1;
+		if (n < PAGE || spent)
+			break;
+	}
+	return stop;
+}
+
 /*
  * Visit the entries of one set, in the Web UI's order (queues by name, each from index 0;
  * schedule and retry soonest first; dead newest first), PAGE at a time. Returns 0 when
@@ -287,6 +354,8 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 	}
 	if (set == S_WAITING)
 		return scan_waiting(c, f, cb, ctx);
+	if (set == S_AFTER)
+		return scan_after(c, f, cb, ctx, w);
 	/* running (workers hashes) and inprogress (in-progress lists) */
 	const char *reg = set == S_RUNNING ? K_PROCESSES : K_IDENTITIES;
 	redisReply *ids = rcmd(&c->r, "SMEMBERS %s", reg);
@@ -387,7 +456,8 @@ int jobs_find_at(struct ctl *c, int set, double score, const struct filter *f,
 static long long set_size(struct ctl *c, int set, const char *queue)
 {
 	redisReply *rep = set == S_QUEUED ? rcmd(&c->r, "LLEN " K_QUEUE "%s", queue)
-	                                  : rcmd(&c->r, "ZCARD %s", jobs_zset_keys[set]);
+	                  : rcmd(&c->r, "ZCARD %s", set == S_AFTER ? K_BATCH_WAITING
+	                                                           : jobs_zset_keys[set]);
 	if (!rep) {
 		ctl_redis_error(c, set == S_QUEUED ? "LLEN" : jobs_zset_keys[set]);
 		return -1;
@@ -408,7 +478,7 @@ int jobs_page(struct ctl *c, int set, const struct filter *f, long from, int lim
 		ctl_error("a page of queued jobs needs a queue");
 		return -1;
 	}
-	if (jobs_zset_keys[set] || set == S_QUEUED) {
+	if (jobs_zset_keys[set] || set == S_QUEUED || set == S_AFTER) {
 		if ((pg->total = set_size(c, set, f->queue)) < 0)
 			return -1;
 		struct window w = { .from = from, .budget = budget, .next = -1 };
@@ -478,6 +548,7 @@ int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)
 	case S_DEAD: snprintf(out, n, "in dead since %s", iso); break;
 	case S_RUNNING: snprintf(out, n, "running on %s", e->process); break;
 	case S_WAITING: snprintf(out, n, "waiting for a slot on %s", e->process); break;
+	case S_AFTER: snprintf(out, n, "waiting for other jobs"); break;
 	default: snprintf(out, n, "fetched by %s", e->process); break;
 	}
 	jobs_found_free(&f);

@@ -62,6 +62,10 @@ static void entry_json(struct sbuf *b, const struct entry *e, int with_payload)
 	}
 	if (e->set == S_RUNNING)
 		sb_printf(b, ",\"run_at\":%lld", e->run_at);
+	if (e->set == S_AFTER) {
+		sb_adds(b, ",\"waiting_since\":");
+		jnum(b, e->since);
+	}
 	if (e->set == S_WAITING) {
 		sb_adds(b, ",\"handler\":");
 		jstr(b, e->handler);
@@ -104,7 +108,7 @@ static void entry_when(const struct entry *e, double now, char *out, size_t n)
 		t = (double)e->run_at;
 		pre = "started ";
 		break;
-	case S_WAITING:
+	case S_WAITING: case S_AFTER:
 		t = e->since;
 		pre = "waiting since ";
 		break;
@@ -304,6 +308,8 @@ static void show_human(const struct entry *e, double now, int full)
 		       e->handler ? e->handler : "?", e->limit, e->key);
 	else if (e->set == S_INPROGRESS)
 		printf(": in the in-progress list of %s (%s)", e->process, e->key);
+	else if (e->set == S_AFTER)
+		printf(": waiting for other jobs (%s)", e->key);
 	else
 		printf(" (%s)", e->key);
 	if (e->has_score) {
@@ -316,7 +322,7 @@ static void show_human(const struct entry *e, double now, int full)
 		ctl_relative((double)e->run_at, now, rel, sizeof rel);
 		printf(", started %s (%s)", iso, rel);
 	}
-	if (e->set == S_WAITING && e->since > 0) {
+	if ((e->set == S_WAITING || e->set == S_AFTER) && e->since > 0) {
 		ctl_iso_time(e->since, iso);
 		ctl_relative(e->since, now, rel, sizeof rel);
 		printf(", since %s (%s)", iso, rel);
@@ -468,6 +474,7 @@ struct waits {
 	int waiting, any;
 	char *bid;
 	redisReply *after;
+	redisReply *dependants;     /* the jobs that wait for this one (NULL: unread) */
 };
 
 static void waits_read(struct ctl *c, const char *jid, struct waits *w)
@@ -485,6 +492,7 @@ static void waits_read(struct ctl *c, const char *jid, struct waits *w)
 	}
 	if (h)
 		freeReplyObject(h);
+	w->dependants = rcmd(&c->r, "SMEMBERS " K_DEPENDANTS "%s", jid);
 }
 
 static void waits_free(struct waits *w)
@@ -492,6 +500,47 @@ static void waits_free(struct waits *w)
 	free(w->bid);
 	if (w->after)
 		freeReplyObject(w->after);
+	if (w->dependants)
+		freeReplyObject(w->dependants);
+}
+
+/* [{jid, state}] of a set of jids, one pipelined round: the state is how it settled
+ * (success, dead, discarded: its settled record), else "after" (waiting for others), else
+ * its status hash's status (status bookkeeping), else "pending". */
+static void states_json(struct ctl *c, struct sbuf *b, const redisReply *set)
+{
+	size_t n = set && set->type == REDIS_REPLY_ARRAY ? set->elements : 0;
+	struct rpipe p;
+	rpipe_begin(&c->r, &p);
+	for (size_t i = 0; i < n; i++) {
+		const char *jid = set->element[i]->str;
+		rpipe_add(&c->r, &p, "GET " K_SETTLED "%s", jid);
+		rpipe_add(&c->r, &p, "ZSCORE " K_BATCH_WAITING " %s", jid);
+		rpipe_add(&c->r, &p, "HGET " K_STATUS "%s status", jid);
+	}
+	redisReply **r = xcalloc(3 * n + 1, sizeof *r);
+	rpipe_exec(&c->r, &p, r);
+	sb_addc(b, '[');
+	for (size_t i = 0; i < n; i++) {
+		const redisReply *st = r[3 * i], *wt = r[3 * i + 1], *ss = r[3 * i + 2];
+		sb_adds(b, i ? ",{\"jid\":" : "{\"jid\":");
+		jstr(b, set->element[i]->str);
+		sb_adds(b, ",\"state\":");
+		if (st && st->str)
+			jstrn(b, st->str, st->len);
+		else if (wt && wt->str)
+			jstr(b, "after");
+		else if (ss && ss->str)
+			jstrn(b, ss->str, ss->len);
+		else
+			jstr(b, "pending");
+		sb_addc(b, '}');
+	}
+	sb_addc(b, ']');
+	for (size_t i = 0; i < 3 * n; i++)
+		if (r[i])
+			freeReplyObject(r[i]);
+	free(r);
 }
 
 /* Its batch: from any copy of it found, else from its waiting record. */
@@ -503,10 +552,13 @@ static const char *batch_of(const struct found *fd, const struct waits *w)
 	return w->bid;
 }
 
-static void waits_json(struct sbuf *b, const struct found *fd, const struct waits *w)
+static void waits_json(struct ctl *c, struct sbuf *b, const struct found *fd,
+                       const struct waits *w)
 {
 	sb_adds(b, ",\"batch\":");
 	jstr(b, batch_of(fd, w));
+	sb_adds(b, ",\"dependants\":");
+	states_json(c, b, w->dependants);
 	sb_adds(b, ",\"waits_for\":");
 	if (!w->waiting) {
 		sb_adds(b, "null");
@@ -521,6 +573,8 @@ static void waits_json(struct sbuf *b, const struct found *fd, const struct wait
 	}
 	sb_adds(b, "],\"after_any\":");
 	jbool(b, w->any);
+	sb_adds(b, ",\"states\":");
+	states_json(c, b, w->after);
 	sb_addc(b, '}');
 }
 
@@ -531,7 +585,7 @@ static void waits_human(const struct found *fd, const struct waits *w)
 		printf("batch      %s\n", bid);
 	if (!w->waiting)
 		return;
-	printf("where      waiting (%s), for:", w->any ? "after-any: runs once they all settled"
+	printf("waits for  (%s):", w->any ? "after-any: runs once they all settled"
 	       : "runs once they all succeeded");
 	for (size_t i = 0; w->after && w->after->type == REDIS_REPLY_ARRAY &&
 	     i < w->after->elements; i++)
@@ -626,7 +680,8 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 {
 	struct filter f = { .arg = arg };
 	struct found fd = { 0 };
-	unsigned sets = BIT(S_WAITING) | (at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | RUN_SETS);
+	unsigned sets = BIT(S_WAITING) | BIT(S_AFTER) |
+	                (at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | RUN_SETS);
 	if ((at && jobs_find_at(c, at->set, at->score, &f, &fd) < 0) ||
 	    jobs_find(c, sets, &f, 1, &fd) < 0) {
 		jobs_found_free(&fd);
@@ -686,7 +741,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			entry_json(&b, &fd.v[i], 1);
 		}
 		sb_adds(&b, "]");
-		waits_json(&b, &fd, &w);
+		waits_json(c, &b, &fd, &w);
 		sb_adds(&b, ",\"status\":");
 		status_json(&b, st);
 		sb_adds(&b, ",\"attempts\":[");

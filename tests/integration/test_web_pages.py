@@ -537,3 +537,41 @@ class Workflows(PagesCase):
                  == "cancelled", timeout=20, message="cancelled")
         text_of(self.b, "#batch", contains="cancelled", timeout=10)
         self.assertEqual(len(jids), 4)
+
+    def test_web26_jobs_waiting_for_others(self):
+        d = self.daemon(handlers=[{"class": "Hold", "command": handler("gate")}],
+                        concurrency=3, heartbeat_interval=1)
+        first = self.ctl("push", "Hold", "first")
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 1,
+                 timeout=15, message="the first job running")
+        then = self.ctl("push", "--after", first, "Hold", "<i>then</i>")
+        # The command line: the same view a queued job has, with what it waits for.
+        shown = self.ctl("jobs", "show", then)
+        for want in ("waiting for other jobs", "class      Hold", '["<i>then</i>"]',
+                     "payload", "waits for", first):
+            self.assertIn(want, shown)
+        for args in (("jobs", "list"), ("jobs", "list", "--set", "after")):
+            self.assertIn(then, self.ctl(*args), args)
+        w = self.web()
+        self.open(w, "/jobs/after")
+        row = 'tr[data-jid="%s"]' % then
+        self.assertIn("Hold", text_of(self.b, row, contains="<i>then</i>"))
+        shot(self.b, "after")
+        self.click(row + " a")
+        text = text_of(self.b, "#waits-for", contains=first)
+        self.assertNotIn("Nowhere now", text_of(self.b, "main"))
+        self.assertIn("waiting for other jobs", text_of(self.b, "main .location"))
+        shot(self.b, "job-after")
+        self.open(w, "/jobs/" + first)
+        self.assertIn(then, text_of(self.b, "#dependants", contains=then))
+        self.assertIn("after", text_of(self.b, "#dependants"))
+        d.open_gate(first)
+        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 1
+                 and self.r.zcard(b"cogworker:batch:waiting") == 0, timeout=15,
+                 message="the second job started")
+        self.open(w, "/jobs/after")
+        self.assertIn("Empty", text_of(self.b, "main", contains="Empty"))
+        self.open(w, "/jobs/" + then)
+        self.assertIn("running", text_of(self.b, "main .location", contains="running"))
+        self.assertIsNone(self.b.execute_script("return window.__xss || null"))
+        d.open_gate(then)
