@@ -63,7 +63,7 @@ end
 local waiters, wait_next = window(K .. 'waiting', ARGV[10], tonumber(ARGV[11]))
 for _, w in ipairs(waiters) do
 	for _, dep in ipairs(redis.call('SMEMBERS', K .. 'after:' .. w)) do
-		local s = redis.call('GET', K .. 'settled:' .. dep)
+		local s = settled_as(dep)
 		if s then
 			job_settled(dep, s, '')
 			resettled = resettled + 1

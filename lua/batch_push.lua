@@ -13,12 +13,14 @@
 --
 -- Order: checks (the batch's may_add, each dependency's settled record) -> SADD the
 -- batch's pending, HINCRBY total -> either the push (LPUSH + SADD queues, or ZADD
--- schedule) or the waiting records: HSET wait, SADD after, SADD each dependants, ZADD
--- waiting.
+-- schedule) or the waiting records: HSET wait, SADD after, SADD each dependants and SET
+-- its settled record to WAITED, ZADD waiting.
 -- Why: a member is pending before its job exists, so the batch cannot complete between
 -- the push and the membership; a dependency's settled record is written in the same
 -- atomic step as its release of the jobs that wait for it (BATCH_SETTLE), so a dependency
--- settling now is either seen settled here or sees this job among its dependants.
+-- settling now is either seen settled here or sees this job among its dependants: a
+-- plain job's success learns that from its ack's SET ... GET of its record, which finds
+-- WAITED there (doc/protocol.md §7.34 "Plain jobs pay little").
 -- Whether a dependency with no settled record exists at all is the caller's check (it
 -- finds it in a queue, set or process before calling).
 --@include batch
@@ -32,7 +34,7 @@ end
 for i = 16, #ARGV do
 	local dep = ARGV[i]
 	if dep == jid then return redis.error_reply('ERR job ' .. jid .. ' cannot wait for itself') end
-	local s = redis.call('GET', K .. 'settled:' .. dep)
+	local s = settled_as(dep)
 	if not s then
 		unmet[#unmet + 1] = dep
 	elseif s ~= 'success' and not any then
@@ -50,6 +52,7 @@ redis.call('HSET', K .. 'wait:' .. jid, 'payload', raw, 'queue', queue, 'any', a
 for _, dep in ipairs(unmet) do
 	redis.call('SADD', K .. 'after:' .. jid, dep)
 	redis.call('SADD', K .. 'dependants:' .. dep, jid)
+	redis.call('SET', K .. 'settled:' .. dep, WAITED, 'EX', KEEP)
 end
 redis.call('ZADD', K .. 'waiting', NOW, jid)
 return { 'waiting', #unmet }

@@ -279,6 +279,15 @@ static int dependencies_of(struct rconn *r, const redisReply *waiters, struct se
 	return failures ? -1 : 0;
 }
 
+/* A reply to GET of a settled record: 1 when it is one (jobs waiting for it leave
+ * SETTLED_WAITED there, which is none); an error counts as one (nothing judged lost). */
+static int settled_record(const redisReply *rep)
+{
+	if (!rep || rep->type == REDIS_REPLY_ERROR)
+		return 1;
+	return rep->type == REDIS_REPLY_STRING && strcmp(rep->str, SETTLED_WAITED) != 0;
+}
+
 /* Keep only those without a settled record that do not wait themselves. 0, or -1. */
 static int keep_unsettled(struct rconn *r, struct search *s)
 {
@@ -286,13 +295,13 @@ static int keep_unsettled(struct rconn *r, struct search *s)
 	struct rpipe p;
 	rpipe_begin(r, &p);
 	for (int i = 0; i < s->n; i++) {
-		rpipe_add(r, &p, "EXISTS " K_SETTLED "%s", s->v[i].jid);
+		rpipe_add(r, &p, "GET " K_SETTLED "%s", s->v[i].jid);
 		rpipe_add(r, &p, "ZSCORE " K_BATCH_WAITING " %s", s->v[i].jid);
 	}
 	int failures = rpipe_exec(r, &p, reps);
 	int kept = 0;
 	for (int i = 0; i < s->n; i++) {
-		int gone = reply_integer(reps[2 * i], 1) == 0 && reps[2 * i + 1] &&
+		int gone = !settled_record(reps[2 * i]) && reps[2 * i + 1] &&
 		           reps[2 * i + 1]->type == REDIS_REPLY_NIL;
 		if (gone)
 			s->v[kept++] = s->v[i];

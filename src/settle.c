@@ -17,8 +17,9 @@
  * ack, the same crash would lose the settle with nothing left to redo it. A settle that
  * fails is owed with the ack or filing behind it, settled first. A plain job's success is
  * the exception, to keep its single round trip: its settled record goes before the LREM in
- * the ack's pipeline and the script runs after, only when jobs wait for it; the poller's
- * BATCH_EXPIRE redoes from the record what a crash cut short.
+ * the ack's pipeline (SET ... GET: the old value says whether jobs wait for it, one command
+ * where a SET and an EXISTS were) and the script runs after, only when they do; the
+ * poller's BATCH_EXPIRE redoes from the record what a crash cut short.
  *
  * All bookkeeping (stats, throughput, attempts, lock release and extension) is best
  * effort: it is logged on failure and never changes the outcome (lesson 71). Lock
@@ -401,29 +402,25 @@ int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome)
 	return flow_first(r, j->raw, j->raw_len, j->jid, j->bid, outcome);
 }
 
-/* A success's settled record and the question whether jobs wait for it, in the pipeline
- * of its ack, the record before the LREM (doc/protocol.md §7.34). */
+/* A success's settled record, in the pipeline of its ack, before the LREM: one SET ... GET
+ * (Redis 6.2, as the LMOVE a held ack follows), whose reply says whether jobs wait for it
+ * (BATCH_PUSH left SETTLED_WAITED there, doc/protocol.md §7.34). */
 static void settled_add(struct rconn *r, struct rpipe *p, const char *jid)
 {
 	char *rec = xstrcat2(K_SETTLED, jid);
-	char *deps = xstrcat2(K_DEPENDANTS, jid);
-	const char *set[] = { "SET", rec, SETTLED_SUCCESS, "EX", SETTLED_TTL };
-	const char *exists[] = { "EXISTS", deps };
-	rpipe_add_argv(r, p, 5, set, NULL);
-	rpipe_add_argv(r, p, 2, exists, NULL);
+	const char *set[] = { "SET", rec, SETTLED_SUCCESS, "EX", SETTLED_TTL, "GET" };
+	rpipe_add_argv(r, p, 6, set, NULL);
 	free(rec);
-	free(deps);
 }
 
-/* The replies of settled_add: 1 when jobs wait for it. */
+/* The reply of settled_add: 1 when jobs wait for it. */
 static int settled_read(struct rconn *r, struct rpipe *p)
 {
-	redisReply *rep[2];
-	rpipe_read(r, p, 2, rep);
-	int waited = rep[1] && reply_integer(rep[1], 0) > 0;
-	for (int i = 0; i < 2; i++)
-		if (rep[i])
-			freeReplyObject(rep[i]);
+	redisReply *rep;
+	rpipe_read(r, p, 1, &rep);
+	int waited = rep && rep->type == REDIS_REPLY_STRING && strcmp(rep->str, SETTLED_WAITED) == 0;
+	if (rep)
+		freeReplyObject(rep);
 	return waited;
 }
 

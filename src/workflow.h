@@ -14,6 +14,9 @@
 #define SETTLED_SUCCESS "success"
 #define SETTLED_DEAD "dead"
 #define SETTLED_DISCARDED "discarded"
+/* Not an outcome: a dependency's record while jobs wait for it (BATCH_PUSH writes it; WAITED
+ * in lua/lib/batch.lua). It reads as no record; a plain success's ack finds it there. */
+#define SETTLED_WAITED "waited"
 
 /*
  * Run batch script name with the eight arguments every batch script takes first

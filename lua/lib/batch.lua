@@ -48,10 +48,22 @@ local RELEASE_CHUNK = 250      -- a release's share of one call; a burial counts
 local BURY_COST = 4             -- (a dead entry written, and its own settle: 4 times dearer)
 local budget = RELEASE_CHUNK    -- dependants this call may still release or bury
 
+-- A dependency's settled record while jobs wait for it and it has not settled: set by
+-- BATCH_PUSH, so that a plain job's success, whose ack writes its record with SET ... GET,
+-- learns from the reply that jobs wait for it (SETTLED_WAITED in src/workflow.h). It
+-- reads as no record (settled_as).
+local WAITED = 'waited'
 local OUTCOME_SET = { success = ':succeeded', dead = ':dead', discarded = ':discarded' }
 local PARTS = { '', ':pending', ':succeeded', ':dead', ':discarded' }
 
 local function bkey(bid, part) return K .. bid .. (part or '') end
+
+-- How job jid settled for good (its record), or nil when it has not (or jobs wait for it).
+local function settled_as(jid)
+	local s = redis.call('GET', K .. 'settled:' .. jid)
+	if s == WAITED then return nil end
+	return s or nil
+end
 
 local function keep_for(bid, ttl)
 	for _, p in ipairs(PARTS) do
@@ -184,7 +196,7 @@ local function job_settled(jid, outcome, bid)
 	while work[i] do    -- grows by burials only, each out of the share: bounded
 		local j, o, b = work[i][1], work[i][2], work[i][3]
 		i = i + 1
-		local prev = redis.call('GET', K .. 'settled:' .. j)
+		local prev = settled_as(j)
 		if prev and prev ~= o and not (prev == 'dead' and o == 'success') then o = prev end
 		redis.call('SET', K .. 'settled:' .. j, o, 'EX', SETTLED_TTL)
 		batch_settled(b, j, o)

@@ -179,7 +179,7 @@ static int dependencies_ok(struct ctl *c, const struct push *p)
 		redisReply *rep = rcmd(&c->r, "GET " K_SETTLED "%s", dep);
 		if (!rep)
 			return ctl_redis_error(c, "push --after");
-		int settled = rep->type == REDIS_REPLY_STRING;
+		int settled = rep->type == REDIS_REPLY_STRING && strcmp(rep->str, SETTLED_WAITED) != 0;
 		freeReplyObject(rep);
 		if (settled)
 			continue;       /* BATCH_PUSH judges the outcome */
@@ -200,8 +200,9 @@ static int dependencies_ok(struct ctl *c, const struct push *p)
 		found = rep && rep->type == REDIS_REPLY_STRING;
 		if (rep)
 			freeReplyObject(rep);
-		rep = found ? NULL : rcmd(&c->r, "EXISTS " K_SETTLED "%s", dep);
-		found = found || reply_integer(rep, 0) > 0;     /* it settled as we looked */
+		rep = found ? NULL : rcmd(&c->r, "GET " K_SETTLED "%s", dep);
+		found = found || (rep && rep->type == REDIS_REPLY_STRING &&
+		                  strcmp(rep->str, SETTLED_WAITED) != 0);   /* it settled as we looked */
 		if (rep)
 			freeReplyObject(rep);
 		if (!found) {

@@ -15,7 +15,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flowkit import FlowTestCase  # noqa: E402
-from harness import new_jid, wait_for  # noqa: E402
+from harness import job, new_jid, wait_for  # noqa: E402
+from observe import Monitor  # noqa: E402
 from runkit import DEAD  # noqa: E402
 
 
@@ -274,7 +275,8 @@ class Dependencies(FlowTestCase):
         b = self.push("Work", "--after", a)
         wait_for(lambda: self.r.zcard("cogworker:retry") == 1, timeout=10, message="retry")
         time.sleep(1.5)       # a held ack rides on the next fetch, within a poll
-        self.assertIsNone(self.r.get("cogworker:batch:settled:" + a))
+        # No outcome recorded: only the mark BATCH_PUSH left (jobs wait for it).
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + a), b"waited")
         self.assertNotIn(b, self.runs())
         self.assertIsNotNone(self.r.zscore("cogworker:batch:waiting", b))
         with open(fixed, "w"):
@@ -284,6 +286,38 @@ class Dependencies(FlowTestCase):
         self.assertEqual([r[3] for r in runs[a]], [1, 0])
         self.assertGreater(runs[b][0][1], runs[a][1][2])
         self.assertEqual(self.r.get("cogworker:batch:settled:" + a), b"success")
+
+    def test_dp16_a_plain_success_writes_its_record_and_learns_of_dependants_in_one_command(self):
+        # Issue 29: SET settled ... GET, not a SET and an EXISTS dependants per job; a job
+        # pushed --after a running one is still released, one pushed after it succeeded
+        # still counts it met.
+        n = 30
+        p = self.r.pipeline(transaction=False)
+        jids = [new_jid() for _ in range(n)]
+        for jid in jids:
+            p.lpush("cogworker:queue:default", job("Work", jid=jid))
+        p.execute()
+        with Monitor(self.server) as mon:
+            self.flow_daemon(self.record("Work", 0.01), self.record("Slow", 1.5),
+                             concurrency=2)
+            wait_for(lambda: len(self.runs()) == n, timeout=20, message="the plain jobs")
+            slow = self.push("Slow", "--retry", "false")
+            waits = self.push("Work", "--after", slow)
+            self.assertEqual(self.r.get("cogworker:batch:settled:" + slow), b"waited")
+            runs = self.wait_runs([slow, waits])
+            self.assertGreater(runs[waits][0][1], runs[slow][0][2])
+            met = self.push("Work", "--after", jids[0])
+            self.wait_runs([met])
+            time.sleep(0.3)
+            ent = mon.entries()
+        for jid in jids:
+            rec = ("cogworker:batch:settled:" + jid).encode()
+            deps = ("cogworker:batch:dependants:" + jid).encode()
+            mine = [e[2] for e in ent if e[1] != "lua" and (rec in e[2] or deps in e[2])]
+            # one command for the record and the question; the one for jids[0] by
+            # cogworkerctl's GET at its push --after
+            want = [[b"SET", rec, b"success", b"EX", b"600", b"GET"]]
+            self.assertEqual([c for c in mine if c[0].upper() != b"GET"], want, jid)
 
 
 if __name__ == "__main__":
