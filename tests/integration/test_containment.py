@@ -260,6 +260,79 @@ done
         self.assert_gone_within(m, 2)
         self.assertFalse(os.path.exists(root))
 
+    LEAK_WARM = """printf '{"type":"ready"}\\n' >&3
+while IFS= read -r line <&3; do
+  case $line in *'"type":"cancel"'*) continue ;; esac
+  case $line in *'"hang"'*) setsid sleep "$MARK" </dev/null >/dev/null 2>&1 3>&- & sleep 30 ;; esac
+  printf '{"type":"done","exit":0}\\n' >&3
+done
+"""
+
+    @NEEDS_CGROUP
+    def test_ct9_many_jobs_leave_no_descriptor_nor_cgroup(self):
+        """CT-9: a few hundred jobs of every ending (success, failure, timeout, an escaped
+        child, warm processes recycled and killed for a timeout, on_death runs with an
+        escaped child, confined runs, a reload that replaces the warm processes): the
+        daemon ends with the descriptors and the cgroups it had before, and no escaped
+        child is left."""
+        m = self.mark()
+        esc = "setsid sleep %s </dev/null >/dev/null 2>&1 & echo x" % m
+        hs = [{"class": "Ok", "command": ["/bin/true"]},
+              {"class": "Fail", "command": ["/bin/false"]},
+              {"class": "Slow", "command": ["/bin/sleep", "30"], "timeout": 0.3,
+               "kill_grace": 0.1},
+              {"class": "Esc", "command": sh(esc)},
+              {"class": "W", "command": sh(self.LEAK_WARM), "warm": True, "warm_max_jobs": 3,
+               "warm_idle_timeout": 1, "env": ["MARK=" + m]},
+              {"class": "WT", "command": sh(self.LEAK_WARM), "warm": True, "timeout": 0.3,
+               "kill_grace": 0.1, "warm_idle_timeout": 1, "env": ["MARK=" + m]},
+              {"class": "Bad", "command": ["/bin/false"],
+               "on_death": sh("cat >/dev/null; " + esc)},
+              {"class": "Conf", "command": sh("echo x > /tmp/x"), "private_tmp": True,
+               "network": False}]
+        d = self.daemon(handlers=hs, concurrency=3)
+        root = d.log_lines("containment: cgroup v2, jobs in ")[0].split(" jobs in ")[1].split()[0]
+        mix = [("Ok", []), ("Fail", []), ("Slow", []), ("Esc", []), ("W", []), ("W", []),
+               ("WT", ["hang"]), ("WT", []), ("Bad", []), ("Conf", [])]
+
+        def settled():
+            log = d.log()
+            return log.count(" done: ") + log.count(" fail: ")
+
+        def run(n):
+            base = settled()
+            self.r.lpush("cogworker:queue:default",
+                         *[job(c, a, retry=False) for c, a in (mix * n)[:n]])
+            wait_for(lambda: settled() >= base + n, timeout=240, interval=0.2,
+                     message="%d jobs settled" % n)
+
+        def cgroups():
+            return sorted(dp[len(root):] for dp, _, _ in os.walk(root) if dp != root)
+
+        def quiet():
+            """No warm process left (idle timeout) and no escaped child."""
+            return not [c for c in cgroups() if c.startswith("/warm-")] and \
+                not pids_of_sleep(m)
+
+        def fds():
+            return sorted(os.listdir("/proc/%d/fd" % d.proc.pid), key=int)
+
+        run(len(mix))
+        wait_for(quiet, timeout=20, message="the warm processes retired")
+        before_fds, before_cg = fds(), cgroups()
+        run(300)
+        d.settings["handlers"] = [dict(h, env=h.get("env", []) + ["V=2"]) if h.get("warm")
+                                  else h for h in hs]
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        d.wait_log("reloaded")
+        run(3 * len(mix))
+        wait_for(quiet, timeout=20, message="the warm processes retired, no escaped child")
+        self.assertEqual(cgroups(), before_cg)
+        wait_for(lambda: len(fds()) == len(before_fds), timeout=5,
+                 message="the daemon's descriptors back to %d (now %s)"
+                 % (len(before_fds), fds()))
+
     def start_in_private_cgroup(self):
         """The daemons this test starts run in a cgroup of its own, so that no daemon of
         another test on the machine sweeps what they leave (the sweep is by cgroup)."""
