@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,25 @@ static void io_sums(const char *text, long long *r, long long *w)
 	}
 }
 
+/*
+ * The files of a controller that is not enabled in the jobs' subtree (io, memory) are
+ * absent, and each look costs a failed openat() per run, twice: once one is found absent
+ * (ENOENT), this process stops looking (the subtree's controllers are set at the start;
+ * a restart looks again). Measured: the reads are the per-job cost of this file.
+ */
+enum { CG_IO, CG_EVENTS, CG_PEAK, CG_FILES };
+static atomic_int cg_absent[CG_FILES];
+
+static ssize_t read_cg(int dirfd, int which, const char *name, char *buf, size_t n)
+{
+	if (atomic_load_explicit(&cg_absent[which], memory_order_relaxed))
+		return -1;
+	ssize_t got = read_at(dirfd, name, buf, n);
+	if (got < 0 && errno == ENOENT)
+		atomic_store_explicit(&cg_absent[which], 1, memory_order_relaxed);
+	return got;
+}
+
 static void cg_counters(int dirfd, struct usage_cg_mark *m)
 {
 	char buf[4096];
@@ -258,16 +278,21 @@ static void cg_counters(int dirfd, struct usage_cg_mark *m)
 		m->user_us = keyed(buf, "user_usec");
 		m->sys_us = keyed(buf, "system_usec");
 	}
-	if (read_at(dirfd, "io.stat", buf, sizeof buf) >= 0)
+	if (read_cg(dirfd, CG_IO, "io.stat", buf, sizeof buf) >= 0)
 		io_sums(buf, &m->rbytes, &m->wbytes);
-	if (read_at(dirfd, "memory.events", buf, sizeof buf) > 0)
+	if (read_cg(dirfd, CG_EVENTS, "memory.events", buf, sizeof buf) > 0)
 		m->oom_kills = keyed(buf, "oom_kill");
 }
 
 void usage_cg_begin(int dirfd, struct usage_cg_mark *m)
 {
 	cg_counters(dirfd, m);
+	m->peak_fd = -1;
+	if (atomic_load_explicit(&cg_absent[CG_PEAK], memory_order_relaxed))
+		return;
 	m->peak_fd = openat(dirfd, "memory.peak", O_RDWR | O_CLOEXEC);
+	if (m->peak_fd < 0 && errno == ENOENT)
+		atomic_store_explicit(&cg_absent[CG_PEAK], 1, memory_order_relaxed);
 	if (m->peak_fd >= 0 && write(m->peak_fd, "reset\n", 6) != 6) {
 		close(m->peak_fd);          /* before 6.12: a peak since the cgroup was made */
 		m->peak_fd = -1;
