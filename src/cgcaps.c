@@ -474,18 +474,22 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capgroup *free_groups, *all_groups;
 static int next_group;
 
-/* The pool's directory in hierarchy k (made when missing): an fd, or -1. */
+/* The pool's directory in hierarchy k (made when missing): an fd, or -1. Fetchers take
+ * groups at once: the first of them makes it, under the lock. */
 static int pool_dir(int k)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static int fds[NHIER] = { -1, -1, -1, -1 };
-	if (fds[k] >= 0)
-		return fds[k];
-	char path[PATH_MAX + 64];
-	snprintf(path, sizeof path, "%s/%s", sources[k].dir, pool_name);
-	if (mkdir(path, 0755) != 0 && errno != EEXIST)
-		return -1;
-	fds[k] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return fds[k];
+	pthread_mutex_lock(&lock);
+	if (fds[k] < 0) {
+		char path[PATH_MAX + 64];
+		snprintf(path, sizeof path, "%s/%s", sources[k].dir, pool_name);
+		if (mkdir(path, 0755) == 0 || errno == EEXIST)
+			fds[k] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	int fd = fds[k];
+	pthread_mutex_unlock(&lock);
+	return fd;
 }
 
 /* g's cgroup in hierarchy k, made when it has none yet. 0, or -1 with errno. */
