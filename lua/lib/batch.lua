@@ -25,8 +25,8 @@
 --   scripts call batch_settled).
 -- - Nothing fires before the commit (on_death of a member that died before it fires at
 --   the commit), nor in a batch cancelled or under one (fire() looks up the tree).
--- - A set written in a batch that is finished without completing (cancelled, expired)
---   gets the batch's TTL again, so a member settling late leaves no key for ever.
+-- - A set made by a member settling in a batch finished without completing (cancelled,
+--   expired) gets the TTL of finished batches' keys, so it leaves no key for ever.
 -- - A dead member that later succeeds (retried by hand, by cogworkerctl or the Web UI)
 --   moves from dead to succeeded, so on_success fires after all.
 -- - A job's settled record never contradicts what its batch counted: the first settle for
@@ -164,7 +164,11 @@ local function member_settle(bid, member, outcome)
 		changed = outcome == 'success' and
 		          redis.call('SMOVE', bkey(bid, ':dead'), bkey(bid, ':succeeded'), member) == 1
 	end
-	if changed and state ~= 'open' and state ~= 'committed' then keep_for(bid, KEEP) end
+	local set = bkey(bid, OUTCOME_SET[outcome])
+	if changed and state ~= 'open' and state ~= 'committed' and
+	   redis.call('TTL', set) == -1 then
+		redis.call('EXPIRE', set, KEEP)
+	end
 	return changed
 end
 

@@ -8,7 +8,8 @@
  * that job as the adder of a child batch, so a running member may add to a committed
  * batch. cancel deletes the member jobs the script hands back that are still queued,
  * scheduled or in retry, and cancels the running ones, as `jobs delete` and `jobs cancel`
- * do. settle is the hand for what no daemon settles (a member a Ruby worker ran).
+ * do (batch_cancel.c). settle is the hand for what no daemon settles (a member a Ruby
+ * worker ran).
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -25,15 +26,6 @@ static const char *adder(void)
 {
 	const char *j = getenv("COGWORKER_JID");
 	return j ? j : "";
-}
-
-static void print_fired(struct ctl *c, const redisReply *rep, size_t first)
-{
-	if (c->json || !rep || rep->type != REDIS_REPLY_ARRAY)
-		return;
-	for (size_t i = first; i < rep->elements; i++)
-		if (rep->element[i]->type == REDIS_REPLY_STRING)
-			printf("fired: %s\n", rep->element[i]->str);
 }
 
 static int batch_new(struct ctl *c, int argc, char **argv)
@@ -111,7 +103,7 @@ static int batch_commit(struct ctl *c, const char *bid)
 		printf("{\"bid\":\"%s\",\"committed\":%s}\n", bid, now ? "true" : "false");
 	} else if (now) {
 		printf("committed %s\n", bid);
-		print_fired(c, rep, 1);
+		ctl_print_fired(c, rep, 1);
 	} else {
 		ctl_error("batch %s was committed already", bid);
 	}
@@ -351,134 +343,6 @@ int ctl_batch_list(struct ctl *c, long from, int limit, int paged)
 	return CTL_OK;
 }
 
-/* The member jobs BATCH_CANCEL handed back: those still waiting deleted first, so that no
- * process takes one while the running ones are cancelled (concurrency frees up as each
- * stops), then the running ones cancelled. */
-static int cancel_members(struct ctl *c, char **jids, size_t n)
-{
-	int status = CTL_OK;
-	const struct filter any = { 0 };
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < n; i++) {
-			char *jid = jids[i];
-			char where[256] = "";
-			int found = ctl_job_whereabouts(c, jid, where, sizeof where);
-			if (found < 0)
-				return CTL_USAGE;
-			int runs = found && strncmp(where, "queued", 6) != 0 &&
-			           strncmp(where, "scheduled", 9) != 0 && strncmp(where, "in ", 3) != 0;
-			if (pass == 0 && found && !runs) {
-				if (strncmp(where, "in dead", 7) != 0 &&
-				    jobs_act_on_args(c, A_DELETE, BIT(S_QUEUED) | BIT(S_SCHEDULED) |
-				                     BIT(S_RETRY), &any, 1, &jid, 0, 0) == CTL_USAGE)
-					status = CTL_USAGE;
-			} else if (pass == 1 && runs && jobs_cancel(c, jid, 0) == CTL_USAGE) {
-				status = CTL_USAGE;
-			}
-		}
-	}
-	return status;
-}
-
-/* What the walk of a batch's tree found (BATCH_CANCEL, a chunk per call). */
-struct walk {
-	char **bids, **jids;            /* batches of the tree still to walk; member jobs met */
-	size_t nbids, nj, capb, capj;
-	long long discarded;            /* waiting members settled as discarded */
-};
-
-static void walk_add(char ***v, size_t *n, size_t *cap, const char *s)
-{
-	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 64;
-		*v = xrealloc(*v, sizeof **v * *cap);
-	}
-	(*v)[(*n)++] = xstrdup(s);
-}
-
-static void walk_free(struct walk *w)
-{
-	for (size_t i = 0; i < w->nbids; i++)
-		free(w->bids[i]);
-	for (size_t i = 0; i < w->nj; i++)
-		free(w->jids[i]);
-	free(w->bids);
-	free(w->jids);
-}
-
-/* Members BATCH_CANCEL looks at per call: each call stays a few ms, whatever the size. */
-#define CANCEL_CHUNK "500"
-
-/*
- * Cancel bid and walk its members, a chunk per BATCH_CANCEL call, adding its child
- * batches to w->bids and its member jobs to w->jids. *status: the first call's ('cancelled',
- * 'again', 'complete'; NULL for a child). CTL_OK, or CTL_USAGE after the message.
- */
-static int walk_batch(struct ctl *c, const char *bid, struct walk *w, char *status, size_t n)
-{
-	char cursor[64] = "";
-	do {
-		const char *args[] = { bid, cursor, CANCEL_CHUNK };
-		redisReply *rep = workflow_script(&c->r, "batch_cancel", 3, args, NULL);
-		if (!rep)
-			return ctl_redis_error(c, "batch cancel");
-		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 5 ||
-		    rep->element[1]->type != REDIS_REPLY_STRING) {
-			freeReplyObject(rep);
-			ctl_error("batch cancel: unexpected reply from BATCH_CANCEL");
-			return CTL_USAGE;
-		}
-		if (!cursor[0] && status)
-			snprintf(status, n, "%s", rep->element[0]->str);
-		snprintf(cursor, sizeof cursor, "%s", rep->element[1]->str);
-		const redisReply *ch = rep->element[2], *jobs = rep->element[3];
-		for (size_t i = 0; i < ch->elements; i++)
-			walk_add(&w->bids, &w->nbids, &w->capb, ch->element[i]->str);
-		for (size_t i = 0; i < jobs->elements; i++)
-			walk_add(&w->jids, &w->nj, &w->capj, jobs->element[i]->str);
-		w->discarded += reply_integer(rep->element[4], 0);
-		print_fired(c, rep, 5);
-		freeReplyObject(rep);
-	} while (strcmp(cursor, "0") != 0);
-	return CTL_OK;
-}
-
-int ctl_batch_cancel(struct ctl *c, const char *bid)
-{
-	if (!c->yes) {
-		ctl_error("batch cancel deletes the batch's jobs not yet run and cancels the running "
-		          "ones: add --yes");
-		return CTL_USAGE;
-	}
-	struct walk w = { 0 };
-	char status[32] = "";
-	walk_add(&w.bids, &w.nbids, &w.capb, bid);
-	int rc = CTL_OK;
-	for (size_t i = 0; i < w.nbids && rc == CTL_OK; i++)
-		rc = walk_batch(c, w.bids[i], &w, i ? NULL : status, sizeof status);
-	if (rc == CTL_OK && strcmp(status, "complete") == 0) {
-		ctl_error("batch %s is complete (its callbacks fired): nothing to cancel", bid);
-		if (c->json)
-			printf("{\"bid\":\"%s\",\"cancelled\":false,\"reason\":\"complete\"}\n", bid);
-		walk_free(&w);
-		return CTL_NOTHING;
-	}
-	if (rc != CTL_OK) {
-		walk_free(&w);
-		return rc;
-	}
-	if (!c->json)
-		printf("cancelled %s%s: no callback will fire; %zu child batch(es), %lld waiting "
-		       "member(s) discarded, %zu member job(s) to stop\n", bid,
-		       strcmp(status, "again") == 0 ? " (again)" : "", w.nbids - 1, w.discarded, w.nj);
-	rc = cancel_members(c, w.jids, w.nj);
-	if (c->json)
-		printf("{\"bid\":\"%s\",\"cancelled\":true,\"children\":%zu,\"discarded\":%lld,"
-		       "\"members\":%zu}\n", bid, w.nbids - 1, w.discarded, w.nj);
-	walk_free(&w);
-	return rc;
-}
-
 static int batch_settle(struct ctl *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -526,7 +390,7 @@ static int batch_settle(struct ctl *c, int argc, char **argv)
 		       argv[optind + 1], outcome);
 	else
 		printf("settled %s in %s as %s\n", argv[optind + 1], argv[optind], outcome);
-	print_fired(c, rep, 3);
+	ctl_print_fired(c, rep, 3);
 	freeReplyObject(rep);
 	return CTL_OK;
 }

@@ -436,3 +436,12 @@ void table_free(struct table *t)
 	free(t->cells);
 	memset(t, 0, sizeof *t);
 }
+
+void ctl_print_fired(struct ctl *c, const redisReply *rep, size_t first)
+{
+	if (c->json || !rep || rep->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = first; i < rep->elements; i++)
+		if (rep->element[i]->type == REDIS_REPLY_STRING)
+			printf("fired: %s\n", rep->element[i]->str);
+}

@@ -235,8 +235,8 @@ int ctl_limits(struct ctl *c);
 int ctl_history(struct ctl *c, const char *cls, const char *status, double since, long from,
                 long limit, long budget, double daily_from);
 /* Batches (batch.c): the list newest first from index from (paged: the dashboard's
- * {total, from, next, batches}), one batch with its members and child batches, and cancel
- * (needs c->yes). */
+ * {total, from, next, batches}), one batch with its members and child batches; and cancel
+ * (batch_cancel.c; needs c->yes). */
 int ctl_batch_list(struct ctl *c, long from, int limit, int paged);
 int ctl_batch_show(struct ctl *c, const char *bid);
 int ctl_batch_cancel(struct ctl *c, const char *bid);
@@ -254,5 +254,8 @@ int cmd_top(struct ctl *c, int argc, char **argv);
 int cmd_limits(struct ctl *c, int argc, char **argv);
 int cmd_web(struct ctl *c, int argc, char **argv);
 int cmd_batch(struct ctl *c, int argc, char **argv);
+/* The callbacks a batch script's reply lists from index first on, printed as "fired: bid
+ * kind jid" (not with --json). */
+void ctl_print_fired(struct ctl *c, const redisReply *rep, size_t first);
 
 #endif

@@ -124,6 +124,10 @@ int jobs_act_on_all(struct ctl *c, enum action a, int set, const struct filter *
 /* jobs log (want: a run number, 0 = the newest) and jobs cancel. */
 int jobs_log(struct ctl *c, const char *jid, long long want, int follow);
 int jobs_cancel(struct ctl *c, const char *jid, int discard);
+/* The same for a job known to run on identity (its class cls gives the wait: its
+ * kill_grace), found by the caller: asked, waited for and judged as jobs cancel does. */
+int jobs_cancel_on(struct ctl *c, const char *jid, const char *identity, const char *cls,
+                   int discard);
 /* A followed run as server-sent events (the dashboard's stream of `jobs log --follow`):
  * each call looks once and appends to ev what is new: "waiting" (no run kept yet, the job
  * on its way), "run" (which run, its class, process, start), "output" ({text, skipped}),

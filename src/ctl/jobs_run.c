@@ -732,16 +732,22 @@ int jobs_cancel(struct ctl *c, const char *jid, int discard)
 		jobs_found_free(&fd);
 		return st;
 	}
-	char *identity = xstrdup(run->process);
-	const struct handler *h = conf_find_handler(&c->conf, jobs_entry_class(run));
-	double wait = (h ? h->kill_grace : 10.0) + CANCEL_MARGIN;
+	char *identity = xstrdup(run->process), *cls = xstrdup(jobs_entry_class(run));
 	jobs_found_free(&fd);
+	int status = jobs_cancel_on(c, jid, identity, cls, discard);
+	free(identity);
+	free(cls);
+	return status;
+}
 
+int jobs_cancel_on(struct ctl *c, const char *jid, const char *identity, const char *cls,
+                   int discard)
+{
+	const struct handler *h = conf_find_handler(&c->conf, cls);
+	double wait = (h ? h->kill_grace : 10.0) + CANCEL_MARGIN;
 	double now = ctl_now(c);
-	if (now < 0) {
-		free(identity);
+	if (now < 0)
 		return ctl_redis_error(c, "TIME");
-	}
 	double since = floor(now) - 1;  /* failed_at is the daemon's clock: allow a little skew */
 	char token[25], *key = xstrcat2(K_CANCEL, jid), *outcome = NULL;
 	const char *why = NULL;
@@ -767,7 +773,6 @@ release:
 out:
 	free(outcome);
 	free(key);
-	free(identity);
 	return status;
 }
 

@@ -352,6 +352,74 @@ class Batches(FlowTestCase):
         runs = self.wait_runs([died, all_])
         self.assertGreater(runs[died][0][1], runs[bad][0][2])
 
+    def test_bt26_cancelling_a_batch_of_20000_members_takes_seconds_in_short_calls(self):
+        """Issue 32: cogworkerctl looked for each member in every queue and set, twice, and
+        never finished for 100 000 members. Here 20 000 (tests/bench/batch_cancel.py
+        measures 100 000): spread over two queues, the schedule and retry, one in twenty
+        waiting for another, beside 20 000 unrelated jobs; two of them running."""
+        self.flow_daemon({"class": "Slow", "command": sh("sleep 30")},
+                         concurrency=2, queues=["q0"], start=False)
+        d = self.daemons[0]
+        bid, n, B = "cd" * 12, 20000, "cogworker:batch:"
+        self.r.hset(B + bid, mapping={"state": "committed", "parent": "", "total": n,
+                                      "on_complete": "All", "callback_queue": "default",
+                                      "callback_args": "[]", "created_at": 1})
+        p = self.r.pipeline(transaction=False)
+        for i in range(n):
+            jid = "%s%08d" % (bid[:16], i)
+            raw = json.dumps({"class": "Slow", "args": [i], "queue": "q%d" % (i % 2),
+                              "jid": jid, "bid": bid}, separators=(",", ":"))
+            p.sadd(B + bid + ":pending", jid)
+            if i % 20 == 0 and i:
+                dep = "%s%08d" % (bid[:16], i - 1)
+                p.hset(B + "wait:" + jid, mapping={"payload": raw, "queue": "q0", "any": "0",
+                                                   "at": "", "bid": bid})
+                p.sadd(B + "after:" + jid, dep)
+                p.sadd(B + "dependants:" + dep, jid)
+                p.zadd(B + "waiting", {jid: i})
+            elif i % 20 == 1:
+                p.zadd("cogworker:schedule", {raw: 1867225600 + i})
+            elif i % 20 == 2:
+                p.zadd("cogworker:retry", {raw: 1867225600 + i})
+            else:
+                p.lpush("cogworker:queue:q%d" % (i % 2), raw)
+            other = json.dumps({"class": "Other", "args": [i], "queue": "q1",
+                                "jid": "ot%022d" % i}, separators=(",", ":"))
+            p.lpush("cogworker:queue:q1", other)
+        p.sadd("cogworker:queues", "q0", "q1")
+        p.execute()
+        d.start()
+        wait_for(lambda: self.r.hlen("cogworker:workers:" + d.identity) == 2, timeout=15,
+                 message="two members running")
+        # 100 us: the commands the scripts run are logged too, and would crowd them out
+        self.r.config_set("slowlog-log-slower-than", 100)
+        self.r.config_set("slowlog-max-len", 100000)
+        self.r.slowlog_reset()
+        t0 = time.monotonic()
+        out, _ = self.ctl("--json", "--yes", "batch", "cancel", bid)
+        took = time.monotonic() - t0
+        log = self.r.slowlog_get(100000)
+        res = json.loads(out.strip().splitlines()[-1])
+        self.assertLess(took, 60, "generous: 5.8 s on a loaded 2-core host")
+        self.assertEqual((res["discarded"], res["running"]), (999, 2))
+        self.assertEqual(res["deleted"] + res["running"], n - 999)
+        self.assertGreater(res["script_calls"], 100, "in chunks")
+        scripts = [e["duration"] for e in log
+                   if e["command"].split(b" ")[0].upper() in (b"EVALSHA", b"EVAL")]
+        self.assertLess(len(log), 100000, "none crowded out of SLOWLOG")
+        self.assertGreater(len(scripts), 100)
+        self.assertLess(max(scripts), 500000, "each call short (generous: < 50 ms unloaded)")
+        self.assertEqual(self.r.llen("cogworker:queue:q0"), 0)
+        self.assertEqual(self.r.llen("cogworker:queue:q1"), n)      # the unrelated ones
+        self.assertEqual(self.r.zcard("cogworker:schedule"), 0)
+        self.assertEqual(self.r.zcard("cogworker:retry"), 0)
+        self.assertEqual(self.r.zcard(B + "waiting"), 0)
+        wait_for(lambda: self.r.scard(B + bid + ":pending") == 0, timeout=20,
+                 message="the two running ones settled")
+        s = self.show(bid)
+        self.assertEqual((s["state"], s["dead"], s["discarded"]), ("cancelled", 2, n - 2))
+        self.assertIsNone(s["fired_complete"])
+
 
 if __name__ == "__main__":
     unittest.main()

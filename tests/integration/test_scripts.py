@@ -48,7 +48,7 @@ PROTOCOL_SCRIPTS = [
     "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
     "delete_if_owned", "kill", "output_write", "admit", "release_slot",
     "batch_open", "batch_push", "batch_commit", "batch_settle", "batch_revive",
-    "batch_cancel", "batch_expire", "bury_too_large",
+    "batch_cancel", "batch_expire", "batch_purge", "bury_too_large",
 ]
 
 
@@ -2189,6 +2189,56 @@ class TestBatchCancelExpire(BatchScriptCase):
         for _ in range(3):
             cursor = self.expire(listed=cursor)[3].decode()
         self.assertEqual(self.r.zrange(BATCH + "list", 0, -1), [b"live"])
+
+    def purge(self, bid, key, kind, window=3, take=2, attempts=""):
+        """BATCH_PURGE as cogworkerctl calls it, to the end: the jobs taken out, the locked
+        ones handed back, the number of calls."""
+        cursor, taken, locked, calls = "0", 0, [], 0
+        while cursor:
+            reply = self.batch("batch_purge", bid, key, kind, cursor, window, "TOMB",
+                               attempts, take, 1000)
+            cursor, taken, calls = reply[0].decode(), taken + reply[1], calls + 1
+            locked += reply[2]
+        return taken, locked, calls
+
+    def test_purge_takes_the_tree_s_jobs_out_of_queues_and_sets_a_window_per_call(self):
+        self.open("p")
+        self.open("c", parent="p")
+        self.open("other")
+        for j in ("m1", "m2", "m3"):
+            self.push(j, bid="p")
+        self.push("m4", bid="c")
+        self.push("x1", bid="other")
+        self.push("plain")
+        self.push("late", bid="p", at="1767300000")
+        self.push("uniq", bid="c", queue="q2")
+        self.r.lset(qkey("q2"), 0, job("uniq", queue="q2", bid="c", unique="until_executed"))
+        self.r.zadd(RETRY, {job("m5", bid="c", retry_count=1): 1767300000})
+        self.r.sadd(BATCH + "c:pending", "m5")
+        self.r.rpush("cogworker:job_attempts:m5", "{}")
+        self.push("w", deps=("m2",))                    # outside, waits for a member
+        self.cancel("p")
+        before = len(self.queue())
+        taken, locked, calls = self.purge("p", QUEUE + "default", "list")
+        self.assertEqual(taken, 4)
+        self.assertGreaterEqual(calls, 3)
+        self.assertEqual(sorted(json.loads(j)["jid"] for j in self.queue()), ["plain", "x1"])
+        self.assertEqual(len(self.queue()), before - 4)
+        self.assertEqual(self.purge("p", QUEUE + "q2", "list")[:2],
+                         (1, [job("uniq", queue="q2", bid="c", unique="until_executed")]))
+        self.assertEqual(self.purge("p", SCHEDULE, "zset")[0], 1)
+        self.assertEqual(self.purge("p", RETRY, "zset", attempts="cogworker:job_attempts:")[0], 1)
+        self.assertFalse(self.r.exists("cogworker:job_attempts:m5"))
+        self.assertEqual(self.r.zcard(SCHEDULE) + self.r.zcard(RETRY), 0)
+        self.assertEqual(self.members("p", "discarded"), ["c", "late", "m1", "m2", "m3"])
+        self.assertEqual(self.members("c", "discarded"), ["m4", "m5", "uniq"])
+        self.assertEqual((self.members("p", "pending"), self.members("c", "pending")), ([], []))
+        self.assertEqual(self.r.get(BATCH + "settled:m1"), b"discarded")
+        dead = [json.loads(m) for m in self.r.zrange(DEAD, 0, -1)]
+        self.assertEqual([(d["jid"], d["error_message"]) for d in dead],
+                         [("w", "dependency m2 was discarded")])
+        self.assertEqual(self.purge("p", QUEUE + "default", "list")[0], 0)     # again: none
+        self.assertEqual(self.callbacks(), [])
 
     def test_a_death_before_the_commit_fires_on_death_at_the_commit(self):
         self.open("b")
