@@ -52,7 +52,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -309,8 +309,9 @@ static const char *probe_hint(enum confine_part p)
 		return "the daemon is not root, so each confined job gets a user namespace of its "
 		       "own: the kernel must allow them (sysctl user.max_user_namespaces above 0, "
 		       "kernel.unprivileged_userns_clone = 1 where it exists) and, under systemd, "
-		       "RestrictNamespaces= must allow user, mnt and net and SystemCallFilter= "
-		       "@mount (doc/operating.md, \"Confinement\")";
+		       "RestrictNamespaces= must allow user, mnt and net, and SystemCallFilter= "
+		       "mount, mount_setattr, open_tree and move_mount, as the packaged unit "
+		       "does (doc/operating.md, \"Confinement\")";
 	return "the kernel, a container around the daemon or its service's sandbox "
 	       "(RestrictNamespaces=, SystemCallFilter=) refuses it (doc/operating.md, "
 	       "\"Confinement\")";
@@ -323,12 +324,18 @@ static int check_handler(const struct handler *h, const char *file,
 	int bad = 0;
 
 	for (int i = 0; i < cf->writable_paths.n; i++) {
-		struct stat st;
-		if (stat(cf->writable_paths.v[i], &st) == 0)
+		struct statvfs sv;
+		const char *why;
+		if (statvfs(cf->writable_paths.v[i], &sv) != 0)
+			why = strerror(errno);
+		else if (sv.f_flag & ST_RDONLY)
+			why = "read-only for the daemon itself, so for its jobs too (under systemd, "
+			      "whose ProtectSystem=strict makes it so: ReadWritePaths= in a drop-in)";
+		else
 			continue;
 		char *line = xasprintf("%s: handler '%s': writable path %s: %s",
 		                       cf->writable_paths.at ? cf->writable_paths.at : file,
-		                       h->class_name, cf->writable_paths.v[i], strerror(errno));
+		                       h->class_name, cf->writable_paths.v[i], why);
 		report(ctx, line);
 		free(line);
 		bad++;

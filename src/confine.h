@@ -62,8 +62,8 @@ const char *confine_part_what(enum confine_part p);
 
 /*
  * Whether this process can give every handler of c the confinement it asks for: each
- * writable path exists, and a child makes the confinement as a job's would (a probe per
- * handler). report(ctx, "<file>:<line>: handler 'X': ...") for each that can't; returns
+ * writable path exists and is writable for this process's mounts, and a child makes the
+ * confinement as a job's would (a probe per handler). report(ctx, "<file>:<line>: handler 'X': ...") for each that can't; returns
  * how many. For --check, the start and a reload: a daemon that can't confine as asked
  * does not run the jobs.
  */

@@ -349,6 +349,12 @@ class ConfinementCheck(SharedDirCase):
         self.assert_rejected('read_only = true;\nwritable_paths = ["%s"];' % missing,
                              "handler 'K': writable path %s: No such file or directory"
                              % missing, line=4)
+        ro = os.path.join(self.shared, "ro")
+        os.mkdir(ro)
+        subprocess.run(["mount", "--bind", "-o", "ro", ro, ro], check=True)
+        self.addCleanup(subprocess.run, ["umount", ro])
+        self.assert_rejected('read_only = true;\nwritable_paths = ["%s"];' % ro,
+                             "writable path %s: read-only for the daemon itself" % ro, line=4)
         rc, text, _ = self.check('network = false;\nprivate_tmp = true;\nread_only = true;\n'
                                  'writable_paths = ["%s"];\nno_new_privileges = true;' % out)
         self.assertEqual(rc, 0, text)
