@@ -20,6 +20,9 @@ and the unit as shipped driven with systemctl, kill and cogworkerctl, as an oper
 - containment under systemd (CT-1, doc/design.md "Containment"): the unit's Delegate=yes
   and ReadWritePaths= give the daemon its cgroup; it says so at start, sits in the leaf
   "daemon", and a job's setsid'd grandchild is gone when the job is done.
+- confinement (CN-11): as the service user, through a user namespace per job, the unit's
+  sandbox allows network = false, private_tmp and read_only; a writable path the unit
+  itself keeps read-only fails the reload's --check.
 
 Each test prints its timings (run.py -v shows them). The conf uses short intervals
 (heartbeat 1 s, shutdown_timeout 3 s); everything else is the unit as installed.
@@ -349,6 +352,51 @@ class SystemdTest(unittest.TestCase):
         wait_for(lambda: not self.pgrep("/bin/sleep 3335"), timeout=2,
                  message="the escaped grandchild gone within 2 s of done")
         self.timing("containment: escaped grandchild gone after done", time.monotonic() - t)
+
+    def test_cn11_confinement_under_the_unit_as_shipped(self):
+        out = "/var/lib/cogworkerd/out"
+        confined = """
+  { class = "Net"; network = false;
+    command = [ "/bin/sh", "-c", "redis-cli -h 127.0.0.1 -p 6379 ping" ]; },
+  { class = "Tmp"; private_tmp = true;
+    command = [ "/bin/sh", "-c", "echo tmp:$(ls -A /tmp); echo x > /tmp/a && echo wrote" ]; },
+  { class = "Ro"; read_only = true; writable_paths = [ "%s" ]; no_new_privileges = true;
+    command = [ "/bin/sh", "-c",
+                "echo y > %s/f && echo out-ok; echo z > /var/lib/cogworkerd/x || echo state-refused" ]; },
+""" % (out, out)
+        conf = CONF.replace("handlers = (\n", "handlers = (\n" + confined, 1)
+        self.c.write(CONF_PATH, conf)
+        self.c.run("install", "-d", "-o", "cogworker", "-g", "cogworker", "/var/lib/cogworkerd",
+                   out)
+        cursor = self.c.journal_cursor()
+        self.start()
+        jids = {cls: self.push(cls) for cls in ("Net", "Tmp", "Ro")}
+
+        def settled():
+            log = self.c.journal(UNIT, cursor)
+            return log if all(("done: %s jid=%s" % (c, j)) in log or
+                              ("fail: %s jid=%s" % (c, j)) in log
+                              for c, j in jids.items()) else None
+        log = wait_for(settled, timeout=20, message="the three jobs settled")
+        self.assertIn("fail: Net jid=%s" % jids["Net"], log)
+        self.assertIn("jid=%s stderr: Could not connect to Redis at 127.0.0.1:6379"
+                      % jids["Net"], log)
+        self.assertIn("jid=%s stdout: tmp:\n" % jids["Tmp"], log + "\n")
+        self.assertIn("done: Tmp jid=%s" % jids["Tmp"], log)
+        self.assertIn("jid=%s stdout: out-ok" % jids["Ro"], log)
+        self.assertIn("jid=%s stdout: state-refused" % jids["Ro"], log)
+        self.assertEqual(self.c.run("cat", out + "/f").stdout, "y\n")
+        self.c.run("test", "!", "-e", "/var/lib/cogworkerd/x")
+        # /srv is read-only for the whole service (ProtectSystem=strict): the reload's
+        # --check refuses it as a writable path, and the daemon runs on.
+        self.c.run("install", "-d", "/srv/out")
+        self.c.write(CONF_PATH, conf.replace('"%s"' % out, '"/srv/out"'))
+        cursor = self.c.journal_cursor()
+        res = self.c.run("systemctl", "reload", UNIT, check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("writable path /srv/out: read-only for the daemon itself",
+                      self.c.journal(UNIT, cursor))
+        self.assertEqual(self.state()["ActiveState"], "active")
 
 
 if __name__ == "__main__":
