@@ -65,6 +65,11 @@ Figures (each run several times; the report gives medians):
   recovery     two daemons, heartbeat_interval 1, process_ttl 3, orphan_threshold 4,
                orphan_check_interval 1: kill -9 of the daemon running a job -> the job's
                handler starting on the survivor; several kills.
+  confinement  the cost of each confinement setting (doc/design.md "Confinement"): the
+               throughput run at concurrency 4 (log_level "warn", a quarter of the jobs),
+               alternately without confinement, with each of no_new_privileges,
+               private_tmp, read_only and network = false, and with all four: jobs/s, the
+               daemon's CPU and its children's (the handlers') CPU per job.
   tls          jobs/s over TLS against plain TCP, the same redis-server (a plain and a TLS
                port, client certificates required on it; tests/integration/tlskit.py),
                /bin/true at concurrency 4, the two alternating: the ratio TLS / TCP
@@ -807,6 +812,51 @@ class Bench:
     def peers(self):
         self.peer_figure = Peers(self)
         self.peer_figure.run()
+
+    # -- the cost of confinement (doc/design.md "Confinement")
+
+    CONFINE_VARIANTS = (("none", {}), ("no_new_privileges", {"no_new_privileges": True}),
+                        ("private_tmp", {"private_tmp": True}),
+                        ("read_only", {"read_only": True}),
+                        ("network = false", {"network": False}),
+                        ("all four", {"no_new_privileges": True, "private_tmp": True,
+                                      "read_only": True, "network": False}))
+
+    def confinement(self):
+        n = self.opts.jobs // 4
+        runs = {name: [] for name, _ in self.CONFINE_VARIANTS}
+        for rep in range(self.opts.reps):
+            for name, h in self.CONFINE_VARIANTS:
+                dm = self.daemon_rate(4, n, handlers=[dict(
+                    {"class": "True", "command": ["/bin/true"]}, **h)])
+                runs[name].append(dm)
+                log("confinement rep %d: %s: %.0f jobs/s (daemon %.0f µs/job, children %.0f "
+                    "µs/job)" % (rep + 1, name, dm["rate"], dm["daemon_us"],
+                                 dm["children_us"]))
+        self.results["confinement"] = {"jobs": n, "concurrency": 4, "runs": runs}
+
+    def report_confinement(self, L):
+        cf = self.results.get("confinement")
+        if not cf:
+            return
+        L.append("## The cost of confinement\n")
+        L.append("%d cold `/bin/true` jobs at concurrency %d, `log_level = \"warn\"`, each "
+                 "setting alone and all four, the variants alternating; medians of %d "
+                 "repetitions. The children's CPU (the handlers, reaped) holds what the "
+                 "child spends confining itself before it execs; a network namespace's "
+                 "teardown runs later in a kernel worker, in neither column.\n"
+                 % (cf["jobs"], cf["concurrency"], len(cf["runs"]["none"])))
+        L.append("| confinement | jobs/s | vs none | daemon CPU µs/job | children CPU "
+                 "µs/job | every repetition |\n|---|---:|---:|---:|---:|---|")
+        base = median([x["rate"] for x in cf["runs"]["none"]])
+        for name, _ in self.CONFINE_VARIANTS:
+            v = cf["runs"][name]
+            rate = median([x["rate"] for x in v])
+            L.append("| %s | %.0f | %+.1f %% | %.0f | %.0f | %s |" % (
+                name, rate, (rate / base - 1) * 100,
+                median([x["daemon_us"] for x in v]), median([x["children_us"] for x in v]),
+                ", ".join("%.0f" % x["rate"] for x in v)))
+        L.append("")
 
     # -- TLS
 
@@ -1727,6 +1777,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             L.append("\nTLS / TCP: **%.2f** (median of the repetitions' ratios: %s; target "
                      "≥ 0.9).\n" % (median(ratios), ", ".join("%.2f" % r for r in ratios)))
         self.report_containment(L)
+        self.report_confinement(L)
         L.append("## Reproduce\n")
         L.append("`make bench` (the report lands in build/bench/report.md). Raw samples: "
                  "build/bench/results.json.\n")
@@ -1812,7 +1863,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             self.results["machine"])
         figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
                    "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits",
-                   "tls", "containment", "peers"]
+                   "tls", "containment", "peers", "confinement"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
