@@ -33,6 +33,7 @@
 #include <libconfig.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "config_int.h"
@@ -466,6 +467,15 @@ int conf_warnings(const struct conf *c, char ***out)
 			                             "limits each process's CPU over all its jobs, not "
 			                             "each job's (use timeout, or warm_max_jobs to "
 			                             "recycle it sooner)", file, h->line,
+			                             h->class_name));
+		/* Root in the job can remount, or join the host's namespaces through /proc. */
+		const struct confinement *cf = &h->confine;
+		if (geteuid() == 0 && !h->user && (!cf->network || cf->private_tmp || cf->read_only))
+			push_owned(out, &n, xasprintf("%s: handler %s: its confinement is no wall "
+			                             "against a handler that runs as root (this daemon "
+			                             "is root and the handler has no user): root can "
+			                             "undo network = false, private_tmp and read_only; "
+			                             "set user", cf->at ? cf->at : file,
 			                             h->class_name));
 		if (h->warm && h->warm_max_rss > 0 && h->rlimit_as >= 0 &&
 		    h->warm_max_rss >= h->rlimit_as)

@@ -359,6 +359,11 @@ class ConfinementCheck(SharedDirCase):
                                  'writable_paths = ["%s"];\nno_new_privileges = true;' % out)
         self.assertEqual(rc, 0, text)
         self.assertIn("configuration OK", text)
+        self.assertIn("handler K: its confinement is no wall against a handler that runs as "
+                      "root", text)
+        rc, text, _ = self.check('network = false;\nuser = "nobody";')
+        self.assertEqual(rc, 0, text)
+        self.assertNotIn("no wall", text)
 
     @NEEDS_FORKLESS
     def test_cn9_refused_where_the_kernel_or_privileges_cannot(self):
