@@ -590,7 +590,7 @@ async function drawBatch(bid) {
 
 // ---- one job ----
 
-const stream = { es: null };
+const stream = { es: null, endedNote: null };
 
 function kv(pairs) {
 	return el("dl", { class: "kv" }, pairs.filter((x) => x && x[1] !== null && x[1] !== undefined && x[1] !== "")
@@ -699,6 +699,8 @@ async function drawJob(jid) {
 		outInfo.textContent = "run " + x.run + " of " + x.runs.join(", ") + " · " + (x.identity || "?") +
 			" · started " + fmtTime(x.started_at) + (x.dropped ? " · the first " + fmtNum(x.dropped) + " bytes were not kept" : "") +
 			(x.finished_at ? " · " + (x.outcome || "?") + (x.error_class ? " (" + x.error_class + ": " + (x.error_message || "") + ")" : "") : " · running");
+		if (stream.endedNote) outInfo.textContent = stream.endedNote + " · " + outInfo.textContent;
+		stream.endedNote = null;
 		if (!x.finished_at) follow(jid, x.run, out, outInfo, true);
 	} else if (running) {
 		follow(jid, 0, out, outInfo, false);
@@ -737,6 +739,20 @@ function follow(jid, run, out, info, have) {
 		info.textContent = x.state === "ended"
 			? "ended: " + (x.outcome || "?") + (x.error_class ? " (" + x.error_class + ": " + (x.error_message || "") + ")" : "")
 			: x.message || x.state;
+		// The run ended: the rest of the page (where the job is, its status, its buttons)
+		// is drawn again, the outcome kept in front of the output's line.
+		// Found nowhere now (no status kept), the page keeps the output and drops what is
+		// stale: where it ran, its buttons, its progress.
+		if (x.state === "ended" && route() && route().title === "Job") setTimeout(async () => {
+			const r = await api("/api/jobs/" + encodeURIComponent(jid));
+			if (r.ok) {
+				stream.endedNote = info.textContent;
+				return render();
+			}
+			document.querySelectorAll("main .location, #status").forEach((e) => e.remove());
+			const h = document.querySelector("main h1");
+			if (h) h.after(el("p", { class: "muted", id: "finished" }, "Finished: in no set now, and no status kept."));
+		}, 1000);      // the ack follows the run's record
 	});
 }
 

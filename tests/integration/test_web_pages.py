@@ -276,6 +276,11 @@ class JobPage(PagesCase):
         d.open_gate(jid2)
         self.assertIn("ended: success", text_of(self.b, "#output-info", contains="ended",
                                                 timeout=15))
+        # The rest of the page follows: no longer "running on …" with Cancel buttons.
+        text_of(self.b, "#finished", contains="Finished", timeout=15)
+        self.assertEqual(self.rows("main .location"), [])
+        self.assertIn("tick 1", text_of(self.b, "#output"))
+        self.assertIn("ended: success", text_of(self.b, "#output-info"))
 
 
 class OtherPages(PagesCase):
