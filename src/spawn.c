@@ -178,6 +178,7 @@ struct child_spec {
 	volatile int step, err;         /* clone: the failing step and errno, by the child */
 	pid_t parent;
 	const char *cwd;
+	int cwd_implicit;               /* cwd is the daemon's own, entered only to see new mounts */
 	int set_ids;
 	uid_t uid;
 	gid_t gid;
@@ -288,7 +289,10 @@ static void child_exec(const struct child_spec *c)
 	enum confine_part part = confine_enter(&c->cf);
 	if (part != CONFINE_OK)
 		child_fail(rep, spawn_step_of_confine(part), errno);
-	if (c->cwd && chdir(c->cwd) < 0)
+	/* The daemon's own directory is entered again by its path only so that new mounts
+	 * over it are seen; where a mount hides it (private_tmp over a daemon run from under
+	 * /tmp), the directory inherited still works, and the job keeps it. */
+	if (c->cwd && chdir(c->cwd) < 0 && !c->cwd_implicit)
 		child_fail(rep, SPAWN_STEP_CWD, errno);
 	for (int i = 0; i < c->nrlimits; i++)
 		if (setrlimit(c->rl_resource[i], &c->rl[i]) < 0)
@@ -496,8 +500,10 @@ int spawn_handler(const struct run_request *req, const char *path, char **argv,
 	c.cwd = req->cwd;
 	confine_prepare(req->confine, &c.cf);
 	/* New mounts over the daemon's directory (a writable path) are entered by its path. */
-	if (!c.cwd && confine_remounts(&c.cf))
+	if (!c.cwd && confine_remounts(&c.cf)) {
 		c.cwd = confine_daemon_cwd();
+		c.cwd_implicit = 1;
+	}
 	c.set_ids = req->set_ids;
 	c.uid = (uid_t)req->uid;
 	c.gid = (gid_t)req->gid;

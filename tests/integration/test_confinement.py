@@ -121,6 +121,26 @@ class Confinement(SharedDirCase):
             self.assertFalse(os.path.exists("/tmp/cn2-" + jid))
             self.assertFalse(os.path.exists("/var/tmp/cn2-" + jid))
 
+    def test_cn12_private_tmp_for_a_daemon_run_from_under_tmp(self):
+        """A daemon whose own directory is under /tmp (a checkout in /tmp, as CI's may be):
+        private_tmp hides it in the job's namespace, and the job keeps the directory it
+        inherited instead of failing as 'chdir ?: No such file or directory'."""
+        here = tempfile.mkdtemp(prefix="cw-cn12-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, here, True)
+        with open(os.path.join(here, "marker"), "w") as f:
+            f.write("mine\n")
+        old = os.getcwd()
+        os.chdir(here)
+        try:
+            d = self.daemon(handlers=[{"class": "T", "command": sh('cat marker; ls -A /tmp | '
+                                                                   'wc -l'),
+                                       "private_tmp": True}])
+        finally:
+            os.chdir(old)
+        jid, ok = self.run_job(d, "T")
+        self.assertTrue(ok, d.log()[-2000:])
+        self.assertEqual(self.stdout_of(d, jid), ["mine", "0"])
+
     def test_cn3_read_only_but_writable_paths(self):
         out = self.path("out")
         os.mkdir(out)
