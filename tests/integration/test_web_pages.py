@@ -571,9 +571,10 @@ class Workflows(PagesCase):
         self.assertIn(then, text_of(self.b, "#dependants", contains=then))
         self.assertIn("after", text_of(self.b, "#dependants"))
         d.open_gate(first)
-        wait_for(lambda: self.r.hlen(("cogworker:workers:%s" % d.identity).encode()) == 1
-                 and self.r.zcard(b"cogworker:batch:waiting") == 0, timeout=15,
-                 message="the second job started")
+        workers = ("cogworker:workers:%s" % d.identity).encode()
+        wait_for(lambda: self.r.zcard(b"cogworker:batch:waiting") == 0 and
+                 any(then.encode() in v for v in self.r.hvals(workers)), timeout=15,
+                 message="the second job running")
         self.open(w, "/jobs/after")
         self.assertIn("Empty", text_of(self.b, "main", contains="Empty"))
         self.open(w, "/jobs/" + then)
