@@ -308,7 +308,7 @@ RUN_SET = {"build-essential", "pkg-config", "libhiredis-dev", "libcjson-dev", "l
            "redis-tools"}
 TEST_ONLY = {"valgrind", "cppcheck", "gnuplot-nox", "man-db", "python3-prometheus-client",
              "tmux", "check", "redis-sentinel", "python3-redis", "ruby", "nodejs", "chromium",
-             "chromium-driver", "python3-selenium", "openssl"}
+             "chromium-driver", "python3-selenium", "openssl", "curl"}
 
 
 class Deps(unittest.TestCase):
