@@ -62,8 +62,12 @@ class SharedDirCase(JobTestCase):
     def setUp(self):
         super().setUp()
         # The work dir is under /tmp (which private_tmp replaces) and private to root; this
-        # one is neither, for writable paths, and for what nobody must reach.
-        top = os.path.join(build_dir(), "cn-tests")
+        # one is neither, for writable paths, and for what nobody must reach. The build
+        # dir, unless the checkout itself is under one of private_tmp's directories (CI's
+        # clone may be in /tmp): then /run, root's tmpfs, which nobody can traverse.
+        top = os.path.join(os.path.realpath(build_dir()), "cn-tests")
+        if top.startswith(("/tmp/", "/var/tmp/", "/dev/shm/")):
+            top = "/run/cw-cn-tests"
         os.makedirs(top, exist_ok=True)
         self.shared = tempfile.mkdtemp(dir=top)
         os.chmod(self.shared, 0o755)
