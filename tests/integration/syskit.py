@@ -86,13 +86,20 @@ def prepare(case):
         lock = open(os.path.join(REPO, "build", ".container.lock"), "w")
         fcntl.flock(lock, fcntl.LOCK_EX)
         start = time.monotonic()
-        made = subprocess.run(["make", "-s", "-C", REPO, "deb", "container-root"],
-                              env=dict(os.environ, DEB_BUILD_OPTIONS="nocheck"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=1200)
+        # Twice at most: debootstrap fetches from the network, which may fail once.
+        for attempt in range(2):
+            made = subprocess.run(["make", "-s", "-C", REPO, "deb", "container-root"],
+                                  env=dict(os.environ, DEB_BUILD_OPTIONS="nocheck"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=1200)
+            if made.returncode == 0:
+                break
+            print("syskit: make deb container-root failed (attempt %d):\n%s"
+                  % (attempt + 1, made.stdout[-4000:]), flush=True)
         if made.returncode != 0:
             lock.close()
-            case.fail("make deb container-root failed:\n" + made.stdout[-4000:])
+            # case may be the class (setUpClass): raise, not case.fail
+            raise AssertionError("make deb container-root failed:\n" + made.stdout[-4000:])
         print("syskit: make deb container-root: %.1fs" % (time.monotonic() - start),
               flush=True)
         fcntl.flock(lock, fcntl.LOCK_SH)
