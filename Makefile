@@ -284,7 +284,7 @@ install: all
 	install -d $(addprefix $(DESTDIR)$(HANDLERDIR)/,python ruby ruby/compat node sh)
 	install -m 0644 handlers/python/cogworker_handler.py $(DESTDIR)$(HANDLERDIR)/python
 	install -m 0644 handlers/ruby/cogworker_handler.rb $(DESTDIR)$(HANDLERDIR)/ruby
-	install -m 0755 handlers/ruby/cogworker_app.rb $(DESTDIR)$(HANDLERDIR)/ruby
+	install -m 0644 handlers/ruby/cogworker_app.rb $(DESTDIR)$(HANDLERDIR)/ruby
 	install -m 0644 handlers/ruby/compat/cogworker.rb $(DESTDIR)$(HANDLERDIR)/ruby/compat
 	install -m 0644 handlers/node/cogworker_handler.js $(DESTDIR)$(HANDLERDIR)/node
 	install -m 0755 handlers/sh/example-warm.sh $(DESTDIR)$(HANDLERDIR)/sh

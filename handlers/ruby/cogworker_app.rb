@@ -1,4 +1,3 @@
-#!/usr/bin/ruby
 # SPDX-License-Identifier: MIT
 # frozen_string_literal: true
 #

@@ -32,6 +32,8 @@ WANTS = "/etc/systemd/system/multi-user.target.wants/cogworkerd.service"
 HANDLER_DIR = "/usr/share/cogworkerd/handlers"
 HANDLER_FILES = {HANDLER_DIR + "/python/cogworker_handler.py": "644",
                  HANDLER_DIR + "/ruby/cogworker_handler.rb": "644",
+                 HANDLER_DIR + "/ruby/cogworker_app.rb": "644",
+                 HANDLER_DIR + "/ruby/compat/cogworker.rb": "644",
                  HANDLER_DIR + "/node/cogworker_handler.js": "644",
                  HANDLER_DIR + "/sh/example-warm.sh": "755"}
 

@@ -363,6 +363,8 @@ class Install(unittest.TestCase):
             # the warm handler libraries (doc/protocol.md §1.2, handlers/README.md)
             "usr/local/share/cogworkerd/handlers/python/cogworker_handler.py": 0o644,
             "usr/local/share/cogworkerd/handlers/ruby/cogworker_handler.rb": 0o644,
+            "usr/local/share/cogworkerd/handlers/ruby/cogworker_app.rb": 0o644,
+            "usr/local/share/cogworkerd/handlers/ruby/compat/cogworker.rb": 0o644,
             "usr/local/share/cogworkerd/handlers/node/cogworker_handler.js": 0o644,
             "usr/local/share/cogworkerd/handlers/sh/example-warm.sh": 0o755,
         }
