@@ -171,6 +171,40 @@ static int restore_dead_record(struct ctl *c, const char *dep)
 	return CTL_OK;
 }
 
+/*
+ * Where a dependency is now: 1 somewhere (`where` says where, "" when settled or waiting),
+ * 0 nowhere, -1 on an error (said). A job moves only forward through waiting (after) ->
+ * queued -> fetched/running -> settled, so the places are looked at in that order: a job
+ * that moves on while we look is found in the place it moved to. A look at the queues
+ * before it left the waiting set and one at the waiting set after it came back would
+ * both miss it (DP-2 refused a parent released mid-look). Scheduled and retry jobs move
+ * back to a queue, which the search has looked at already; the caller looks twice.
+ */
+static int dependency_whereabouts(struct ctl *c, const char *dep, char *where, size_t n)
+{
+	where[0] = '\0';
+	redisReply *rep = rcmd(&c->r, "ZSCORE " K_BATCH_WAITING " %s", dep);
+	if (!rep) {
+		ctl_redis_error(c, "push --after");
+		return -1;
+	}
+	int found = rep->type == REDIS_REPLY_STRING;
+	freeReplyObject(rep);
+	if (found)
+		return 1;
+	found = ctl_job_whereabouts(c, dep, where, n);
+	if (found != 0)
+		return found;
+	rep = rcmd(&c->r, "GET " K_SETTLED "%s", dep);
+	if (!rep) {
+		ctl_redis_error(c, "push --after");
+		return -1;
+	}
+	found = rep->type == REDIS_REPLY_STRING && strcmp(rep->str, SETTLED_WAITED) != 0;
+	freeReplyObject(rep);
+	return found;
+}
+
 /* 0 when every dependency exists (settled lately, or somewhere), else refused (said). */
 static int dependencies_ok(struct ctl *c, const struct push *p)
 {
@@ -183,33 +217,24 @@ static int dependencies_ok(struct ctl *c, const struct push *p)
 		freeReplyObject(rep);
 		if (settled)
 			continue;       /* BATCH_PUSH judges the outcome */
-		char where[256] = "";
-		int found = ctl_job_whereabouts(c, dep, where, sizeof where);
+		char where[256];
+		int found = dependency_whereabouts(c, dep, where, sizeof where);
+		if (found == 0)
+			found = dependency_whereabouts(c, dep, where, sizeof where);
 		if (found < 0)
 			return CTL_USAGE;
-		if (found && strncmp(where, "in dead", 7) == 0 && !p->after_any) {
-			ctl_error("push --after: %s is %s: this job would be buried at once (with "
-			          "--after-any it runs once the others settled)", dep, where);
-			return CTL_USAGE;
-		}
-		if (found && strncmp(where, "in dead", 7) == 0 && restore_dead_record(c, dep) != CTL_OK)
-			return CTL_USAGE;
-		if (found)
-			continue;
-		rep = rcmd(&c->r, "ZSCORE " K_BATCH_WAITING " %s", dep);
-		found = rep && rep->type == REDIS_REPLY_STRING;
-		if (rep)
-			freeReplyObject(rep);
-		rep = found ? NULL : rcmd(&c->r, "GET " K_SETTLED "%s", dep);
-		found = found || (rep && rep->type == REDIS_REPLY_STRING &&
-		                  strcmp(rep->str, SETTLED_WAITED) != 0);   /* it settled as we looked */
-		if (rep)
-			freeReplyObject(rep);
 		if (!found) {
 			ctl_error("push --after: no job %s: not queued, scheduled, retrying, dead, "
 			          "running or waiting, nor settled in the last 10 minutes", dep);
 			return CTL_USAGE;
 		}
+		if (strncmp(where, "in dead", 7) == 0 && !p->after_any) {
+			ctl_error("push --after: %s is %s: this job would be buried at once (with "
+			          "--after-any it runs once the others settled)", dep, where);
+			return CTL_USAGE;
+		}
+		if (strncmp(where, "in dead", 7) == 0 && restore_dead_record(c, dep) != CTL_OK)
+			return CTL_USAGE;
 	}
 	return CTL_OK;
 }

@@ -28,7 +28,9 @@ class Dependencies(FlowTestCase):
         return {json.loads(m)["jid"]: json.loads(m) for m in self.r.zrange(DEAD, 0, -1)}
 
     def test_dp1_a_job_runs_after_what_it_waits_for(self):
-        self.flow_daemon(self.record("Work", 0.5))
+        # not started until both are pushed: under load, A's 0.5 s run could end before
+        # B's push, and B would be queued at once, not seen waiting
+        d = self.flow_daemon(self.record("Work", 0.5), start=False)
         a = self.push("Work")
         b = self.push("Work", "--after", a)
         self.assertEqual(self.r.zscore("cogworker:batch:waiting", b) is not None, True)
@@ -40,6 +42,7 @@ class Dependencies(FlowTestCase):
         out, _ = self.ctl("jobs", "show", b)
         self.assertIn("waits for  (runs once they all succeeded): %s" % a, out)
         self.assertIn("class      Work", out)
+        d.start()
         runs = self.wait_runs([a, b])
         self.assertGreater(runs[b][0][1], runs[a][0][2])
         self.assertIsNone(self.r.zscore("cogworker:batch:waiting", b))
