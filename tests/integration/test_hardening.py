@@ -313,7 +313,11 @@ class Hardening(JobTestCase):
         d = self.daemon(handlers=[{"class": "*", "command": sh("cat > /dev/null")}])
         time.sleep(0.5)
         base = memory_mb(d.proc.pid)
-        self.push(self.big_job(100 * 1000 * 1000))
+        # 100 MB over loopback into Redis took over the harness's 10 s socket timeout on a
+        # loaded host: this push gets its own client and a minute
+        slow = self.server.client(socket_timeout=60)
+        self.addCleanup(slow.close)
+        slow.lpush(b"cogworker:queue:default", self.big_job(100 * 1000 * 1000))
         member, _ = self.wait_member(DEAD, timeout=60)
         self.assertEqual(loads(member)["error_message"], "job of 100000000 bytes is larger "
                          "than max_job_bytes (16777216)")
