@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conf_read.c: the bottom of the conf code: errors at a file and line, and typed reads of
- * one libconfig setting. The loader (config.c) and the settings (conf_settings.c) both
- * stand on it, so neither needs the other's internals to report an error.
+ * conf_read.c: the bottom of the conf code: errors at a file and line, typed reads of one
+ * libconfig setting, and the walk of a group against a table of settings (apply_group: a
+ * row says a setting's kind, bounds and place in the struct). The loader (config.c) and the
+ * settings (conf_settings.c, conf_handler.c) all stand on it, so none needs another's
+ * internals to report an error or read a table.
  *
  * libconfig pitfalls handled here (doc/design.md "Pitfalls of our dependencies"):
  * - an integer above 2^31-1 written without the L suffix is stored wrapped, without a word
@@ -290,6 +292,133 @@ int read_strings(struct loader *L, const config_setting_t *s, const char *name,
 		if (check && (why = check(v)))
 			return failf(L, e, "%s: '%s' %s", name, v, why);
 		argv_push(out, v);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * A group against a table of settings (struct spec in config_int.h)
+ * ------------------------------------------------------------------------------------- */
+
+static int range_error(struct loader *L, const config_setting_t *s, const char *name,
+                       const struct spec *sp, double v, int integer)
+{
+	const char *what = integer ? "integer" : "number";
+
+	if ((sp->flags & F_EXCL_MIN) ? v <= sp->min : v < sp->min) {
+		if ((sp->min == 0 && (sp->flags & F_EXCL_MIN)) ||
+		    (integer && sp->min == 1 && !(sp->flags & F_EXCL_MIN)))
+			return failf(L, s, "%s must be a positive %s", name, what);
+		return failf(L, s, "%s must be %s %s %s %.15g", name, integer ? "an" : "a", what,
+		             (sp->flags & F_EXCL_MIN) ? ">" : ">=", sp->min);
+	}
+	if (sp->max && v > sp->max)
+		return failf(L, s, "%s must be at most %.15g", name, sp->max);
+	return 0;
+}
+
+static int read_codes(struct loader *L, const config_setting_t *s, const char *name,
+                      int **codes, int *n)
+{
+	int t = config_setting_type(s), len;
+
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+		return failf(L, s, "%s must be an array of exit codes, e.g. [ 3, 4 ]", name);
+	len = config_setting_length(s);
+	free(*codes);
+	*codes = xcalloc((size_t)len + 1, sizeof **codes);
+	*n = 0;
+	for (int i = 0; i < len; i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		long long v = 0;
+		if (read_integer(L, e, name, &v) < 0)
+			return -1;
+		if (v < 1 || v > 255)
+			return failf(L, e, "%s: %lld is not an exit code (1..255)", name, v);
+		(*codes)[(*n)++] = (int)v;
+	}
+	return 0;
+}
+
+/* Read setting s, described by sp, into base. */
+static int apply_one(struct loader *L, const struct spec *sp, const config_setting_t *s,
+                     const char *name, void *base)
+{
+	double d = 0;
+	long long ll = 0;
+	const char *str = NULL, *why;
+
+	switch (sp->kind) {
+	case K_SECONDS:
+		if (read_number(L, s, name, &d) < 0 || range_error(L, s, name, sp, d, 0) < 0)
+			return -1;
+		/* cppcheck-suppress invalidPointerCast ; sp->off is the offsetof of a double */
+		*FIELD(base, sp, double) = d;
+		return 0;
+	case K_INT:
+	case K_LLONG:
+	case K_SIZE:
+		if (read_integer(L, s, name, &ll) < 0 || range_error(L, s, name, sp, (double)ll, 1) < 0)
+			return -1;
+		if (sp->kind == K_INT)
+			*FIELD(base, sp, int) = (int)ll;
+		else if (sp->kind == K_LLONG)
+			*FIELD(base, sp, long long) = ll;
+		else
+			*FIELD(base, sp, size_t) = (size_t)ll;
+		return 0;
+	case K_BOOL:
+		if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+			return failf(L, s, "%s must be true or false", name);
+		*FIELD(base, sp, int) = config_setting_get_bool(s) ? 1 : 0;
+		return 0;
+	case K_STRING:
+	case K_OPTSTR:
+		if (read_string(L, s, name, &str) < 0)
+			return -1;
+		if (!*str && (sp->flags & F_NONEMPTY))
+			return failf(L, s, "%s must not be empty", name);
+		if (!*str && sp->kind == K_OPTSTR) {
+			set_str(FIELD(base, sp, char *), NULL);
+			return 0;
+		}
+		if (sp->check && (why = sp->check(str)))
+			return failf(L, s, "%s: '%s' %s", name, str, why);
+		set_str(FIELD(base, sp, char *), str);
+		return 0;
+	case K_ARGV:
+		if (read_strings(L, s, name, sp->check, FIELD(base, sp, struct argv_list)) < 0)
+			return -1;
+		if ((sp->flags & F_NONEMPTY) && FIELD(base, sp, struct argv_list)->n == 0)
+			return failf(L, s, "%s must not be empty", name);
+		return 0;
+	case K_CODES:
+		return read_codes(L, s, name, FIELD(base, sp, int *),
+		                  (int *)((char *)base + sp->off2));
+	case K_CUSTOM:
+		return sp->read(L, s, name, base);
+	}
+	return failf(L, s, "%s: internal error (unknown kind)", name);
+}
+
+int apply_group(struct loader *L, const config_setting_t *grp, const struct spec *tab,
+                size_t ntab, const char *prefix, void *base)
+{
+	int n = config_setting_length(grp);
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(grp, (unsigned)i);
+		const char *nm = config_setting_name(s);
+		char full[256];
+		size_t k;
+
+		for (k = 0; k < ntab && strcmp(tab[k].name, nm) != 0; k++)
+			;
+		snprintf(full, sizeof full, "%s%s", prefix, nm);
+		if (k == ntab)
+			return failf(L, s, "unknown setting '%s'", full);
+		if (apply_one(L, &tab[k], s, full, base) < 0)
+			return -1;
 	}
 	return 0;
 }

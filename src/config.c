@@ -8,8 +8,8 @@
  * which file and line each setting came from (conf_read.c reports errors there and reads
  * typed scalars), applies the command line and REDIS_URL, and runs the checks between
  * settings last, blaming the line of a setting involved. What each setting is (default,
- * type, bounds, grammar) is in conf_settings.c; the Redis url in redis_url.c;
- * config_int.h is what the four share.
+ * type, bounds, grammar) is in conf_settings.c, a handler's in conf_handler.c; the Redis url
+ * in redis_url.c; config_int.h is what they share.
  *
  * libconfig pitfalls handled here (doc/design.md "Pitfalls of our dependencies"):
  * - a relative @include resolves against the working directory unless include_dir is set:

@@ -2,11 +2,12 @@
 /*
  * config_int.h: what the three parts of the conf code share, and nothing else includes.
  *
- * conf_read.c reports errors at a file and line and reads typed scalars; config.c is the
- * loader (reading the file, the command line and REDIS_URL, checks between settings);
- * conf_settings.c holds the settings (defaults, tables, the readers with a grammar of their
- * own); redis_url.c the Redis url. config.h stays the public header; the names below are
- * internal to those four files.
+ * conf_read.c reports errors at a file and line, reads typed scalars, and walks a group
+ * against a table of settings (struct spec); config.c is the loader (reading the file, the
+ * command line and REDIS_URL, checks between settings); conf_settings.c holds the top-level,
+ * redis and periodic settings, conf_handler.c the handlers' (defaults, tables, the readers
+ * with a grammar of their own); redis_url.c the Redis url. config.h stays the public
+ * header; the names below are internal to those files.
  */
 #ifndef COGWORKERD_CONFIG_INT_H
 #define COGWORKERD_CONFIG_INT_H
@@ -110,12 +111,56 @@ typedef const char *(*str_check)(const char *s);
 int read_strings(struct loader *L, const config_setting_t *s, const char *name,
                  str_check check, struct argv_list *out);
 
-/* --- the settings (conf_settings.c) ------------------------------------------------------ */
+/* --- the settings tables, and reading a group against one (conf_read.c) ------------------ */
+
+#define MAX_SECONDS         1e9         /* ~31 years: keeps every conversion to ms in range */
+#define MAX_OUTPUT_KEEP     (16 * 1024 * 1024)      /* output_keep, global and per handler */
+
+enum kind {
+	K_SECONDS,      /* double; an int or a float in the file */
+	K_INT,          /* int */
+	K_LLONG,        /* long long (rlimits: may need the L suffix) */
+	K_SIZE,         /* size_t */
+	K_BOOL,         /* int 0/1 */
+	K_STRING,       /* char *; "" kept (rejected with F_NONEMPTY) */
+	K_OPTSTR,       /* char *; "" = NULL (unset) */
+	K_ARGV,         /* struct argv_list, from an array of strings */
+	K_CODES,        /* int * at off, count (int) at off2: exit codes 1..255 */
+	K_CUSTOM,       /* its own reader */
+};
+
+#define F_EXCL_MIN  1   /* value must be > min (not >=) */
+#define F_NONEMPTY  2   /* strings and arrays: must not be empty */
+
+struct spec {
+	const char *name;
+	enum kind kind;
+	size_t off, off2;
+	double min, max;                /* numbers: bounds; max 0 = unbounded */
+	int flags;
+	str_check check;                /* strings, argv elements: extra validation */
+	int (*read)(struct loader *L, const config_setting_t *s, const char *name, void *base);
+};
+
+#define FIELD(base, sp, type) ((type *)((char *)(base) + (sp)->off))
+
+/* Walk group grp against tab: unknown names are errors. prefix qualifies names in messages. */
+int apply_group(struct loader *L, const config_setting_t *grp, const struct spec *tab,
+                size_t ntab, const char *prefix, void *base);
+
+/* --- the handlers' settings (conf_handler.c) --------------------------------------------- */
+
+/* The handlers list (a K_CUSTOM reader of the top-level table): each group read against the
+ * handler table, then checked as one handler. */
+int conf_read_handlers(struct loader *L, const config_setting_t *s, const char *name,
+                       void *base);
+void conf_handler_free(struct handler *h);
+
+/* --- the other settings (conf_settings.c) ------------------------------------------------ */
 
 void conf_defaults(struct conf *c);
 /* The top-level group of the file, every setting in it checked against the tables. */
 int conf_apply_top(struct loader *L, const config_setting_t *root, struct conf *c);
-void conf_handler_free(struct handler *h);
 void conf_periodic_free(struct periodic_entry *p);
 
 /* Queues as -q and the conf's queues list write them ("name" or "name,weight"). */

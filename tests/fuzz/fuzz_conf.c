@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_conf.c: the conf loader (src/config.c, conf_read.c, conf_settings.c, redis_url.c) on
- * any file. libconfig reads a file, so each input is written to one scratch file first.
- * Words that name other files are defused first: an @include, a password_file or a TLS file
- * could point the loader at /dev/zero or a FIFO, which would test the file system, not the
- * loader.
+ * fuzz_conf.c: the conf loader (src/config.c, conf_read.c, conf_settings.c, conf_handler.c,
+ * redis_url.c) on any file. libconfig reads a file, so each input is written to one scratch
+ * file first. Words that name other files are defused first: an @include, a password_file
+ * or a TLS file could point the loader at /dev/zero or a FIFO, which would test the file
+ * system, not the loader.
  *
  * What must hold: a rejected conf gives one line, "<file>:..." with no line break; an
  * accepted one has its invariants (concurrency and queues set, every handler a command, a

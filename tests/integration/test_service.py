@@ -21,6 +21,7 @@
 Run: make && python3 tests/integration/run.py test_service
 """
 
+import glob
 import json
 import os
 import re
@@ -508,10 +509,15 @@ class ManPages(unittest.TestCase):
                 self.assertIn("SEE ALSO", p.stdout)
 
     def test_conf_page_documents_every_setting(self):
-        """Every setting name the loader accepts (src/conf_settings.c's tables) is in the page."""
-        with open(os.path.join(REPO, "src", "conf_settings.c")) as f:
-            names = set(re.findall(r'\.name = "([a-z_]+)"', f.read()))
+        """Every setting name the loader accepts (the tables of src/conf_*.c: conf_settings.c,
+        conf_handler.c, any file a later split adds) is in the page."""
+        names = set()
+        for path in glob.glob(os.path.join(REPO, "src", "conf_*.c")):
+            with open(path) as f:
+                names |= set(re.findall(r'\.name = "([a-z_]+)"', f.read()))
         self.assertGreater(len(names), 40)
+        self.assertIn("kill_grace", names)          # conf_handler.c's table was read
+        self.assertIn("max_orphanings", names)      # conf_settings.c's table was read
         with open(os.path.join(REPO, "man", "cogworkerd.conf.5")) as f:
             page = f.read().replace("\\-", "-")
         missing = sorted(n for n in names if not re.search(r"\b%s\b" % re.escape(n), page))
