@@ -197,8 +197,8 @@ static void on_warm_progress(void *ctx, const char *pct, const char *message)
 		p->off = 1;
 }
 
-/* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail, for
- * the history's backtrace; *out its kept output, for outkeep_end; *usage what it cost. */
+/* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail (a warm
+ * job's "done" error in its place: run_said), for the history's backtrace; *out its kept output, for outkeep_end; *usage what it cost. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
                         const struct handler *h, struct run_outcome *o, char **tail,
                         size_t *tail_len, struct outrun **out, struct run_usage *usage)
@@ -242,9 +242,11 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 		         j->jid ? j->jid : "?");
 	outcome_of_run(o, &run, &res);
 	*usage = res.usage;
-	if (res.tail_len) {
-		*tail = xstrndup(res.tail, res.tail_len);
-		*tail_len = res.tail_len;
+	size_t said_len;
+	const char *said = run_said(&res, &said_len);
+	if (said_len) {
+		*tail = xstrndup(said, said_len);
+		*tail_len = said_len;
 	}
 	run_result_free(&res);
 	job_run_free(&run);

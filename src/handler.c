@@ -172,6 +172,16 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	return 0;
 }
 
+const char *run_said(const struct run_result *res, size_t *len)
+{
+	if (res->error) {
+		*len = res->error_len;
+		return res->error;
+	}
+	*len = res->tail_len;
+	return res->tail;
+}
+
 void run_result_free(struct run_result *res)
 {
 	if (!res)
@@ -179,6 +189,9 @@ void run_result_free(struct run_result *res)
 	free(res->tail);
 	res->tail = NULL;
 	res->tail_len = 0;
+	free(res->error);
+	res->error = NULL;
+	res->error_len = 0;
 	free(res->exec_path);
 	res->exec_path = NULL;
 	free(res->detail);

@@ -125,6 +125,10 @@ struct run_result {
 	int code;
 	char *tail;                         /* last output_tail bytes of stderr (malloc'd) */
 	size_t tail_len;
+	char *error;                        /* a warm job's "done" error, its last output_tail
+	                                     * bytes (malloc'd), or NULL: what it said went
+	                                     * wrong, apart from what it printed (run_said) */
+	size_t error_len;
 	double started, finished;           /* wall clock */
 	int pid;
 	/* RUN_SPAWN_FAILED: the step, and the program (as resolved, else as configured) */
@@ -147,6 +151,9 @@ struct run_result {
 int handler_run(const struct run_request *req, struct run_result *res,
                 void (*spawned)(void *ctx, int pid), void *spawned_ctx);
 void run_result_free(struct run_result *res);
+/* What a failure's message and backtrace are built from: a warm job's "done" error when it
+ * gave one (doc/protocol.md §1.2), else the stderr tail. */
+const char *run_said(const struct run_result *res, size_t *len);
 
 /* Build the child's environment: allow-listed daemon variables, env_passthrough, the
  * handler's env, then the COGWORKER_* ones. A NULL-terminated, malloc'd array. jid NULL:

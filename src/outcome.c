@@ -226,8 +226,8 @@ static void outcome_of_status(struct run_outcome *o, const struct job_run *run,
 void outcome_of_run(struct run_outcome *o, const struct job_run *run,
                     const struct run_result *res)
 {
-	const char *tail = res->tail;
-	size_t tail_len = res->tail_len;
+	size_t tail_len;
+	const char *tail = run_said(res, &tail_len);
 	if (tail_len > run->message_tail) {
 		tail += tail_len - run->message_tail;
 		tail_len = run->message_tail;

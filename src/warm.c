@@ -491,18 +491,17 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 		result_lost(w, &s, res);
 	}
 	outpipes_end_run(w->o);
+	res->tail = outpipes_tail(w->o, &res->tail_len);
 	if (s.done && s.done_msg.error) {
-		/* In place of the stderr tail, so held to its size (a line may be 1 MiB, and
-		 * the tail goes to the history and the attempts log): the end is kept, as the
-		 * tail's is. */
+		/* Used in place of the stderr tail (run_said), so held to its size (a line may
+		 * be 1 MiB, and it goes to the history and the attempts log): the end is kept,
+		 * as the tail's is. The tail stays what the job printed, for exec to show. */
 		size_t keep = s.done_msg.error_len < req->output_tail ? s.done_msg.error_len
 		              : req->output_tail;
-		res->tail = xmalloc(keep + 1);
-		memcpy(res->tail, s.done_msg.error + s.done_msg.error_len - keep, keep);
-		res->tail[keep] = '\0';
-		res->tail_len = keep;
-	} else {
-		res->tail = outpipes_tail(w->o, &res->tail_len);
+		res->error = xmalloc(keep + 1);
+		memcpy(res->error, s.done_msg.error + s.done_msg.error_len - keep, keep);
+		res->error[keep] = '\0';
+		res->error_len = keep;
 	}
 	outpipes_begin(w->o, &w->idle_req);
 	w->used = mono_now();

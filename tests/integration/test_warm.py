@@ -483,6 +483,48 @@ class Exec(WarmTestCase):
         self.assertIn(b"exit status 1: boom", bad.stdout)
         self.assertEqual(self.warm_pids(), [])
 
+    def test_wm31_exec_shows_what_a_warm_job_printed_and_its_error_apart(self):
+        """A warm job on the Python library that raises: its traceback (what it printed)
+        is the report's stderr, done's error is the error and only the error; a cold
+        handler printing the same traceback is reported as before."""
+        runs = os.path.join(self.workdir, "runs")
+        conf = self.path("exec.conf")
+        with open(conf, "w") as f:
+            f.write('handlers = ( { class = "W"; command = ["%s"]; warm = true;\n'
+                    '  env = ["RUNS=%s"]; },\n'
+                    '  { class = "C"; command = ["/usr/bin/python3", "-c",\n'
+                    '    "raise ValueError(\'cold boom\')"]; } );\n'
+                    % (handler("warmlib_py")[0], runs))
+
+        def ex(*args):
+            return subprocess.run([binary("cogworkerctl"), "-c", conf, "exec"] + list(args),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        jid = "b" * 24
+        res = ex("--jid", jid, "--json-args", '["raise"]', "W")
+        self.assertEqual(res.returncode, 1, res)
+        text = res.stdout.decode()
+        error = "ValueError: boom %s [at warmlib_py:" % jid
+        self.assertIn("error      Cogworker::HandlerFailed: exit status 1: " + error, text)
+        self.assertEqual(text.count(error), 1, text)        # said once: as the error
+        printed = text.split("\nstderr:\n", 1)[1]
+        self.assertTrue(printed.startswith("Traceback (most recent call last):\n"), text)
+        self.assertIn('raise ValueError("boom " + job.jid)\n', printed)
+        self.assertIn("ValueError: boom %s\n" % jid, printed)
+        out = json.loads(subprocess.run(
+            [binary("cogworkerctl"), "-c", conf, "--json", "exec", "--jid", jid,
+             "--json-args", '["raise"]', "W"], stdout=subprocess.PIPE, timeout=30).stdout)
+        self.assertTrue(out["stderr"].startswith("Traceback (most recent call last):\n"), out)
+        self.assertTrue(out["stderr"].endswith("ValueError: boom %s\n" % jid), out)
+        self.assertTrue(out["error_message"].startswith("exit status 1: " + error), out)
+        cold = ex("C")
+        self.assertEqual(cold.returncode, 1, cold)
+        text = cold.stdout.decode()
+        self.assertIn("error      Cogworker::HandlerFailed: exit status 1: Traceback (most "
+                      "recent call last):", text)
+        self.assertIn("\nstderr:\nTraceback (most recent call last):\n", text)
+        self.assertTrue(text.endswith("ValueError: cold boom\n"), text)
+        self.assertEqual(self.warm_pids(), [])
+
 
 class CheckWarnings(WarmTestCase):
 
