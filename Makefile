@@ -46,7 +46,9 @@ DAEMON_SRC := src/main.c src/manager.c src/fetch.c src/fetcher.c src/settle.c \
             src/admission.c src/deadline.c src/sentinelwatch.c src/park.c src/waker.c \
             src/batch.c
 LIB_SRC  := $(filter-out $(DAEMON_SRC),$(wildcard src/*.c))
-CTL_SRC  := $(wildcard src/ctl/*.c)
+# The dashboard's server (src/web/, `cogworkerctl web`) is a subsystem of its own, linked
+# into cogworkerctl: it stands on src/ctl/ (it answers with the commands' own code).
+CTL_SRC  := $(wildcard src/ctl/*.c src/web/*.c)
 LUA      := $(wildcard lua/*.lua lua/lib/*.lua)
 WEB      := $(wildcard web/*)
 # cogworkerctl alone hashes passwords (web passwd, the dashboard's logins): libcrypt.
@@ -95,8 +97,8 @@ $(BUILD)/web_assets.c: $(WEB) tools/embed-web.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed-web.sh web > $@.tmp
 	mv $@.tmp $@
-$(BUILD)/web_assets.o: $(BUILD)/web_assets.c src/ctl/web.h
-	$(CC) $(CFLAGS) -Isrc -Isrc/ctl -c -o $@ $<
+$(BUILD)/web_assets.o: $(BUILD)/web_assets.c src/web/web.h
+	$(CC) $(CFLAGS) -Isrc -Isrc/web -c -o $@ $<
 
 # Unit tests link the daemon's objects too (not main.o), so [unit] behaviours of the
 # settle and recovery paths can be driven directly with injected Redis faults.
@@ -190,11 +192,11 @@ $(FUZZ_DIR)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -c -o $@ $<
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(FUZZ_LIB) $(LDLIBS)
-# The dashboard's request parsing lives with cogworkerctl (src/ctl/web_http.c), not in the
+# The dashboard's request parsing lives with its server (src/web/web_http.c), not in the
 # library: its harness links that file too.
-$(FUZZ_DIR)/fuzz_web: tests/fuzz/fuzz_web.c tests/fuzz/fuzz.h $(FUZZ_DIR)/src/ctl/web_http.o $(FUZZ_LIB)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -Isrc/ctl -o $@ $< \
-	    $(FUZZ_DIR)/src/ctl/web_http.o $(FUZZ_LIB) $(LDLIBS)
+$(FUZZ_DIR)/fuzz_web: tests/fuzz/fuzz_web.c tests/fuzz/fuzz.h $(FUZZ_DIR)/src/web/web_http.o $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -Isrc/web -o $@ $< \
+	    $(FUZZ_DIR)/src/web/web_http.o $(FUZZ_LIB) $(LDLIBS)
 
 fuzz-build:
 	@sh tests/fuzz/deps.sh
@@ -221,7 +223,7 @@ clean:
 DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null)
 DEB         := build/deb/cogworkerd_$(DEB_VERSION)_$(DEB_ARCH).deb
-DEB_INPUTS  := Makefile $(wildcard src/*.[ch] src/ctl/*.[ch]) $(LUA) conf/cogworkerd.conf \
+DEB_INPUTS  := Makefile $(wildcard src/*.[ch] src/ctl/*.[ch] src/web/*.[ch]) $(LUA) conf/cogworkerd.conf \
                $(wildcard man/* systemd/* completion/* debian/* debian/source/*) \
                $(wildcard handlers/*/*.py handlers/*/*.rb handlers/*/*.js handlers/*/*.sh) \
                tools/deb.sh tools/embed-lua.sh $(WEB) tools/embed-web.sh

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Emit a C file holding every file of the web directory (the dashboard's HTML, CSS and
 # JavaScript) as a C string, and the table `cogworkerctl web` serves them from
-# (src/ctl/web.h): index.html is the shell of every page, the rest is /assets/<name>.
+# (src/web/web.h): index.html is the shell of every page, the rest is /assets/<name>.
 # Embedded, not installed, so the dashboard works on an air-gapped host with nothing to
 # keep in step with the binary. Only text files: a byte the awk below cannot carry (a NUL)
 # would be cut, so other kinds are refused by name.

@@ -3,9 +3,9 @@
 """include-graph.py: cycles between the components of src/, by include and by link.
 
 A component is a basename: src/foo.c and src/foo.h are component `foo`; files under
-src/ctl/ are components `ctl/<name>`; an object built from a generated source at the top
-of the build directory (build/lua_scripts.o) is a component of its own name. A file that
-only exists as a header (daemon.h) is a component too.
+src/ctl/ are components `ctl/<name>` (under src/web/, `web/<name>`); an object built from a
+generated source at the top of the build directory (build/lua_scripts.o) is a component of
+its own name. A file that only exists as a header (daemon.h) is a component too.
 
 Two graphs, two kinds of dependency, and either one may close a cycle:
 

@@ -37,7 +37,7 @@ void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * Capture, in this thread, what commands print for --json (jprint: the document, into out)
  * and their error lines (ctl_error: into err, '\n'-separated), instead of writing them to
- * stdout and stderr: `cogworkerctl web` answers its API with them (src/ctl/web_api.c).
+ * stdout and stderr: `cogworkerctl web` answers its API with them (src/web/web_api.c).
  */
 struct ctl_capture {
 	struct sbuf out, err;

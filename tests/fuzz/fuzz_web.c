@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_web.c: the parts of an HTTP request `cogworkerctl web` parses itself
- * (src/ctl/web_http.c): forms and query strings, paths, the Cookie header, and the Host and
+ * (src/web/web_http.c): forms and query strings, paths, the Cookie header, and the Host and
  * Origin checks. The input is cut at '\n' into a path, a Cookie header, a form, a Host and
  * an Origin.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * web.h: what the parts of `cogworkerctl web` share; included by src/ctl/web*.c only.
+ * web.h: what the parts of `cogworkerctl web` share; included by the files of src/web/ only.
  *
  *   web.c         the command line (web, web passwd), the listening socket, the run
  *   web_http.c    request parsing with no I/O: forms and query strings, cookies, paths,
@@ -17,13 +17,13 @@
  * rule about who may do what web_serve.c and web_auth.c, and the parsers stay free of
  * sockets so a fuzzer can call them.
  */
-#ifndef COGWORKERD_CTL_WEB_H
-#define COGWORKERD_CTL_WEB_H
+#ifndef COGWORKERD_WEB_WEB_H
+#define COGWORKERD_WEB_WEB_H
 
 #include <pthread.h>
 #include <stddef.h>
-#include "ctl.h"
-#include "jobs.h"
+#include "ctl/ctl.h"
+#include "ctl/jobs.h"
 
 /* ---- build/web_assets.c ---- */
 struct web_asset {
