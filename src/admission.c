@@ -32,6 +32,16 @@
  * a differing declaration by another process shows up: that is logged, at most once a
  * minute per class (each process enforces its own N on the shared count).
  *
+ * Fair share (group_by with group_concurrency or group_rate_limit, doc/protocol.md §7.35): the
+ * same ADMIT call first counts the job's group (its leases, its starts, whether jobs of it
+ * are set aside already) and, without room, moves the job from the in-progress list into
+ * its group's line in Redis, where no process holds it; the fetcher goes on fetching. A
+ * run's end gives its group slot back through RELEASE_GROUP_SLOT, which moves the group's
+ * oldest set-aside job to the front of its queue with the slot reserved for it; the
+ * poller's sweep (limits_group_sweep) does it for slots that expired and windows that
+ * opened. Group leases are leases like the fleet's: in the same list, refreshed by the
+ * same beat.
+ *
  * State: per handler class (the handler block's class, so a "*" handler counts every class
  * it serves together) the running count and the waiting jobs, and the list of leases this
  * process holds; all under one mutex, never held across a Redis call.
@@ -41,6 +51,7 @@
 #include <string.h>
 #include "deadline.h"
 #include "exporter.h"
+#include "group.h"
 #include "job.h"
 #include "json.h"
 #include "keys.h"
@@ -53,9 +64,11 @@
 #define GIVE_BACK_PAUSE_MIN 0.05
 #define GIVE_BACK_PAUSE_MAX 1.0
 
-enum { LIMITED_LOCAL, LIMITED_FLEET, LIMITED_RATE, LIMITED__COUNT };
+enum { LIMITED_LOCAL, LIMITED_FLEET, LIMITED_RATE, LIMITED_GROUP, LIMITED_GROUP_RATE,
+       LIMITED__COUNT };
 static const char *const limited_names[] = { "max_concurrency", "fleet_concurrency",
-                                             "rate_limit" };
+                                             "rate_limit", "group_concurrency",
+                                             "group_rate_limit" };
 
 struct held {
 	char *raw;
@@ -75,9 +88,18 @@ struct local {
 	double conflict_logged;         /* monotonic; 0 = never */
 };
 
+/* What a group's release needs besides the lease (RELEASE_GROUP_SLOT's other keys and
+ * arguments), as the group's limits were when the slot was taken. */
+struct group_lease {
+	char *rate, *jobs, *index, *group;
+	int n, rate_n;
+	double window, ttl;
+};
+
 struct lease {
 	struct lease *next;
 	char *key, *member;
+	struct group_lease *g;          /* NULL: a fleet slot */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -291,19 +313,45 @@ void limits_each_held(void (*fn)(void *ctx, const char *raw, size_t len), void *
 	pthread_mutex_unlock(&mu);
 }
 
-/* ---- fleet_concurrency and rate_limit ---- */
+/* ---- fleet_concurrency and rate_limit, and the groups' limits ---- */
+
+/* Job j's group under h's group_by (malloc'd; "" without a value, doc/protocol.md §7.35). */
+static char *job_group(const struct job *j, const struct handler *h)
+{
+	char *out;
+	const char *why;
+	if (group_of(j->raw, j->raw_len, &h->group_path, &out, &why) == GROUP_INVALID)
+		log_warn("%s jid=%s: its group_by value (%s) is %s: it goes to the group \"\"",
+		         j->cls ? j->cls : "", j->jid ? j->jid : "?", h->group_by, why);
+	return out;
+}
 
 /* The class's limits as this process declares them in cogworker:limits (JSON). */
 static char *declaration(const struct handler *h)
 {
 	struct sbuf b;
 	sb_init(&b);
+	const char *sep = "";
 	sb_addc(&b, '{');
-	if (h->fleet_concurrency > 0)
+	if (h->fleet_concurrency > 0) {
 		sb_printf(&b, "\"fleet_concurrency\":%d", h->fleet_concurrency);
-	if (h->rate_limit_n > 0)
-		sb_printf(&b, "%s\"rate_limit\":\"%d/%gs\"", h->fleet_concurrency > 0 ? "," : "",
-		          h->rate_limit_n, h->rate_limit_window);
+		sep = ",";
+	}
+	if (h->rate_limit_n > 0) {
+		sb_printf(&b, "%s\"rate_limit\":\"%d/%gs\"", sep, h->rate_limit_n,
+		          h->rate_limit_window);
+		sep = ",";
+	}
+	if (limits_grouped(h)) {
+		char *by = json_quote(h->group_by, strlen(h->group_by));
+		sb_printf(&b, "%s\"group_by\":%s", sep, by);
+		free(by);
+		if (h->group_concurrency > 0)
+			sb_printf(&b, ",\"group_concurrency\":%d", h->group_concurrency);
+		if (h->group_rate_n > 0)
+			sb_printf(&b, ",\"group_rate_limit\":\"%d/%gs\"", h->group_rate_n,
+			          h->group_rate_window);
+	}
 	sb_addc(&b, '}');
 	return sb_steal(&b);
 }
@@ -331,11 +379,93 @@ static const char *str_elem(const redisReply *rep, size_t i)
 	       ? rep->element[i]->str : "";
 }
 
-/* ADMIT: 1 admitted (a->lease set with a fleet limit), 0 turned away or no longer ours,
- * -1 error (the job was given back). */
+int limits_grouped(const struct handler *h)
+{
+	return h->group_by && (h->group_concurrency > 0 || h->group_rate_n > 0);
+}
+
+/* The keys of a group of handler class cls (doc/protocol.md §2): "" for each without
+ * group limits. */
+struct group_keys {
+	char *slots, *rate, *jobs, *index;
+};
+
+static void group_keys_of(const struct handler *h, const char *group, struct group_keys *k)
+{
+	int on = group && limits_grouped(h);
+	k->slots = on ? xasprintf(K_GROUP_SLOTS "%s:%s", h->class_name, group) : xstrdup("");
+	k->rate = on && h->group_rate_n > 0 ? xasprintf(K_GROUP_RATE "%s:%s", h->class_name, group)
+	                                    : xstrdup("");
+	k->jobs = on ? xasprintf(K_GROUP_JOBS "%s:%s", h->class_name, group) : xstrdup("");
+	k->index = on ? xasprintf(K_GROUPS "%s", h->class_name) : xstrdup("");
+}
+
+static void group_keys_free(struct group_keys *k)
+{
+	free(k->slots);
+	free(k->rate);
+	free(k->jobs);
+	free(k->index);
+}
+
+static struct lease *lease_new(char **key, char **member, struct group_lease *g)
+{
+	struct lease *l = xcalloc(1, sizeof *l);
+	l->key = *key;
+	l->member = *member;
+	*key = *member = NULL;
+	l->g = g;
+	pthread_mutex_lock(&mu);
+	l->next = leases;
+	leases = l;
+	pthread_mutex_unlock(&mu);
+	return l;
+}
+
+/* The group lease ADMIT took (a group_concurrency slot): its release's keys and limits. */
+static struct lease *group_lease_new(const struct handler *h, const char *group,
+                                     struct group_keys *k, const char *holder, double ttl)
+{
+	struct group_lease *g = xcalloc(1, sizeof *g);
+	g->rate = k->rate;
+	g->jobs = k->jobs;
+	g->index = k->index;
+	k->rate = k->jobs = k->index = NULL;
+	g->group = xstrdup(group);
+	g->n = h->group_concurrency;
+	g->rate_n = h->group_rate_n;
+	g->window = h->group_rate_window;
+	g->ttl = ttl;
+	char *member = xstrdup(holder);
+	return lease_new(&k->slots, &member, g);
+}
+
+static void count_turned_away(const struct handler *h, const struct job *j, const char *why,
+                              const char *at, const char *group)
+{
+	static const char *const whys[] = { "fleet", "rate", "group", "group_rate" };
+	static const int which[] = { LIMITED_FLEET, LIMITED_RATE, LIMITED_GROUP,
+	                             LIMITED_GROUP_RATE };
+	int k = 0;
+	for (int i = 0; i < 4; i++)
+		if (strcmp(why, whys[i]) == 0)
+			k = i;
+	count_limited(h->class_name, which[k]);
+	if (k >= 2)
+		log_debug("set aside: %s jid=%s group=%s: %s reached; back when the group has room",
+		          j->cls ? j->cls : "", j->jid ? j->jid : "?", group ? group : "",
+		          limited_names[which[k]]);
+	else
+		log_debug("waiting: %s jid=%s: %s reached; tried again at %s", j->cls ? j->cls : "",
+		          j->jid ? j->jid : "?", limited_names[which[k]], at);
+}
+
+/* ADMIT: 1 admitted (a->lease set with a fleet limit, a->glease with a group one), 0 turned
+ * away, set aside or no longer ours, -1 error (the job was given back). group: the job's
+ * group when its handler has group limits, else NULL. */
 static int admit(struct rconn *r, const struct job *j, const struct handler *h,
-                 const char *tid, double process_ttl, double poll_interval,
-                 struct admission *a)
+                 const char *group, const char *tid, double process_ttl,
+                 double poll_interval, struct admission *a)
 {
 	int basic = atomic_load(&D.fetch_mode) == FETCH_BASIC;
 	char *slots = h->fleet_concurrency > 0 ? xasprintf(K_SLOTS "%s", h->class_name)
@@ -345,23 +475,33 @@ static int admit(struct rconn *r, const struct job *j, const struct handler *h,
 	char *list = basic ? xstrdup("") : xasprintf(K_INPROGRESS "%s", D.identity);
 	char *decl = declaration(h);
 	char *holder = xasprintf("%s %s %s", D.identity, tid, j->jid ? j->jid : "-");
+	struct group_keys gk;
+	group_keys_of(h, group, &gk);
 	char fleet_n[16], ttl[32], rate_n[16], window[32], delay[32], now[32];
+	char group_n[16], group_rate_n[16], group_window[32], place[32];
 	snprintf(fleet_n, sizeof fleet_n, "%d", h->fleet_concurrency);
 	snprintf(ttl, sizeof ttl, "%.3f", process_ttl);
 	snprintf(rate_n, sizeof rate_n, "%d", h->rate_limit_n);
 	snprintf(window, sizeof window, "%.6f", h->rate_limit_window);
+	snprintf(group_n, sizeof group_n, "%d", h->group_concurrency);
+	snprintf(group_rate_n, sizeof group_rate_n, "%d", h->group_rate_n);
+	snprintf(group_window, sizeof group_window, "%.6f", h->group_rate_window);
 	/* The poller puts a due job back on its queue every poll_interval: waiting less would
 	 * be waiting for the poller. Jittered, so that jobs turned away together spread. */
 	snprintf(delay, sizeof delay, "%.3f", poll_interval * (1 + 0.5 * random_unit()));
 	job_format_time(now_float(), now);
-	const char *keys[] = { slots, starts, waiters, K_LIMITS, list, K_SCHEDULE };
+	double enqueued = job_enqueued(j);
+	snprintf(place, sizeof place, "%.6f", enqueued > 0 ? enqueued : now_float());
+	const char *keys[] = { slots, starts, waiters, K_LIMITS, list, K_SCHEDULE,
+	                       gk.slots, gk.rate, gk.jobs, gk.index };
 	const char *args[] = { j->raw, h->class_name, decl, fleet_n, holder, ttl, rate_n, window,
-	                       j->jid ? j->jid : "", delay, now };
-	size_t lens[11];
-	for (int i = 0; i < 11; i++)
+	                       j->jid ? j->jid : "", delay, now, group ? group : "", group_n,
+	                       group_rate_n, group_window, K_QUEUE, "default", place };
+	size_t lens[18];
+	for (int i = 0; i < 18; i++)
 		lens[i] = strlen(args[i]);
 	lens[0] = j->raw_len;
-	redisReply *rep = rscript(r, "admit", 6, keys, 11, args, lens);
+	redisReply *rep = rscript(r, "admit", 10, keys, 18, args, lens);
 	int rc = -1;
 	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 4) {
 		site_result(&limits_site, r, 0, "admission failed; job given back");
@@ -375,24 +515,14 @@ static int admit(struct rconn *r, const struct job *j, const struct handler *h,
 		if (status == 1) {
 			rc = 1;
 			if (h->fleet_concurrency > 0) {
-				struct lease *l = xcalloc(1, sizeof *l);
-				l->key = slots;
-				l->member = holder;
-				slots = holder = NULL;
-				pthread_mutex_lock(&mu);
-				l->next = leases;
-				leases = l;
-				pthread_mutex_unlock(&mu);
-				a->lease = l;
+				char *member = xstrdup(holder);
+				a->lease = lease_new(&slots, &member, NULL);
 			}
+			if (group && h->group_concurrency > 0)
+				a->glease = group_lease_new(h, group, &gk, holder, process_ttl);
 		} else if (status == 0) {
 			rc = 0;
-			const char *why = str_elem(rep, 2);
-			int rate = strcmp(why, "rate") == 0;
-			count_limited(h->class_name, rate ? LIMITED_RATE : LIMITED_FLEET);
-			log_debug("waiting: %s jid=%s: %s reached; tried again at %s", j->cls ? j->cls : "",
-			          j->jid ? j->jid : "?", rate ? "rate_limit" : "fleet_concurrency",
-			          str_elem(rep, 1));
+			count_turned_away(h, j, str_elem(rep, 2), str_elem(rep, 1), group);
 		} else {
 			rc = 0;
 			log_warn("%s jid=%s was no longer in progress here; not started",
@@ -407,27 +537,39 @@ static int admit(struct rconn *r, const struct job *j, const struct handler *h,
 	free(list);
 	free(decl);
 	free(holder);
+	group_keys_free(&gk);
 	return rc;
 }
 
-void limits_release(struct rconn *r, struct admission *a)
+static void lease_free(struct lease *l)
 {
-	if (a->local_cls) {
-		local_done(a->local_cls);
-		free(a->local_cls);
-		a->local_cls = NULL;
+	if (l->g) {
+		free(l->g->rate);
+		free(l->g->jobs);
+		free(l->g->index);
+		free(l->g->group);
+		free(l->g);
 	}
-	struct lease *l = a->lease;
-	if (!l)
-		return;
-	a->lease = NULL;
+	free(l->key);
+	free(l->member);
+	free(l);
+}
+
+/* Out of the list the heartbeat refreshes: no refresh from now on, whatever the release
+ * does. */
+static void lease_unlist(struct lease *l)
+{
 	pthread_mutex_lock(&mu);
 	for (struct lease **p = &leases; *p; p = &(*p)->next)
 		if (*p == l) {
-			*p = l->next;           /* no refresh from now on, whatever the release does */
+			*p = l->next;
 			break;
 		}
 	pthread_mutex_unlock(&mu);
+}
+
+static void release_fleet(struct rconn *r, struct lease *l)
+{
 	char now[32];
 	job_format_time(now_float(), now);
 	const char *keys[] = { l->key };
@@ -441,9 +583,57 @@ void limits_release(struct rconn *r, struct admission *a)
 		         "longer than process_ttl?)", l->member, l->key);
 	if (rep)
 		freeReplyObject(rep);
-	free(l->key);
-	free(l->member);
-	free(l);
+}
+
+/* RELEASE_GROUP_SLOT: the slot back, and the group's oldest set-aside job to the front of
+ * its queue. A failure needs no retry: the lease expires within process_ttl and the
+ * poller's sweep then brings the job back. */
+static void release_group(struct rconn *r, struct lease *l)
+{
+	const struct group_lease *g = l->g;
+	char n[16], rate_n[16], window[32], ttl[32], now[32];
+	snprintf(n, sizeof n, "%d", g->n);
+	snprintf(rate_n, sizeof rate_n, "%d", g->rate_n);
+	snprintf(window, sizeof window, "%.6f", g->window);
+	snprintf(ttl, sizeof ttl, "%.3f", g->ttl);
+	job_format_time(now_float(), now);
+	const char *keys[] = { l->key, g->rate, g->jobs, g->index };
+	const char *args[] = { l->member, g->group, n, rate_n, window, ttl, K_QUEUE, "default",
+	                       now };
+	redisReply *rep = rscript(r, "release_group_slot", 4, keys, 9, args, NULL);
+	if (!rep)
+		log_warn("group slot %s of %s not released (it expires within process_ttl, and "
+		         "the poller brings the group's next job back then): %s", l->member, l->key,
+		         r->err);
+	else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	         reply_integer(rep->element[0], 1) == 0)
+		log_warn("group slot %s of %s had expired before its release (beats failing for "
+		         "longer than process_ttl?)", l->member, l->key);
+	if (rep)
+		freeReplyObject(rep);
+}
+
+void limits_release(struct rconn *r, struct admission *a)
+{
+	if (a->local_cls) {
+		local_done(a->local_cls);
+		free(a->local_cls);
+		a->local_cls = NULL;
+	}
+	struct lease *ls[] = { a->lease, a->glease };
+	a->lease = a->glease = NULL;
+	for (int i = 0; i < 2; i++) {
+		if (!ls[i])
+			continue;
+		lease_unlist(ls[i]);
+		if (ls[i]->g)
+			release_group(r, ls[i]);
+		else
+			release_fleet(r, ls[i]);
+		lease_free(ls[i]);
+	}
+	free(a->group);
+	a->group = NULL;
 }
 
 enum gate limits_gate(struct rconn *r, const struct job *j, const char *tid, int from_held,
@@ -468,8 +658,12 @@ enum gate limits_gate(struct rconn *r, const struct job *j, const char *tid, int
 		if (lg != LOCAL_RUN)
 			g = GATE_DONE;
 	}
-	if (g == GATE_RUN && h && (h->fleet_concurrency > 0 || h->rate_limit_n > 0) &&
-	    admit(r, j, h, tid, process_ttl, poll_interval, a) != 1) {
+	if (g == GATE_RUN && h && h->group_by)
+		a->group = job_group(j, h);
+	if (g == GATE_RUN && h && (h->fleet_concurrency > 0 || h->rate_limit_n > 0 ||
+	                           limits_grouped(h)) &&
+	    admit(r, j, h, limits_grouped(h) ? a->group : NULL, tid, process_ttl, poll_interval,
+	          a) != 1) {
 		limits_release(r, a);
 		g = GATE_DONE;
 	}
@@ -477,6 +671,47 @@ enum gate limits_gate(struct rconn *r, const struct job *j, const char *tid, int
 	if (g == GATE_RUN)
 		give_backs = 0;
 	return g;
+}
+
+/* Groups looked at per class and call, and jobs per group: the rest at the next poll. */
+#define SWEEP_GROUPS "100"
+#define SWEEP_JOBS_PER_GROUP "100"
+
+void limits_group_sweep(struct rconn *r, struct log_site *site)
+{
+	struct conf *c = conf_acquire();
+	char ttl[32];
+	snprintf(ttl, sizeof ttl, "%.3f", c->process_ttl);
+	for (int i = 0; i < c->nhandlers; i++) {
+		const struct handler *h = &c->handlers[i];
+		if (!limits_grouped(h))
+			continue;
+		char *index = xasprintf(K_GROUPS "%s", h->class_name);
+		char *slots = xasprintf(K_GROUP_SLOTS "%s:", h->class_name);
+		char *rate = xasprintf(K_GROUP_RATE "%s:", h->class_name);
+		char *jobs = xasprintf(K_GROUP_JOBS "%s:", h->class_name);
+		char n[16], rate_n[16], window[32], now[32];
+		snprintf(n, sizeof n, "%d", h->group_concurrency);
+		snprintf(rate_n, sizeof rate_n, "%d", h->group_rate_n);
+		snprintf(window, sizeof window, "%.6f", h->group_rate_window);
+		job_format_time(now_float(), now);
+		const char *keys[] = { index };
+		const char *args[] = { slots, rate, jobs, n, rate_n, window, ttl, K_QUEUE, "default",
+		                       SWEEP_GROUPS, SWEEP_JOBS_PER_GROUP, now };
+		redisReply *rep = rscript(r, "group_sweep", 1, keys, 12, args, NULL);
+		site_result(site, r, rep != NULL, "the look at the groups' set-aside jobs failed");
+		if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+		    reply_integer(rep->element[1], 0) > 0)
+			log_debug("handler %s: %lld set-aside jobs back on their queues",
+			          h->class_name, reply_integer(rep->element[1], 0));
+		if (rep)
+			freeReplyObject(rep);
+		free(index);
+		free(slots);
+		free(rate);
+		free(jobs);
+	}
+	conf_release(c);
 }
 
 void limits_refresh_leases(struct rconn *r, double process_ttl, int retake)

@@ -19,6 +19,8 @@ struct lease;
 struct admission {
 	char *local_cls;                /* a max_concurrency slot of this handler class */
 	struct lease *lease;            /* a fleet_concurrency slot in Redis */
+	struct lease *glease;           /* a group_concurrency slot in Redis */
+	char *group;                    /* the job's group (handler with group_by), or NULL */
 };
 
 enum gate {
@@ -31,6 +33,8 @@ enum gate {
  * from_held: j came from limits_take_held. */
 enum gate limits_gate(struct rconn *r, const struct job *j, const char *tid, int from_held,
                       struct admission *a, struct log_site *site);
+/* Does handler h limit its jobs per group (group_by with a group limit, §7.35)? */
+int limits_grouped(const struct handler *h);
 /* Give back the slots a run held (a no-op for an empty admission). */
 void limits_release(struct rconn *r, struct admission *a);
 
@@ -47,6 +51,10 @@ char *limits_waiting_json(unsigned long *gen, int *n);
 /* Call fn with each job waiting here (raw as fetched), under the lock: fn must not call
  * Redis. For the re-filing of jobs Redis lost (recovery.h, refile_own). */
 void limits_each_held(void (*fn)(void *ctx, const char *raw, size_t len), void *ctx);
+
+/* The poller's look at the groups with set-aside jobs of each handler with group limits
+ * (GROUP_SWEEP, doc/protocol.md §6.33): what has room comes back to its queue. */
+void limits_group_sweep(struct rconn *r, struct log_site *site);
 
 /* The heartbeat's refresh of this process's fleet slots to process_ttl from Redis's now;
  * retake after a failed beat (a lease may have expired meanwhile). */

@@ -109,21 +109,55 @@ static int read_word(struct loader *L, const config_setting_t *s, const char *na
 	return failf(L, s, "%s must be %s", name, list);
 }
 
-static int read_rate_limit(struct loader *L, const config_setting_t *s, const char *name,
-                           void *base)
+/* "N/W" into *n and *w ("" = none: 0 and 0), rate_limit's grammar for both rate settings. */
+static int read_rate(struct loader *L, const config_setting_t *s, const char *name, int *n,
+                     double *w)
 {
-	struct handler *h = base;
 	const char *v = NULL;
 	if (read_string(L, s, name, &v) < 0)
 		return -1;
 	if (!*v) {
-		h->rate_limit_n = 0;
-		h->rate_limit_window = 0;
+		*n = 0;
+		*w = 0;
 		return 0;
 	}
-	if (conf_parse_rate(v, &h->rate_limit_n, &h->rate_limit_window) != 0)
+	if (conf_parse_rate(v, n, w) != 0)
 		return failf(L, s, "%s: '%s' is not N/W, starts per window (e.g. \"10/60s\", "
 		             "\"100/1m\"; N from 1 to 1000000, W up to a day)", name, v);
+	return 0;
+}
+
+static int read_rate_limit(struct loader *L, const config_setting_t *s, const char *name,
+                           void *base)
+{
+	struct handler *h = base;
+	return read_rate(L, s, name, &h->rate_limit_n, &h->rate_limit_window);
+}
+
+static int read_group_rate_limit(struct loader *L, const config_setting_t *s,
+                                 const char *name, void *base)
+{
+	struct handler *h = base;
+	return read_rate(L, s, name, &h->group_rate_n, &h->group_rate_window);
+}
+
+/* group_by: its grammar is group.c's (group_path_parse), so the daemon can't read a path
+ * the conf accepted differently. */
+static int read_group_by(struct loader *L, const config_setting_t *s, const char *name,
+                         void *base)
+{
+	struct handler *h = base;
+	const char *v = NULL, *err = NULL;
+	if (read_string(L, s, name, &v) < 0)
+		return -1;
+	group_path_free(&h->group_path);
+	free(h->group_by);
+	h->group_by = NULL;
+	if (!*v)
+		return 0;
+	if (group_path_parse(v, &h->group_path, &err) != 0)
+		return failf(L, s, "%s: '%s' is not a path to the job's group: %s", name, v, err);
+	h->group_by = xstrdup(v);
 	return 0;
 }
 
@@ -296,6 +330,10 @@ static const struct spec handler_specs[] = {
 	{ .name = "fleet_concurrency", .kind = K_INT, .off = H(fleet_concurrency),
 	  .max = 1000000 },
 	{ .name = "rate_limit", .kind = K_CUSTOM, .read = read_rate_limit },
+	{ .name = "group_by", .kind = K_CUSTOM, .read = read_group_by },
+	{ .name = "group_concurrency", .kind = K_INT, .off = H(group_concurrency),
+	  .max = 1000000 },
+	{ .name = "group_rate_limit", .kind = K_CUSTOM, .read = read_group_rate_limit },
 	{ .name = "expires_in", .kind = K_SECONDS, .off = H(expires_in), .max = MAX_SECONDS },
 	{ .name = "expired", .kind = K_CUSTOM, .read = read_expired },
 	{ .name = "on_orphan", .kind = K_CUSTOM, .read = read_on_orphan },
@@ -324,6 +362,8 @@ static const struct spec handler_specs[] = {
 void conf_handler_free(struct handler *h)
 {
 	free(h->class_name);
+	free(h->group_by);
+	group_path_free(&h->group_path);
 	argv_free(&h->command);
 	argv_free(&h->env);
 	argv_free(&h->env_passthrough);
@@ -424,6 +464,11 @@ static int read_handler(struct loader *L, const config_setting_t *g, struct conf
 				return failf(L, config_setting_get_member(g, "discard_exit_codes"),
 				             "handler '%s': exit code %d is in both dead_exit_codes and "
 				             "discard_exit_codes", h->class_name, h->dead_codes[i]);
+	if (!h->group_by && (h->group_concurrency > 0 || h->group_rate_n > 0))
+		return failf(L, config_setting_get_member(g, h->group_concurrency > 0
+		                                          ? "group_concurrency" : "group_rate_limit"),
+		             "handler '%s': a limit per group needs group_by (where a job's group "
+		             "is read)", h->class_name);
 	/* One process serves many jobs, so its argv can't carry one job's args. */
 	if (h->warm && h->args_as_argv)
 		return failf(L, config_setting_get_member(g, "args_as_argv"),

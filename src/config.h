@@ -4,6 +4,7 @@
 #define COGWORKERD_CONFIG_H
 
 #include <stddef.h>
+#include "group.h"
 #include "jobcg.h"
 #include "log.h"
 
@@ -71,6 +72,14 @@ struct handler {
 	int fleet_concurrency;
 	int rate_limit_n;
 	double rate_limit_window;       /* seconds, > 0 when rate_limit_n > 0 */
+	/* Fair share (§7.35): group_by names where a job's group is read (NULL = no groups;
+	 * group_path is its parsed form); group_concurrency jobs of one group at once fleet-wide
+	 * and group_rate_n starts per group_rate_window seconds per group, 0 = none. */
+	char *group_by;
+	struct group_path group_path;
+	int group_concurrency;
+	int group_rate_n;
+	double group_rate_window;       /* seconds, > 0 when group_rate_n > 0 */
 	/* Deadlines (§7.31): expires_in seconds after enqueued_at, 0 = none; an expired job is
 	 * buried as Cogworker::JobExpired, or dropped when expired_discard. */
 	double expires_in;

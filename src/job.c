@@ -413,6 +413,14 @@ static double time_field(const cJSON *obj, const char *name)
 	       ? v->valuedouble : 0;
 }
 
+double job_enqueued(const struct job *j)
+{
+	if (!cJSON_IsObject(j->obj))
+		return 0;
+	double t = time_field(j->obj, "enqueued_at");
+	return t > 0 ? t : time_field(j->obj, "created_at");
+}
+
 double job_deadline(const cJSON *obj, double expires_in, int *from_job)
 {
 	*from_job = 0;

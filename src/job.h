@@ -71,6 +71,9 @@ void job_parse(struct job *j, const char *raw, size_t len, const char *fetched_f
 	"periodic_until_executed", "expires_at", "enqueued_at", "at", "created_at", "failed_at"
 void job_take(struct job *j, char *raw, size_t len, const char *fetched_from);
 void job_free(struct job *j);
+/* When the job was last enqueued (enqueued_at, else created_at; epoch seconds), 0 unknown:
+ * its place in its group's line (doc/protocol.md §7.35). */
+double job_enqueued(const struct job *j);
 
 /* Does an entry put in dead get on_death? Not an unparseable or invalid payload, nor an
  * (unparseable) wrapper filed later (doc/protocol.md §4.6, §7.19). */

@@ -86,6 +86,13 @@
 #define K_RATE "cogworker:rate:"                /* + <class>: zset of starts in the window */
 #define K_WAITERS "cogworker:limit_waiters:"    /* + <class>: zset jid -> its next try */
 #define K_AT_MOST_ONCE "cogworker:at_most_once:"        /* + <id>: set of classes */
+/* Fair share (§7.35): per handler class, + <class>: zset group -> its next look (groups with
+ * jobs set aside); + <class>:<group>: the group's leases and reservations (zset holder ->
+ * expiry), its starts in the window (zset), its set-aside jobs (list, oldest at the right) */
+#define K_GROUPS "cogworker:groups:"
+#define K_GROUP_SLOTS "cogworker:group_slots:"
+#define K_GROUP_RATE "cogworker:group_rate:"
+#define K_GROUP_JOBS "cogworker:group_jobs:"
 /* list of orphaned jobs of at-most-once classes awaiting burial */
 #define K_AT_MOST_ONCE_ORPHANS "cogworker:at_most_once_orphans"
 

@@ -10,7 +10,10 @@
  *                    (BATCH_EXPIRE, workflow.c) and the look for lost dependencies
  *                    (lostdeps.c): first pass, then every
  *                    orphan_check_interval; one poll_interval after a lost connection;
- *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet.
+ *   graduation       of due schedule/retry entries, on timers (below), skipped while quiet;
+ *                    with each look at the heads (every poll_interval), the sweep of the
+ *                    groups with set-aside jobs (fair share, limits_group_sweep), whose
+ *                    slots expired or whose rate window opened: nobody releases those.
  *
  * Why each step is guarded on its own: cogworker learned that a repeatedly failing orphan
  * recovery skipped graduation on every poll, fleet-wide (lesson 2), and that one Redis
@@ -70,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "admission.h"
 #include "counters.h"
 #include "deadline.h"
 #include "job.h"
@@ -95,7 +99,7 @@ static const char *const SETS[NSETS] = { K_SCHEDULE, K_RETRY };
 
 struct poller {
 	struct rconn r;
-	struct log_site key_site, orphan_site, reconcile_site, poll_site;
+	struct log_site key_site, orphan_site, reconcile_site, poll_site, group_site;
 	double next_key, next_orphan, next_look;        /* monotonic due times */
 	double head[NSETS];     /* score of each set's earliest entry: INFINITY empty, NAN unknown */
 	double jitter[NSETS];   /* this process's delay behind each head */
@@ -421,6 +425,7 @@ static void *poller_main(void *arg)
 				p->next_look = now + poll_every;
 				const int both[NSETS] = { 1, 1 };
 				look(p, both);
+				limits_group_sweep(&p->r, &p->group_site);
 			}
 			if (head_wake(p, 0) <= mono_now() || head_wake(p, 1) <= mono_now()) {
 				p->last_wake = mono_now();
@@ -455,6 +460,7 @@ int poller_start(void)
 	P.orphan_site = (struct log_site)LOG_SITE("Orphan check");
 	P.reconcile_site = (struct log_site)LOG_SITE("Reconcile");
 	P.poll_site = (struct log_site)LOG_SITE("Scheduled poll");
+	P.group_site = (struct log_site)LOG_SITE("Group sweep");
 	P.key_gap = KEY_CHECK_SOON;
 	return thread_start_detached("poller", poller_main, &P);
 }

@@ -47,6 +47,7 @@ PROTOCOL_SCRIPTS = [
     "file_unsettled", "swap_dead_entry", "ack", "requeue_entry", "retake", "claim",
     "rollback", "claim_and_requeue", "bury", "quarantine", "expire_if_owned",
     "delete_if_owned", "kill", "output_write", "admit", "release_slot",
+    "release_group_slot", "group_sweep",
     "batch_open", "batch_push", "batch_commit", "batch_settle", "batch_revive",
     "batch_cancel", "batch_expire", "batch_purge", "bury_too_large",
 ]
@@ -86,8 +87,7 @@ class ScriptTestCase(RedisTestCase):
                 ("cogworker:process:" + owner).encode(),
                 LAST_BEAT, PARKING, DEAD, QUEUES, LIVE]
         args = [QUEUE, "default", RUNNING, QUEUED_TTL, owner, threshold,
-                self.now() if now is None else now, ORPH, 604800, max_orphanings,
-                "cogworker:batch:settled:", "waited"]
+                self.now() if now is None else now, ORPH, 604800, max_orphanings]
         return self.run_script("requeue", keys, args + list(marks), client=client)
 
     def inprogress(self):
@@ -522,25 +522,6 @@ class TestRequeueOrphans(ScriptTestCase):
         # and the limit still works: 1 + 1 > 1
         self.assertEqual(self.recover(max_orphanings=1), [1, 0, 0])
         self.assertEqual(self.r.lrange(PARKING, 0, -1), [self.raw])
-
-    def test_a_job_put_back_marks_its_settled_record(self):
-        """FE-13: a recovered or shutdown-requeued job gets the mark in its settled record,
-        which its success's ack reads in place of a DEL of its counter; never over an
-        outcome, and the mark's TTL renewed."""
-        rec = b"cogworker:batch:settled:j1"
-        for threshold in ("300", ""):
-            with self.subTest(threshold=threshold):
-                self.r.delete(rec)
-                self.assertEqual(self.recover(threshold=threshold), [1, 0, 0])
-                self.assertEqual(self.r.get(rec), b"waited")
-                self.assertTrue(604790 < self.r.ttl(rec) <= 604800)
-        self.r.expire(rec, 100)
-        self.assertEqual(self.recover(), [1, 0, 0])
-        self.assertTrue(604790 < self.r.ttl(rec) <= 604800)
-        self.r.set(rec, "success", ex=600)
-        self.assertEqual(self.recover(), [1, 0, 0])
-        self.assertEqual(self.r.get(rec), b"success")
-        self.assertLessEqual(self.r.ttl(rec), 600)
 
     def test_counter_is_written_after_the_job(self):
         """A failed requeue never counts as an orphaning."""
@@ -1449,6 +1430,99 @@ class TestReleaseSlot(ScriptTestCase):
 
 
 # ======================================================================================
+# 6.21 ADMIT with groups, 6.32 RELEASE_GROUP_SLOT, 6.33 GROUP_SWEEP (fair share, §7.35)
+
+GSLOTS = b"cogworker:group_slots:Dump:A"
+GSTARTS = b"cogworker:group_rate:Dump:A"
+GJOBS = b"cogworker:group_jobs:Dump:A"
+GINDEX = b"cogworker:groups:Dump"
+DEFAULT_Q = ("cogworker:queue:default").encode()
+
+
+class TestGroups(ScriptTestCase):
+
+    def admit(self, raw, jid, n=2, rate=0, window=2, place=None):
+        keys = [b"", b"", WAITERS, LIMITS, SELF_LIST, SCHEDULE, GSLOTS,
+                GSTARTS if rate else b"", GJOBS, GINDEX]
+        args = [raw, "Dump", "{}", 0, "me:1:abc f1 " + jid, 60, 0, 0, jid, 1, self.now(),
+                "A", n, rate, window, "cogworker:queue:", "default",
+                place if place is not None else self.now()]
+        return self.run_script("admit", keys, args)
+
+    def release(self, holder, n=2):
+        return self.run_script("release_group_slot", [GSLOTS, b"", GJOBS, GINDEX],
+                               [holder, "A", n, 0, 0, 60, "cogworker:queue:", "default",
+                                self.now()])
+
+    def test_set_aside_in_order_then_back_one_per_release_with_a_reservation(self):
+        raws = [job("j%d" % i) for i in range(5)]
+        self.r.rpush(SELF_LIST, *raws)
+        for i in range(2):
+            st, _, why, _ = self.admit(raws[i], "j%d" % i, place=100 + i)
+            self.assertEqual((st, why), (1, b""))
+        # j4 is set aside before j2 and j3, but was enqueued first of the three.
+        for i, place in ((4, 99), (2, 102), (3, 103)):
+            st, _, why, _ = self.admit(raws[i], "j%d" % i, place=place)
+            self.assertEqual((st, why), (0, b"group"))
+        self.assertEqual(self.r.lrange(SELF_LIST, 0, -1), [raws[0], raws[1]])
+        self.assertEqual(self.r.zrange(GJOBS, 0, -1), [raws[4], raws[2], raws[3]])
+        self.assertIsNotNone(self.r.zscore(GINDEX, "A"))
+        self.assertEqual(self.release("me:1:abc f1 j0"), [1, 1])
+        self.assertEqual(self.r.lrange(DEFAULT_Q, -1, -1), [raws[4]], "at the fetch end")
+        self.assertIsNotNone(self.r.zscore(GSLOTS, "r j4"), "its slot reserved")
+        # A newer job of the group waits in line, even though it could count a slot.
+        self.r.rpush(SELF_LIST, job("j5"))
+        self.assertEqual(self.admit(job("j5"), "j5", place=200)[2], b"group")
+        # The job brought back takes its reservation and runs.
+        self.r.rpush(SELF_LIST, raws[4])
+        self.assertEqual(self.admit(raws[4], "j4")[0], 1)
+        self.assertIsNone(self.r.zscore(GSLOTS, "r j4"))
+        self.assertEqual(self.r.zcard(GSLOTS), 2)
+
+    def test_a_line_emptied_leaves_the_index(self):
+        raws = [job("j%d" % i) for i in range(2)]
+        self.r.rpush(SELF_LIST, *raws)
+        self.assertEqual(self.admit(raws[0], "j0", n=1)[0], 1)
+        self.assertEqual(self.admit(raws[1], "j1", n=1)[2], b"group")
+        self.assertEqual(self.release("me:1:abc f1 j0", n=1), [1, 1])
+        self.assertEqual(self.r.exists(GJOBS), 0)
+        self.assertIsNone(self.r.zscore(GINDEX, "A"))
+
+    def test_sweep_brings_back_what_an_expired_slot_frees(self):
+        raws = [job("j%d" % i) for i in range(3)]
+        self.r.rpush(SELF_LIST, *raws)
+        self.assertEqual(self.admit(raws[0], "j0", n=1)[0], 1)
+        for i in (1, 2):
+            self.assertEqual(self.admit(raws[i], "j%d" % i, n=1, place=10 + i)[2], b"group")
+        # The holder died: its lease expires, and the group is due for a look.
+        self.r.zadd(GSLOTS, {"me:1:abc f1 j0": 1})
+        self.r.zadd(GINDEX, {"A": 1})
+        looked, moved = self.run_script("group_sweep", [GINDEX], [
+            "cogworker:group_slots:Dump:", "cogworker:group_rate:Dump:",
+            "cogworker:group_jobs:Dump:", 1, 0, 0, 60, "cogworker:queue:", "default", 100,
+            100, self.now()])
+        self.assertEqual((looked, moved), (1, 1))
+        self.assertEqual(self.r.lrange(DEFAULT_Q, 0, -1), [raws[1]])
+        self.assertEqual(self.r.zrange(GJOBS, 0, -1), [raws[2]])
+        self.assertGreater(self.r.zscore(GINDEX, "A"), self.now(), "next look later")
+
+    def test_group_rate_sets_aside_and_the_twin_goes_to_the_schedule(self):
+        raws = [job("j%d" % i) for i in range(3)]
+        self.r.rpush(SELF_LIST, *raws)
+        self.assertEqual(self.admit(raws[0], "j0", n=0, rate=1, window=5)[0], 1)
+        self.assertEqual(self.admit(raws[1], "j1", n=0, rate=1, window=5)[2], b"group_rate")
+        self.assertEqual(self.r.zcard(GSTARTS), 1)
+        # The same payload again (pushed twice): the set holds it once, so the twin waits
+        # in the schedule set; nothing is lost.
+        self.r.rpush(SELF_LIST, raws[1])
+        st, at, why, _ = self.admit(raws[1], "j1", n=0, rate=1, window=5)
+        self.assertEqual((st, why), (0, b"group"))
+        self.assertEqual(self.r.zscore(SCHEDULE, raws[1]), float(at))
+        self.assertEqual(self.r.zcard(GJOBS), 1)
+        self.assertEqual(self.r.lrange(SELF_LIST, 0, -1), [raws[0], raws[2]])
+
+
+# ======================================================================================
 # 6.4 REQUEUE and 6.6 REQUEUE_ONE additions: at-most-once classes (§7.32), give back last
 
 AMO_SET = ("cogworker:at_most_once:" + OWNER).encode()
@@ -1461,7 +1535,7 @@ class TestRequeueAtMostOnce(ScriptTestCase):
         keys = [INPROGRESS, PRESENCE, LAST_BEAT, PARKING, DEAD, QUEUES, LIVE, AMO_SET,
                 AMO_PARKING]
         args = [QUEUE, "default", RUNNING, QUEUED_TTL, OWNER, threshold, self.now(), ORPH,
-                604800, 3, "cogworker:batch:settled:", "waited"]
+                604800, 3]
         return self.run_script("requeue", keys, args + list(marks))
 
     def jobs(self):
@@ -1581,7 +1655,6 @@ class TestCommandOrder(ScriptTestCase):
             "ZSCORE",                         # live_queues
             "LPOP",                           # only then pop
             "INCR", "EXPIRE",                 # and only then count
-            "GET", "SET",                     # and mark its settled record (FE-13)
         ])
 
     def test_requeue_parks_before_popping(self):
@@ -1597,7 +1670,7 @@ class TestCommandOrder(ScriptTestCase):
         self.r.rpush(INPROGRESS, job("j1", "nobody"))
         cmds = self.names(lambda: self.requeue(threshold=""))
         self.assertEqual(cmds, ["TIME", "LLEN", "LINDEX", "RPUSH", "ZSCORE", "SADD",
-                                "LPOP", "GET", "SET"])
+                                "LPOP"])
 
     def test_requeue_failed_write_pops_then_pushes_back(self):
         self.r.rpush(INPROGRESS, job("j1", "broken"))

@@ -875,6 +875,99 @@ START_TEST(test_handler_limits)
 }
 END_TEST
 
+/* Fair share (doc/protocol.md §7.35): group_by's grammar, the group limits, and a job's
+ * group as read from its text. */
+START_TEST(test_handler_groups)
+{
+	struct conf c;
+	const struct handler *h;
+
+	LOAD_OK("handlers = (\n"
+	        "  { class = \"A\"; command = [ \"/bin/true\" ]; group_by = \"args[0].account_id\";\n"
+	        "    group_concurrency = 2; group_rate_limit = \"5/2s\"; },\n"
+	        "  { class = \"B\"; command = [ \"/bin/true\" ]; group_by = \"tenant\"; },\n"
+	        "  { class = \"C\"; command = [ \"/bin/true\" ]; }\n"
+	        ");\n", &c);
+	h = &c.handlers[0];
+	ck_assert_str_eq(h->group_by, "args[0].account_id");
+	ck_assert_int_eq(h->group_path.nsteps, 3);
+	ck_assert_str_eq(h->group_path.steps[0].key, "args");
+	ck_assert_ptr_null(h->group_path.steps[1].key);
+	ck_assert_int_eq(h->group_path.steps[1].index, 0);
+	ck_assert_str_eq(h->group_path.steps[2].key, "account_id");
+	ck_assert_int_eq(h->group_concurrency, 2);
+	ck_assert_int_eq(h->group_rate_n, 5);
+	ck_assert_double_eq(h->group_rate_window, 2);
+	ck_assert_str_eq(c.handlers[1].group_by, "tenant");
+	ck_assert_int_eq(c.handlers[1].group_concurrency, 0);
+	/* The defaults: no groups. */
+	ck_assert_ptr_null(c.handlers[2].group_by);
+	ck_assert_int_eq(c.handlers[2].group_concurrency, 0);
+	ck_assert_int_eq(c.handlers[2].group_rate_n, 0);
+
+	struct { const char *raw, *want; enum group_found found; } jobs[] = {
+		{ "{\"args\":[{\"account_id\":\"acme\"}]}", "acme", GROUP_FOUND },
+		{ "{\"args\":[{\"account_id\":42}]}", "42", GROUP_FOUND },
+		{ "{\"args\":[{\"account_id\":-7 }]}", "-7", GROUP_FOUND },
+		{ "{\"args\":[{\"account_id\":1,\"account_id\":\"last\"}]}", "last", GROUP_FOUND },
+		{ "{\"args\":[{\"account_id\":\"\\u00e9t\\u00e9\"}]}", "\xc3\xa9t\xc3\xa9",
+		  GROUP_FOUND },
+		{ "{\"args\":[]}", "", GROUP_ABSENT },
+		{ "{\"args\":[{\"other\":1}]}", "", GROUP_ABSENT },
+		{ "{\"args\":[{\"account_id\":null}]}", "", GROUP_ABSENT },
+		{ "{\"args\":[\"acme\"]}", "", GROUP_ABSENT },
+		{ "{\"args\":[{\"account_id\":{\"a\":1}}]}", "", GROUP_INVALID },
+		{ "{\"args\":[{\"account_id\":[1]}]}", "", GROUP_INVALID },
+		{ "{\"args\":[{\"account_id\":1.5}]}", "", GROUP_INVALID },
+		{ "{\"args\":[{\"account_id\":1e3}]}", "", GROUP_INVALID },
+		{ "{\"args\":[{\"account_id\":true}]}", "", GROUP_INVALID },
+		{ "{\"args\":[{\"account_id\":\"a\\u0000b\"}]}", "", GROUP_INVALID },
+	};
+	for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++) {
+		char *out;
+		const char *why;
+		enum group_found f = group_of(jobs[i].raw, strlen(jobs[i].raw), &h->group_path,
+		                              &out, &why);
+		ck_assert_msg(f == jobs[i].found, "%s: %d", jobs[i].raw, f);
+		ck_assert_str_eq(out, jobs[i].want);
+		ck_assert(f != GROUP_INVALID || why);
+		free(out);
+	}
+	char big[GROUP_MAX_LEN + 40];
+	snprintf(big, sizeof big, "{\"args\":[{\"account_id\":\"%0*d\"}]}", GROUP_MAX_LEN + 1, 0);
+	char *out;
+	const char *why;
+	ck_assert_int_eq(group_of(big, strlen(big), &h->group_path, &out, &why), GROUP_INVALID);
+	ck_assert_str_eq(why, "longer than 200 bytes");
+	free(out);
+	conf_free(&c);
+
+	static const struct { const char *path, *why; } bad[] = {
+		{ "args[x]", "'[' must be followed by an index" },
+		{ "args[0", "'[' must be followed by an index" },
+		{ "args[-1]", "'[' must be followed by an index" },
+		{ "[0]", "must start with a key" },
+		{ "args[0].", "a '.' must be followed by a key" },
+		{ "a b", "expected '.key' or '[N]'" },
+		{ "a.b.c.d.e.f.g.h.i", "too many steps (at most 8)" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char *text;
+		ck_assert_int_gt(asprintf(&text, "handlers = ( { class = \"A\"; command = "
+		                          "[ \"/bin/true\" ];\n  group_by = \"%s\"; } );\n",
+		                          bad[i].path), 0);
+		expect_error(text, 2, bad[i].why);
+		free(text);
+	}
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  group_rate_limit = \"5/2x\"; } );\n", 2, "handler.group_rate_limit: ");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  group_concurrency = 2; } );\n", 2, "a limit per group needs group_by");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  group_rate_limit = \"1/1s\"; } );\n", 2, "a limit per group needs group_by");
+}
+END_TEST
+
 START_TEST(test_handler_warm)
 {
 	struct conf c;
@@ -1692,6 +1785,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_include_dir);
 	tcase_add_test(tc, test_handler_settings);
 	tcase_add_test(tc, test_handler_limits);
+	tcase_add_test(tc, test_handler_groups);
 	tcase_add_test(tc, test_handler_caps);
 	tcase_add_test(tc, test_handler_warm);
 	tcase_add_test(tc, test_handler_confinement);

@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: MIT
+"""GR: fair share, limits per group of a handler's jobs (doc/behaviours.md "GR — Fair share",
+doc/protocol.md §7.35): group_by, group_concurrency and group_rate_limit across daemons.
+
+What a user would check: the handlers' own records (tests/handlers/span writes a start and
+an end line per run), from which the running jobs of each group at every moment and the
+starts per window are computed; when the jobs of a small group start after their push;
+that every job ran; what Redis holds (the set-aside lines), the log, and cogworkerctl.
+
+Run: python3 tests/integration/run.py test_groups
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import binary, handler, job, wait_for  # noqa: E402
+from runkit import FAILED, JobTestCase  # noqa: E402
+from test_limits import max_overlap  # noqa: E402
+
+GROUPS = "cogworker:groups:"
+GROUP_JOBS = "cogworker:group_jobs:"
+FAST = {"poll_interval": 0.2, "heartbeat_interval": 1, "process_ttl": 3,
+        "orphan_threshold": 4, "orphan_check_interval": 1}
+
+
+def runs_of(d):
+    """[(jid, start, end)] of every run in $RUNS.spans, an end paired with the latest start
+    of its job (a run whose end is missing, killed with its daemon, is taken to end 0.3 s
+    after it started: its handler sleeps 0.2 s)."""
+    runs, open_ = [], {}
+    try:
+        with open(d.runs + ".spans") as f:
+            for line in f:
+                kind, _, jid, t = line.split()
+                if kind == "S":
+                    open_.setdefault(jid, []).append(float(t))
+                elif open_.get(jid):
+                    runs.append((jid, open_[jid].pop(), float(t)))
+    except FileNotFoundError:
+        pass
+    for jid, starts in open_.items():
+        runs += [(jid, s, s + 0.3) for s in starts]
+    return runs
+
+
+def ended(d, jids):
+    done = {jid for jid, _, _ in runs_of(d)}
+    return all(j in done for j in jids)
+
+
+class GroupsTest(JobTestCase):
+
+    def grouped(self, n=1, sleep=0.2, concurrency=4, **limits):
+        h = {"class": "Work", "command": handler("span", sleep), "group_by": "args[0]"}
+        h.update(limits)
+        return [self.daemon(concurrency=concurrency, handlers=[dict(h)], **FAST)
+                for _ in range(n)]
+
+    def push_group(self, group, n):
+        return [json.loads(self.push(job("Work", [group, i])))["jid"] for i in range(n)]
+
+    def test_gr1_a_flood_never_starves_another_group(self):
+        """GR-1: 400 jobs of A then 4 of B, group_concurrency 2 on two daemons of 4: B's
+        start within 1.5 s; never more than 2 of A at once, across a kill -9 of one."""
+        ds = self.grouped(2, group_concurrency=2)
+        a = self.push_group("A", 400)
+        pushed = time.time()
+        b = self.push_group("B", 4)
+        wait_for(lambda: ended(ds[0], b), timeout=30, message="B's 4 jobs ran")
+        starts = {jid: s for jid, s, _ in runs_of(ds[0])}
+        late = max(starts[j] for j in b) - pushed
+        self.assertLess(late, 1.5, "B's jobs start within 1.5 s of their push")
+        # A's line is in Redis, in order, while A runs two at a time.
+        self.assertGreater(self.r.zcard(GROUP_JOBS + "Work:A"), 300)
+        self.assertIsNotNone(self.r.zscore(GROUPS + "Work", "A"))
+        line = [json.loads(x)["jid"] for x in self.r.zrange(GROUP_JOBS + "Work:A", 0, -1)]
+        self.assertEqual(line, [j for j in a if j in set(line)], "in push order")
+        time.sleep(1)
+        ds[0].kill()
+        wait_for(lambda: ended(ds[1], a), timeout=180, message="A's 400 jobs ran")
+        runs = runs_of(ds[1])
+        a_set = set(a)
+        most = max_overlap([(s, e) for jid, s, e in runs if jid in a_set])
+        self.assertLessEqual(most, 2, "at most 2 jobs of A at any moment")
+        self.assertEqual(self.r.exists(GROUP_JOBS + "Work:A"), 0)
+        wait_for(lambda: self.r.zcard(GROUPS + "Work") == 0, timeout=5,
+                 message="no group left with set-aside jobs")
+        self.assertEqual(self.r.get(FAILED), None, "a job set aside is no failure")
+        done = {jid for jid, _, _ in runs}
+        self.assertEqual(done, a_set | set(b), "every job ran")
+        order = [jid for jid, _, _ in sorted(runs, key=lambda r: r[1]) if jid in a_set]
+        firsts = list(dict.fromkeys(order))
+        print("\nGR-1 B's last start %.2fs after its push; at most %d of A at once; %d runs "
+              "of 400 A jobs (reruns after the kill: %d); A started in push order: %s"
+              % (late, most, len(order), len(order) - 400, firsts == a))
+
+    def test_gr2_group_rate_limit(self):
+        """GR-2: group_rate_limit 5/2s: 50 jobs of A start at most 5 in any 2 s, while B's
+        run at full speed."""
+        ds = self.grouped(2, sleep=0, group_rate_limit="5/2s")
+        a = self.push_group("A", 50)
+        time.sleep(1)
+        pushed = time.time()
+        b = self.push_group("B", 5)
+        wait_for(lambda: ended(ds[0], b), timeout=30, message="B's jobs ran")
+        late = max(s for jid, s, _ in runs_of(ds[0]) if jid in set(b)) - pushed
+        self.assertLess(late, 1.5, "B's jobs are not held up by A's rate")
+        wait_for(lambda: ended(ds[0], a), timeout=120, message="A's 50 jobs ran")
+        starts = sorted(s for jid, s, _ in runs_of(ds[0]) if jid in set(a))
+        # The limit holds on Redis's clock at admission; a handler notes its start some ms
+        # later, so windows a little shorter than 2 s are checked on the handlers' times.
+        worst = max(sum(1 for t in starts if s <= t < s + 1.75) for s in starts)
+        self.assertLessEqual(worst, 5)
+        self.assertEqual(len(starts), 50, "each ran once")
+        self.assertGreaterEqual(starts[-1] - starts[0], 2 * 9 - 0.5, "50 at 5 per 2 s")
+        self.assertEqual(self.r.get(FAILED), None)
+        print("\nGR-2 most starts of A in 1.75 s: %d; B's last start %.2fs after its push; "
+              "A's 50 over %.1fs" % (worst, late, starts[-1] - starts[0]))
+
+    def test_gr3_group_values_that_are_no_group(self):
+        """GR-3: an object, a float and a 1 MB string as the group: each job runs, in the
+        group "", and the log says why; a missing value is the group "" too."""
+        d = self.daemon(concurrency=2, max_job_bytes=4 << 20, handlers=[
+            {"class": "Work", "command": handler("span", 0), "group_by": "args[0]",
+             "group_concurrency": 1}], **FAST)
+        jids = [json.loads(self.push(job("Work", [v])))["jid"]
+                for v in ({"id": 1}, 1.5, "x" * (1 << 20))]
+        jids.append(json.loads(self.push(job("Work", [])))["jid"])
+        wait_for(lambda: ended(d, jids), timeout=30, message="the four jobs ran")
+        for j in jids:
+            self.assertEqual(d.runs_of(j), 1)
+        log = d.log()
+        self.assertIn("is an object: it goes to the group \"\"", log)
+        self.assertIn("is a number that is not an integer: it goes to the group", log)
+        self.assertIn("is longer than 200 bytes: it goes to the group", log)
+        self.assertEqual(self.r.get(FAILED), None)
+        self.assertEqual(self.r.zcard(b"cogworker:dead"), 0)
+
+    def test_gr4_conf_errors_name_file_and_line(self):
+        """GR-4: a group_by that does not parse, and a group limit without group_by, are
+        conf errors with file and line."""
+        for body, phrase, line in [
+                ('group_by = "args[x]";', "group_by: 'args[x]' is not a path to the job's "
+                 "group: '[' must be followed by an index", 3),
+                ('group_by = "args[0].";', "a '.' must be followed by a key", 3),
+                ('group_concurrency = 2;', "a limit per group needs group_by", 3)]:
+            with self.subTest(body=body):
+                with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+                    f.write('handlers = (\n  { class = "W"; command = ["/bin/true"];\n'
+                            '    %s }\n);\n' % body)
+                p = subprocess.run([binary("cogworkerd"), "--check", "-c", f.name],
+                                   capture_output=True, text=True, timeout=10)
+                os.unlink(f.name)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertIn("%s:%d:" % (f.name, line), p.stdout + p.stderr)
+                self.assertIn(phrase, p.stdout + p.stderr)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
