@@ -197,23 +197,21 @@ static char *quoted_or_null(const char *s)
 	return s ? json_quote(s, strlen(s)) : xstrdup("null");
 }
 
-static void trim(struct rconn *r, struct rpipe *p, const char *key, const struct conf *c,
-                 double now)
+/* EXPIRE seconds of a job's history index: the retention rounded up, never 0. */
+static long history_index_ttl(const struct conf *c)
 {
-	char cutoff[32], rank[32];
-	snprintf(cutoff, sizeof cutoff, "(%.6f", now - c->history_retention_days * 86400.0);
-	snprintf(rank, sizeof rank, "%d", -(c->history_max_entries + 1));
-	rpipe_add(r, p, "ZREMRANGEBYSCORE %s -inf %s", key, cutoff);
-	rpipe_add(r, p, "ZREMRANGEBYRANK %s 0 %s", key, rank);
+	double d = ceil(c->history_retention_days * 86400.0);
+	return d < 1 ? 1 : (long)d;
 }
 
-void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
-                    double started, double finished, const char *error_class,
-                    const char *error_message, const char *stderr_tail, size_t tail_len,
-                    const struct run_usage *usage)
+void history_record(struct rconn *r, const struct conf *c, const struct job *j,
+                    const char *outcome, double started, double finished,
+                    const char *error_class, const char *error_message,
+                    const char *stderr_tail, size_t tail_len, const struct run_usage *usage)
 {
 	if (c->history_retention_days <= 0 || !j->obj)
 		return;
+	int success = strcmp(outcome, "success") == 0;
 	char s[32], f[32];
 	job_format_time(started, s);
 	job_format_time(finished, f);
@@ -231,24 +229,25 @@ void history_record(struct rconn *r, const struct conf *c, const struct job *j, 
 	                        jid, cls, queue, j->args_json, success ? "success" : "failed",
 	                        s, f, ec, em, bt, cost.s ? cost.s : "");
 	sb_free(&cost);
-	const char *which = success ? K_HISTORY_SUCCESS : K_HISTORY_FAILED;
-	char day[64], ttl[32];
+	char day[64], day_ttl[32], cutoff[32], max[32], index_ttl[32];
 	time_t t = (time_t)finished;
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(day, sizeof day, K_HISTORY_DAILY "%Y-%m-%d", &tm);
-	snprintf(ttl, sizeof ttl, "%ld", (long)c->history_daily_retention_days * 86400L);
-	struct rpipe p;
-	rpipe_begin(r, &p);
-	const char *all[] = { "ZADD", K_HISTORY_ALL, f, entry };
-	rpipe_add_argv(r, &p, 4, all, NULL);
-	const char *one[] = { "ZADD", which, f, entry };
-	rpipe_add_argv(r, &p, 4, one, NULL);
-	trim(r, &p, K_HISTORY_ALL, c, finished);
-	trim(r, &p, which, c, finished);
-	rpipe_add(r, &p, "HINCRBY %s %s 1", day, success ? "success" : "failed");
-	rpipe_add(r, &p, "EXPIRE %s %s", day, ttl);
-	run_pipeline(r, &p, &history_site, "history write");
+	snprintf(day_ttl, sizeof day_ttl, "%ld", (long)c->history_daily_retention_days * 86400L);
+	snprintf(cutoff, sizeof cutoff, "(%.6f", finished - c->history_retention_days * 86400.0);
+	snprintf(max, sizeof max, "%d", c->history_max_entries);
+	snprintf(index_ttl, sizeof index_ttl, "%ld", history_index_ttl(c));
+	char *index = j->jid ? xasprintf(K_HISTORY_JID "%s", j->jid) : NULL;
+	const char *keys[] = { K_HISTORY_ALL, success ? K_HISTORY_SUCCESS : K_HISTORY_FAILED, day,
+	                       index };
+	const char *args[] = { f, entry, cutoff, max, success ? "success" : "failed", day_ttl,
+	                       index_ttl, outcome, K_HISTORY_JID };
+	redisReply *rep = rscript(r, "history_write", index ? 4 : 3, keys, 9, args, NULL);
+	site_report(&history_site, r, rep ? 0 : 1, "history write");
+	if (rep)
+		freeReplyObject(rep);
+	free(index);
 	free(jid);
 	free(cls);
 	free(queue);

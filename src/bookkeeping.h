@@ -25,11 +25,13 @@ int status_progress(struct rconn *r, const struct conf *c, const char *jid,
 /* A warm handler's "progress" message: pct as written (a number), message or NULL. */
 int status_progress_msg(struct rconn *r, const struct conf *c, const char *jid,
                         const char *pct, const char *message);
-/* One history entry per finished run; stderr_tail feeds the backtrace of a failure, usage
+/* One history entry per finished run, indexed by its jid (lua/history_write.lua); outcome
+ * is "success" or the attempt's word (retrying, dead, killed, discarded: what the index
+ * keeps, the entry says "failed"); stderr_tail feeds the backtrace of a failure, usage
  * (never NULL) the run's cost. */
-void history_record(struct rconn *r, const struct conf *c, const struct job *j, int success,
-                    double started, double finished, const char *error_class,
-                    const char *error_message, const char *stderr_tail, size_t tail_len,
-                    const struct run_usage *usage);
+void history_record(struct rconn *r, const struct conf *c, const struct job *j,
+                    const char *outcome, double started, double finished,
+                    const char *error_class, const char *error_message,
+                    const char *stderr_tail, size_t tail_len, const struct run_usage *usage);
 
 #endif

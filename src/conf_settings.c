@@ -537,7 +537,7 @@ static const struct spec top_specs[] = {
 	{ .name = "metrics_listen", .kind = K_CUSTOM, .read = read_metrics_listen },
 	{ .name = "status_expiration", .kind = K_SECONDS, .off = C(status_expiration),
 	  .max = MAX_SECONDS },
-	{ .name = "history_retention_days", .kind = K_INT, .off = C(history_retention_days),
+	{ .name = "history_retention_days", .kind = K_SECONDS, .off = C(history_retention_days),
 	  .max = MAX_DAYS },
 	{ .name = "history_max_entries", .kind = K_INT, .off = C(history_max_entries), .min = 1,
 	  .max = INT_MAX },

@@ -181,7 +181,7 @@ struct conf {
 	enum log_format log_format;     /* text (default) or json */
 	char *metrics_listen;           /* "" = off */
 	double status_expiration;       /* 0 = off */
-	int history_retention_days;     /* 0 = history off; else days kept */
+	double history_retention_days;  /* 0 = history off; else days kept (a fraction: tests) */
 	int history_max_entries, history_daily_retention_days;
 	long long output_keep;          /* bytes of each run's output kept; 0 = off; 64 KiB */
 	double output_ttl;              /* seconds the kept output lives; 7 days */

@@ -314,7 +314,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		batch_processed();
 		status_write(&f->r, c, j, "complete", NULL, NULL, &usage);
-		history_record(&f->r, c, j, 1, started, finished, NULL, NULL, NULL, 0, &usage);
+		history_record(&f->r, c, j, "success", started, finished, NULL, NULL, NULL, 0, &usage);
 		release_job_locks(&f->r, j->jid, j->pjid, j->unique, j->cls, j->queue, j->args_json);
 		log_done(j, took, &usage);
 	} else {
@@ -326,7 +326,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 		            &usage);
 		status_write(&f->r, c, j, d == DECIDE_RETRY ? "retrying" : "failed", o.error_class,
 		             o.error_message, &usage);
-		history_record(&f->r, c, j, 0, started, finished, o.error_class, o.error_message,
+		history_record(&f->r, c, j, attempt_outcome(d), started, finished, o.error_class, o.error_message,
 		               tail, tail_len, &usage);
 		struct filing where;
 		disp = route_failure(&f->r, j, d, o.error_class, o.error_message, &job_site, died,

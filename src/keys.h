@@ -72,6 +72,9 @@
 #define K_HISTORY_SUCCESS "cogworker:history:success"
 #define K_HISTORY_FAILED "cogworker:history:failed"
 #define K_HISTORY_DAILY "cogworker:history:daily:"      /* + YYYY-MM-DD: hash success, failed */
+/* + <jid>: zset of pointers to the job's entries in K_HISTORY_ALL, "<finished_at> <outcome>"
+ * scored finished_at (lua/history_write.lua keeps it; jobs show reads it) */
+#define K_HISTORY_JID "cogworker:history:jid:"
 
 /* ---- periodic jobs ---- */
 #define K_PERIODIC_SCHEDULE "periodic:schedule" /* hash pjid -> entry, as the ticker runs it */

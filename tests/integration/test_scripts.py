@@ -49,7 +49,7 @@ PROTOCOL_SCRIPTS = [
     "delete_if_owned", "kill", "output_write", "admit", "release_slot",
     "release_group_slot", "group_sweep",
     "batch_open", "batch_push", "batch_commit", "batch_settle", "batch_revive",
-    "batch_cancel", "batch_expire", "batch_purge", "bury_too_large",
+    "batch_cancel", "batch_expire", "batch_purge", "bury_too_large", "history_write",
 ]
 
 
@@ -1768,6 +1768,48 @@ class TestOutputWrite(RedisTestCase):
         self.r.hincrby(self.IDX, "last", 1)
         self.assertEqual(self.write(0, "s", "x2", "host:1:a 200.000002"), 4)
         self.assertIsNone(self.r.get(self.IDX + b":3"))
+
+
+class TestHistoryWrite(RedisTestCase):
+    """HISTORY_WRITE (doc/protocol.md §6.35): what the daemon's runs do is JR-1..JR-6
+    (test_job_runs.py); here what only a hand-made set-up shows."""
+
+    ALL, OK, DAY = b"cogworker:history:all", b"cogworker:history:success", b"day"
+
+    def write(self, jid, f, cutoff="(0", max_entries=10):
+        entry = json.dumps({"jid": jid, "finished_at": float(f)}, separators=(",", ":"))
+        keys = [self.ALL, self.OK, self.DAY] + ([b"cogworker:history:jid:" + jid.encode()]
+                                                 if jid else [])
+        return self.run_script("history_write", keys, [f, entry, cutoff, max_entries,
+                                                       "success", 60, 30, "success",
+                                                       "cogworker:history:jid:"])
+
+    def test_another_writers_entry_takes_its_pointer_when_trimmed(self):
+        """JR-4 for an entry whose text is not this daemon's (a space after the colon, a
+        key before jid): the trim finds its jid by decoding it."""
+        self.r.zadd(b"cogworker:history:jid:ruby", {b"100.5 success": 100.5})
+        self.r.zadd(self.ALL, {json.dumps({"class": "R", "jid": "ruby"}): 100.5})
+        self.assertEqual(self.write("j1", "200.25", max_entries=1), 1)
+        self.assertEqual(self.r.exists(b"cogworker:history:jid:ruby"), 0)
+        self.assertEqual(self.r.zrange(b"cogworker:history:jid:j1", 0, -1, withscores=True),
+                         [(b"200.25 success", 200.25)])
+        self.assertEqual(self.r.ttl(b"cogworker:history:jid:j1"), 30)
+
+    def test_a_damaged_key_fails_its_step_only(self):
+        """BE-1's rule inside the script: a wrong-typed day counter fails its own step; the
+        entry, its set and the index are written, and the error is the reply."""
+        self.r.set(self.DAY, b"damaged")
+        with self.assertRaises(Exception) as cm:
+            self.write("j1", "300.5")
+        self.assertIn("WRONGTYPE", str(cm.exception))
+        self.assertEqual(self.r.zcard(self.ALL), 1)
+        self.assertEqual(self.r.zcard(self.OK), 1)
+        self.assertEqual(self.r.zcard(b"cogworker:history:jid:j1"), 1)
+
+    def test_an_entry_without_jid_has_no_index(self):
+        self.assertEqual(self.write(None, "400.5"), 1)
+        self.assertEqual(self.r.keys(b"cogworker:history:jid:*"), [])
+        self.assertEqual(self.r.zcard(self.ALL), 1)
 
 
 class TestHarness(unittest.TestCase):

@@ -146,7 +146,7 @@ START_TEST(test_history_entries)
 	cost.user_s = 0.25;
 	cost.sys_s = 0.23;
 	cost.maxrss_bytes = 151LL << 20;
-	history_record(&R, &C, &j, 1, 100.5, 101.25, NULL, NULL, "ignored\n", 8, &cost);
+	history_record(&R, &C, &j, "success", 100.5, 101.25, NULL, NULL, "ignored\n", 8, &cost);
 	char *e = history_member("cogworker:history:success");
 	ck_assert_str_eq(e, "{\"jid\":\"" JID "\",\"class\":\"K\",\"queue\":\"q\","
 	                 "\"args\":[12345678901234567890,1.10],\"status\":\"success\","
@@ -158,7 +158,7 @@ START_TEST(test_history_entries)
 	 * scrubbed; the age trim (30 days before finished_at) removed the 1970 success */
 	double now = now_float();
 	const char tail[] = "first\n\nbad \xff byte\r\nlast\n";
-	history_record(&R, &C, &j, 0, now - 1, now, "E", "exit status 1: last", tail,
+	history_record(&R, &C, &j, "dead", now - 1, now, "E", "exit status 1: last", tail,
 	               sizeof tail - 1, &none);
 	e = history_member("cogworker:history:failed");
 	ck_assert_ptr_nonnull(strstr(e, "\"status\":\"failed\""));
@@ -172,13 +172,13 @@ START_TEST(test_history_entries)
 	free(e);
 	/* nothing on stderr: the message alone */
 	freeReplyObject(redisCommand(cc, "DEL cogworker:history:failed"));
-	history_record(&R, &C, &j, 0, now, now, "E", "exec failed: Permission denied", "", 0, &none);
+	history_record(&R, &C, &j, "dead", now, now, "E", "exec failed: Permission denied", "", 0, &none);
 	e = history_member("cogworker:history:failed");
 	ck_assert_ptr_nonnull(strstr(e, "\"backtrace\":[\"exec failed: Permission denied\"],"));
 	free(e);
 	/* a failing history write is only logged */
 	unit_fail(0, "ZADD", -1);
-	history_record(&R, &C, &j, 1, now, now, NULL, NULL, NULL, 0, &none);
+	history_record(&R, &C, &j, "success", now, now, NULL, NULL, NULL, 0, &none);
 	unit_fail(0, NULL, 0);
 	job_free(&j);
 }
