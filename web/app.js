@@ -602,6 +602,16 @@ function prettyJSON(v, raw) {
 	try { return JSON.stringify(v, null, 2); } catch (e) { return raw || String(v); }
 }
 
+// How a job found in no set ended, from its last run in history (jobs show's "where").
+function endedText(e) {
+	const when = fmtTime(e.finished_at) + " (" + fmtRelative(e.finished_at) + ")";
+	const runs = ", after " + e.runs + (e.runs === 1 ? " run" : " runs") + " in history.";
+	if (e.outcome === "success") return "Finished: succeeded " + when + runs;
+	if (e.outcome === "discarded") return "Finished: discarded " + when + runs;
+	if (e.outcome === "retrying") return "Nowhere now: its last run failed " + when + " and was to be retried (deleted since, or on its way)" + runs;
+	return "Finished: dead " + when + ", deleted from the dead set since" + runs;
+}
+
 function locationPanel(jid, loc) {
 	const base = "/api/jobs/" + loc.set + "/";
 	const form = { entry: loc.raw };
@@ -654,7 +664,8 @@ async function drawJob(jid) {
 		r.status === 404 && !p.get("set") ? " (each set is searched as far as its first 10 000 entries: open the job from its list to find it further)" : ""));
 	const d = r.data;
 	const kids = [head];
-	if (!d.locations.length && !d.waits_for) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
+	if (d.ended) kids.push(el("p", { class: "muted", id: "ended" }, endedText(d.ended)));
+	else if (!d.locations.length && !d.waits_for) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
 	// A running job is also on its process's in-progress list: one panel says it.
 	const runningOn = new Set(d.locations.filter((l) => l.set === "running").map((l) => l.process));
 	d.locations.filter((l) => !(l.set === "inprogress" && runningOn.has(l.process)))
@@ -675,15 +686,20 @@ async function drawJob(jid) {
 				["cost", fmtCost(st.cpu_s, st.maxrss_bytes)],
 				...Object.entries(st).filter(([k]) => !["status", "update_time", "pct", "message", "cpu_s", "maxrss_bytes"].includes(k))])));
 	}
-	// Its runs kept with their output: how each ended and what it cost.
-	const runs = d.runs || [];
-	if (runs.length) kids.push(el("h2", {}, "Runs (" + runs.length + ")"), el("div", { id: "runs" },
-		table(["#", "Started", "Outcome", "Took", "CPU", "Peak RSS"], runs.map((x) => el("tr", {},
+	// Its runs: from history when it keeps them (each run, its outcome, error and cost),
+	// else those kept with their output.
+	const hist = d.history || [];
+	const runs = hist.length ? hist : d.runs || [];
+	if (runs.length) kids.push(el("h2", {}, "Runs (" + runs.length + (hist.length ? ", from history" : ", kept with their output") + ")"),
+		el("div", { id: "runs", "data-source": hist.length ? "history" : "output" },
+		table(["#", "Started", "Outcome", "Took", "CPU", "Peak RSS", "Error"], runs.map((x) => el("tr", {},
 			el("td", {}, String(x.run)), timeCell(x.started_at), el("td", {}, x.outcome || "?"),
 			el("td", { class: "num" }, x.finished_at && x.started_at ? fmtDuration(x.finished_at - x.started_at) : "-"),
-			el("td", { class: "num" }, fmtCpu(x.cpu_s)), el("td", { class: "num" }, fmtBytes(x.maxrss_bytes)))), [3, 4, 5])));
-	kids.push(el("h2", {}, "Attempts (" + d.attempts.length + ")"));
-	if (d.attempts.length) kids.push(table(["#", "Failed", "Outcome", "Error"], d.attempts.map((a, i) => typeof a === "object" && a !== null
+			el("td", { class: "num" }, fmtCpu(x.cpu_s)), el("td", { class: "num" }, fmtBytes(x.maxrss_bytes)),
+			el("td", {}, x.error_class ? cut(x.error_class + ": " + (x.error_message || ""), 300) : ""))), [3, 4, 5])));
+	// The attempts log (failures), when history does not list the runs.
+	if (!hist.length) kids.push(el("h2", {}, "Attempts (" + d.attempts.length + ")"));
+	if (!hist.length && d.attempts.length) kids.push(table(["#", "Failed", "Outcome", "Error"], d.attempts.map((a, i) => typeof a === "object" && a !== null
 		? el("tr", {}, el("td", {}, String(a.attempt || i + 1)), timeCell(a.failed_at), el("td", {}, a.outcome || ""),
 			el("td", {}, cut((a.error_class || "") + ": " + (a.error_message || ""), 300)))
 		: el("tr", {}, el("td", {}, String(i + 1)), el("td", { colspan: "3", class: "code" }, String(a))))));

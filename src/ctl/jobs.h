@@ -3,7 +3,8 @@
  * jobs.h: what the four parts of `cogworkerctl jobs` share; included by src/ctl/jobs*.c
  * and by the dashboard's API (web_api.c), which runs the same code. jobs.c reads the command line and hands over to jobs_find.c (where a job is: the
  * sets, the walk over them, the match), jobs_show.c (list and show, for people and for
- * --json) or jobs_act.c (retry, delete, kill, reschedule). The split follows those
+ * --json) or jobs_act.c (retry, delete, kill, reschedule); jobs_history.c reads a job's runs from
+ * history for show. The split follows those
  * seams because each side changes for its own reasons: a new set touches finding, a new
  * column showing, a new button acting.
  */
@@ -103,6 +104,36 @@ struct show_at {
 	double score;
 };
 int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at);
+
+/* ---- jobs_history.c ---- */
+/* One run of a job as history keeps it: its place in the job's index (1 = the oldest
+ * indexed), the outcome the index gives, and its entry (times, error, cost). */
+struct hist_run {
+	int n;
+	char *outcome;
+	cJSON *entry;
+	char *raw;                  /* the entry as stored */
+};
+struct hist_runs {
+	struct hist_run *v;
+	int n;                      /* runs found in history, oldest first */
+	int indexed;                /* pointers in the index (trimmed ones are not shown) */
+};
+/* The runs of jid through its history index: 0 (none is not an error), -1 when Redis is
+ * unavailable. */
+int jobs_history_read(struct ctl *c, const char *jid, struct hist_runs *out);
+void jobs_history_free(struct hist_runs *h);
+const struct hist_run *jobs_history_last(const struct hist_runs *h);        /* or NULL */
+double jobs_history_finished(const struct hist_run *r);
+const char *jobs_history_field(const struct hist_run *r, const char *name); /* a string */
+void jobs_history_json(struct sbuf *b, const struct hist_runs *h);  /* ,"history":[…] */
+/* The start, run time and cost (" cpu=… maxrss=…", usage.h) of a run, as its history
+ * entry or kept record (started_at, finished_at, cpu_s, maxrss_bytes) gives them. */
+struct run_cells {
+	char iso[32], took[32], cost[64];
+};
+void jobs_run_cells(const cJSON *o, struct run_cells *out);
+void jobs_history_human(const struct hist_runs *h);                 /* the attempts rows */
 
 /* ---- jobs_act.c ---- */
 enum action { A_RETRY, A_DELETE, A_KILL, A_RESCHEDULE };

@@ -642,12 +642,6 @@ static void runs_json(struct sbuf *b, const redisReply *h)
 	free(v);
 }
 
-static double rec_num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 /*   #2   2026-01-01T12:00:00Z  success     0.51s cpu=0.48s maxrss=151MiB */
 static void runs_human(const redisReply *h)
 {
@@ -658,22 +652,68 @@ static void runs_human(const redisReply *h)
 	for (size_t i = 0; i < n; i++) {
 		cJSON *o = job_json_parse(v[i].rec->str, v[i].rec->len);
 		const cJSON *oc = o ? cJSON_GetObjectItemCaseSensitive(o, "outcome") : NULL;
-		double t0 = rec_num(o, "started_at"), t1 = rec_num(o, "finished_at");
-		double rss = rec_num(o, "maxrss_bytes");
-		char iso[32] = "?", took[32] = "", cost[64];
-		if (!isnan(t0))
-			ctl_iso_time(t0, iso);
-		if (!isnan(t0) && !isnan(t1))
-			human_duration(t1 - t0, 2, took, sizeof took);
-		struct run_usage u;
-		usage_of(&u, rec_num(o, "cpu_s"), isnan(rss) ? -1 : (long long)rss);
-		usage_text(&u, cost, sizeof cost);
-		printf("  #%-3lld %s  %-9s  %s%s\n", v[i].n, iso,
-		       cJSON_IsString(oc) ? oc->valuestring : "?", took, cost);
+		struct run_cells rc = { .iso = "" };
+		jobs_run_cells(o, &rc);
+		printf("  #%-3lld %s  %-9s  %s%s\n", v[i].n, rc.iso,
+		       cJSON_IsString(oc) ? oc->valuestring : "?", rc.took, rc.cost);
 		if (o)
 			cJSON_Delete(o);
 	}
 	free(v);
+}
+
+/* ---- where a job found nowhere ended: its last run in history ---- */
+
+/* "where" for a job in no set and not waiting: how its last run in history ended, else
+ * that it is nowhere; its class and queue from history, else from its status. */
+static void ended_human(const redisReply *st, const struct hist_runs *h, double now)
+{
+	const struct hist_run *last = jobs_history_last(h);
+	if (!last) {
+		printf("where      nowhere (finished, or deleted); only its status is left\n");
+	} else {
+		char iso[32], rel[48];
+		double t = jobs_history_finished(last);
+		ctl_iso_time(t, iso);
+		ctl_relative(t, now, rel, sizeof rel);
+		const char *oc = last->outcome;
+		if (!strcmp(oc, "success"))
+			printf("where      finished: succeeded %s (%s)", iso, rel);
+		else if (!strcmp(oc, "discarded"))
+			printf("where      finished: discarded %s (%s)", iso, rel);
+		else if (!strcmp(oc, "retrying"))
+			printf("where      nowhere now: its last run failed %s (%s) and was to be "
+			       "retried (deleted since, or on its way)", iso, rel);
+		else
+			printf("where      finished: dead %s (%s), deleted from the dead set since",
+			       iso, rel);
+		printf(", after %d run%s in history\n", h->n, h->n == 1 ? "" : "s");
+	}
+	const char *hk = last ? jobs_history_field(last, "class") : NULL;
+	const char *hq = last ? jobs_history_field(last, "queue") : NULL;
+	const redisReply *k = status_field(st, "class"), *q = status_field(st, "queue");
+	printf("class      %.*s\n", hk ? (int)strlen(hk) : k ? (int)k->len : 1,
+	       hk ? hk : k ? k->str : "?");
+	printf("queue      %.*s\n", hq ? (int)strlen(hq) : q ? (int)q->len : 1,
+	       hq ? hq : q ? q->str : "-");
+}
+
+/* ,"ended": {"outcome", "finished_at", "runs"} from history for a job found nowhere (in no
+ * set, not waiting), else null. */
+static void ended_json(struct sbuf *b, const struct found *fd, const struct waits *w,
+                       const struct hist_runs *h)
+{
+	const struct hist_run *last = jobs_history_last(h);
+	sb_adds(b, ",\"ended\":");
+	if (fd->n || w->waiting || !last) {
+		sb_adds(b, "null");
+		return;
+	}
+	sb_adds(b, "{\"outcome\":");
+	jstr(b, last->outcome);
+	sb_adds(b, ",\"finished_at\":");
+	jnum(b, jobs_history_finished(last));
+	sb_printf(b, ",\"runs\":%d}", h->n);
 }
 
 int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at)
@@ -705,10 +745,19 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 	}
 	struct waits w;
 	waits_read(c, jid ? jid : arg, &w);
-	if (fd.n == 0 && !st && !w.waiting) {
-		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
-		          "waiting, status)", arg);
+	struct hist_runs hist;
+	if (jobs_history_read(c, jid ? jid : arg, &hist) < 0) {
 		jobs_found_free(&fd);
+		waits_free(&w);
+		if (st)
+			freeReplyObject(st);
+		return ctl_redis_error_family(c, K_HISTORY_JID);
+	}
+	if (fd.n == 0 && !st && !w.waiting && hist.n == 0) {
+		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
+		          "waiting, status, history)", arg);
+		jobs_found_free(&fd);
+		waits_free(&w);
 		return CTL_NOTHING;
 	}
 	if (!jid && fd.n == 0)
@@ -720,6 +769,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			if (c->r.unavailable) {
 				jobs_found_free(&fd);
 				waits_free(&w);
+				jobs_history_free(&hist);
 				if (st)
 					freeReplyObject(st);
 				return ctl_redis_error_family(c, K_ATTEMPTS);
@@ -756,6 +806,8 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 		}
 		sb_adds(&b, "]");
 		runs_json(&b, runs);
+		jobs_history_json(&b, &hist);
+		ended_json(&b, &fd, &w, &hist);
 		sb_adds(&b, "}");
 		jprint(&b);
 	} else {
@@ -766,15 +818,14 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			show_human(&fd.v[i], now, full);
 		}
 		waits_human(&fd, &w);
-		if (fd.n == 0 && !w.waiting) {
-			printf("where      nowhere (finished, or deleted); only its status is left\n");
-			const redisReply *k = status_field(st, "class"), *q = status_field(st, "queue");
-			printf("class      %.*s\nqueue      %.*s\n", k ? (int)k->len : 1, k ? k->str : "?",
-			       q ? (int)q->len : 1, q ? q->str : "-");
-		}
+		if (fd.n == 0 && !w.waiting)
+			ended_human(st, &hist, now);
 		status_human(st, now);
-		size_t na = att ? att->elements : 0;
-		printf("\nattempts   %zu\n", na);
+		size_t na = hist.n ? 0 : att ? att->elements : 0;
+		if (hist.n)
+			jobs_history_human(&hist);
+		else
+			printf("\nattempts   %zu\n", na);
 		for (size_t i = 0; i < na; i++) {
 			const redisReply *a = att->element[i];
 			cJSON *o = job_json_parse(a->str, a->len);
@@ -805,6 +856,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 	}
 	if (runs)
 		freeReplyObject(runs);
+	jobs_history_free(&hist);
 	if (att)
 		freeReplyObject(att);
 	if (st)
