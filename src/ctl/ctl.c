@@ -81,7 +81,8 @@ static const struct command commands[] = {
 	  "jobs log JID [--run N] [--follow]\n"
 	  "jobs cancel JID [--discard]",
 	  "list, show, retry, delete, kill, reschedule, cancel jobs; show a run's output",
-	  "show: where the job is, its payload, error, attempts and status (with progress);\n"
+	  "show: where the job is (or how it ended), its payload, error, attempts (its runs\n"
+	  "in history, each with outcome, run time and cost) and status (with progress);\n"
 	  "args and payloads over 2 KiB are cut (their size shown) unless --full.\n"
 	  "retry puts retry, dead or scheduled entries back on their queue; one whose own\n"
 	  "deadline (expires_at) has passed only with --expires-in D, its new deadline D from\n"
