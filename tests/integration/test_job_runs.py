@@ -88,8 +88,9 @@ class TestShow(RunsCase):
         """JR-1: a job that failed twice and then succeeded: `jobs show --json` has
         `history`, three runs oldest first with outcomes retrying, retrying, success, each
         with its times, duration, error, cpu_s and maxrss_bytes; the text lists them under
-        "attempts 3 in history" and says where it ended: "finished: succeeded"."""
-        d = self.start()
+        "attempts 3 in history" and says where it ended: "finished: succeeded" (status on:
+        it said "nowhere", only its status left)."""
+        d = self.start(status_expiration=600)
         jid = self.retried_twice(d)
         doc = json.loads(self.ctl("jobs", "show", jid, "--json"))
         runs = doc["history"]
@@ -114,6 +115,7 @@ class TestShow(RunsCase):
         out = self.ctl("jobs", "show", jid)
         self.assertRegex(out, r"where +finished: succeeded \S+ \(.*\), after 3 runs in history")
         self.assertNotIn("nowhere", out)
+        self.assertRegex(out, r"status +complete")
         self.assertRegex(out, r"class +Flaky\nqueue +default")
         self.assertRegex(out, r"attempts +3 in history")
         rows = re.findall(r"^  #(\d) +\S+ +(\w+) +[0-9.]+m?s cpu=[0-9.]+s maxrss=[0-9.]+[KMG]iB(.*)$",
