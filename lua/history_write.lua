@@ -14,12 +14,13 @@
 -- Returns 1, or the first error met (each step is tried on its own).
 --
 -- Order: ZADD the entry to [1] and [2] -> ZADD "<finished_at> <outcome>" (score finished_at)
--- to [4] + EXPIRE -> trim [1] by age then count, as always (what goes is read first, and
--- removed only when there is some), each trimmed entry's pointer taken out of its jid's
--- index -> trim [2] the same way -> HINCRBY [3] + EXPIRE.
+-- to [4] + EXPIRE -> trim [1] by age then count, as always (what goes is read first, up to
+-- BUDGET entries, and removed only when there is some), each trimmed entry read has its
+-- pointer taken out of its jid's index -> trim [2] the same way -> HINCRBY [3] + EXPIRE.
 -- Why: the index (what `cogworkerctl jobs show` and a job's page read) never outlives the
 -- entries it points to: an entry trimmed from [1] takes its pointer with it in the same
--- call, and an index emptied so is gone (Redis deletes an empty set). The TTL bounds what
+-- call (beyond BUDGET at once, the TTL does), and an index emptied so is gone (Redis
+-- deletes an empty set). The TTL bounds what
 -- another writer's trims leave behind (a Ruby process trims without the index). One call
 -- per run, the entry sent once instead of twice: a smaller write than the pipeline it
 -- replaces. Every step through pcall: a damaged key fails its own step, never the others
@@ -28,6 +29,10 @@ local all, one, day, idx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local f, entry, cutoff = ARGV[1], ARGV[2], ARGV[3]
 local rank = -(tonumber(ARGV[4]) + 1)
 local prefix = ARGV[9]
+-- Trimmed entries whose pointers one call takes out, per trim (age, count): what a
+-- history_max_entries or retention lowered by a reload trims at once is bounded work
+-- (50 000 pointers took 0.4 s of Redis, blocking it); those beyond go by the TTL.
+local BUDGET = 1000
 local first_err
 
 local function try(...)
@@ -73,15 +78,16 @@ if idx then
   try('ZADD', idx, f, f .. ' ' .. ARGV[8])
   try('EXPIRE', idx, ARGV[7])
 end
--- What goes is read first (its pointers go with it); nothing read, nothing to remove.
-local aged = try('ZRANGEBYSCORE', all, '-inf', cutoff, 'WITHSCORES')
+-- What goes is read first (its pointers go with it), at most BUDGET entries a trim: the
+-- trim itself is whole, and the pointers of the rest go by their TTL.
+local aged = try('ZRANGEBYSCORE', all, '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, BUDGET)
 if aged and #aged > 0 then
   unindex(aged)
   try('ZREMRANGEBYSCORE', all, '-inf', cutoff)
 end
-local over = try('ZRANGE', all, 0, rank, 'WITHSCORES')
-if over and #over > 0 then
-  unindex(over)
+local over = (try('ZCARD', all) or 0) - tonumber(ARGV[4])
+if over > 0 then
+  unindex(try('ZRANGE', all, 0, math.min(over, BUDGET) - 1, 'WITHSCORES'))
   try('ZREMRANGEBYRANK', all, 0, rank)
 end
 try('ZREMRANGEBYSCORE', one, '-inf', cutoff)

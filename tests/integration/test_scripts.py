@@ -1806,6 +1806,23 @@ class TestHistoryWrite(RedisTestCase):
         self.assertEqual(self.r.zcard(self.OK), 1)
         self.assertEqual(self.r.zcard(b"cogworker:history:jid:j1"), 1)
 
+    def test_a_trim_takes_at_most_1000_pointers_and_all_the_entries(self):
+        """A history_max_entries lowered by a reload: 1 500 entries over the max go at
+        once, as always, but one call takes only the first 1 000 pointers out (bounded
+        work for Redis); the rest go by their TTL."""
+        p = self.r.pipeline(transaction=False)
+        for i in range(1501):
+            jid, score = "j%04d" % i, 1000 + i
+            p.zadd(self.ALL, {json.dumps({"jid": jid}, separators=(",", ":")): score})
+            p.zadd(b"cogworker:history:jid:" + jid.encode(), {"%d success" % score: score})
+        p.execute()
+        self.assertEqual(self.write("new", "5000.5", max_entries=1), 1)
+        self.assertEqual([json.loads(m)["jid"] for m in self.r.zrange(self.ALL, 0, -1)],
+                         ["new"])
+        left = sorted(k.decode()[len("cogworker:history:jid:"):]
+                      for k in self.r.scan_iter(b"cogworker:history:jid:*", count=1000))
+        self.assertEqual(left, ["j%04d" % i for i in range(1000, 1501)] + ["new"])
+
     def test_an_entry_without_jid_has_no_index(self):
         self.assertEqual(self.write(None, "400.5"), 1)
         self.assertEqual(self.r.keys(b"cogworker:history:jid:*"), [])
