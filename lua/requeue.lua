@@ -60,6 +60,7 @@
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- we read TIME
 
 --@include retake_running_lock
+--@include json_top
 --@include requeue_job
 
 local list, presence, last_beat, parking, dead, queues, live_queues =
@@ -87,7 +88,7 @@ end
 -- The job's jid when the payload decodes to an object with a non-empty string jid, and
 -- its class when that is a string (each nil otherwise).
 local function jid_of(raw)
-	local ok, job = pcall(cjson.decode, raw)
+	local ok, job = json_fields(raw)
 	if not ok or type(job) ~= 'table' then return nil, nil end
 	local jid = type(job.jid) == 'string' and job.jid ~= '' and job.jid or nil
 	return jid, type(job.class) == 'string' and job.class or nil

@@ -14,6 +14,7 @@
 -- travels with the push (lesson 66).
 
 --@include retake_running_lock
+--@include json_top
 --@include requeue_job
 
 if not redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end

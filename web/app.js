@@ -423,14 +423,15 @@ async function drawJobList(set) {
 	const boxes = [];
 	const rows = d.jobs.map((j) => {
 		const box = actions.length ? el("input", { type: "checkbox", class: "pick" }) : null;
-		if (box) { box.entry = j.raw; boxes.push(box); }
+		if (box) { box.entry = j.truncated ? null : j.raw; box.jid = j.jid; boxes.push(box); }
 		return el("tr", { "data-jid": j.jid || "" },
 			actions.length ? el("td", {}, box) : null,
 			timeCell(whenOf(j)),
 			el("td", { class: "code" }, el("a", { href: jobHref(j) }, j.jid || "(no jid)")),
 			el("td", {}, j.class),
 			el("td", {}, j.queue || "-"),
-			el("td", { class: "code args" }, cut(j.args === null ? j.raw : compactJSON(j.args), 160)),
+			el("td", { class: "code args" }, j.truncated ? el("span", { class: "muted truncated" }, "(truncated: a job of " + fmtNum(j.size) + " bytes)")
+				: cut(j.args === null ? j.raw : compactJSON(j.args), 160)),
 			set === "running" ? el("td", { class: "code" }, j.process || "") : el("td", {}, cut(errorText(j), 200)));
 	});
 	const heads = [actions.length ? "" : null, set === "running" ? "Started" : set === "queued" ? "Enqueued" : set === "dead" ? "Died" : set === "after" ? "Waiting since" : "Due",
@@ -445,11 +446,18 @@ async function drawJobList(set) {
 	const bulk = actions.length ? el("div", { class: "toolbar" },
 		el("span", { class: "muted" }, "Selected:"),
 		actions.map(([a, label]) => el("button", { type: "button", "data-action": a, onclick: () => {
-			const picked = boxes.filter((b) => b.checked).map((b) => b.entry);
-			if (!picked.length) return banner("Select entries first.", "");
-			const form = { entry: picked };
-			if (set === "queued") form.queue = filt.queue;
-			act("/api/jobs/" + set + "/" + a, form, a === "retry" ? null : label + " " + picked.length + " job(s)?", render);
+			const chosen = boxes.filter((b) => b.checked);
+			if (!chosen.length) return banner("Select entries first.", "");
+			// A truncated entry is named by its jid (the server finds it whole).
+			const picked = chosen.filter((b) => b.entry !== null).map((b) => b.entry);
+			const byJid = chosen.filter((b) => b.entry === null).map((b) => b.jid);
+			const forms = [picked.length ? { entry: picked } : null, byJid.length ? { jid: byJid } : null].filter((f) => f);
+			if (set === "queued") forms.forEach((f) => { f.queue = filt.queue; });
+			if (a !== "retry" && !window.confirm(label + " " + chosen.length + " job(s)?")) return;
+			(async () => {
+				for (const [i, f] of forms.entries())
+					await act("/api/jobs/" + set + "/" + a, f, null, i === forms.length - 1 ? render : null);
+			})();
 		} }, label)),
 		el("span", { class: "muted" }, " All that match:"),
 		actions.filter(([a]) => a !== "reschedule").map(([a, label]) => el("button", { type: "button", class: "danger", "data-all": a, onclick: () => {
@@ -614,7 +622,7 @@ function endedText(e) {
 
 function locationPanel(jid, loc) {
 	const base = "/api/jobs/" + loc.set + "/";
-	const form = { entry: loc.raw };
+	const form = loc.truncated ? { jid: loc.jid } : { entry: loc.raw };
 	if (loc.set === "queued") form.queue = loc.queue;
 	const back = () => location.replace("/jobs/" + (loc.set === "running" || loc.set === "inprogress" ? "running" : loc.set));
 	const btns = [];
@@ -646,7 +654,8 @@ function locationPanel(jid, loc) {
 			["enqueued", loc.enqueued_at ? fmtTime(loc.enqueued_at) : null],
 			["failed", loc.failed_at ? fmtTime(loc.failed_at) : null],
 			["retries", loc.retry_count !== null ? String(loc.retry_count) + " failure(s); retry " + compactJSON(loc.retry) : null],
-			["error", errorText(loc) || null], ["parse error", loc.parse_error || null]]),
+			["error", errorText(loc) || null], ["parse error", loc.parse_error || null],
+			["size", loc.truncated ? fmtNum(loc.size) + " bytes: more than max_job_bytes, shown truncated to its first " + fmtNum(loc.raw.length) + " characters" : null]]),
 		el("h3", {}, "Args"), el("pre", { class: "light args" }, prettyJSON(loc.args, loc.raw)),
 		el("details", {}, el("summary", {}, "The whole payload"), el("pre", { class: "light payload" }, prettyJSON(loc.payload, loc.raw))),
 		btns.length ? el("div", { class: "toolbar" }, btns) : null);

@@ -1,11 +1,12 @@
 -- SPDX-License-Identifier: MIT
 -- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl, back): shared
--- fragment (doc/protocol.md §6.3). Needs retake_running_lock included before it.
+-- fragment (doc/protocol.md §6.3). Needs retake_running_lock and json_top included before it.
 --
 -- Puts an already-fetched job back at the FRONT of its queue (RPUSH: consumers take from
 -- the right), or at the back when `back` is true (LPUSH: a job a saturated handler gives
 -- away must not block the jobs behind it), and returns the queue name it went to.
---   1. pcall-decode the job (decode only: the original string is what gets pushed);
+--   1. pcall-decode the job (json_fields: a job over 1 MiB through its summary; decode
+--      only: the original string is what gets pushed);
 --   2. queue = its `queue` field when that is a non-empty string, else default_queue
 --      (a job whose queue can't be read still has to go somewhere; on `default` the
 --      Processor buries it as `(unparseable)`);
@@ -16,7 +17,7 @@
 -- Errors (e.g. WRONGTYPE on the queue or the lock) propagate to the caller.
 local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl, back)
 	local queue = default_queue
-	local ok, job = pcall(cjson.decode, raw)
+	local ok, job = json_fields(raw)
 	if ok and type(job) == 'table' then
 		if type(job.queue) == 'string' and job.queue ~= '' then
 			queue = job.queue

@@ -112,6 +112,33 @@ static char *retry_payload(const struct entry *e, double now, double expires_in)
 	return json_edit_object(e->raw, e->raw_len, ed, 2);
 }
 
+/* An action on an entry read cut (jobs_cut.c), through ACT_CUT: 1 done (reschedule:
+ * changed), 0 gone, -1 error (r->err). */
+static int cut_act(struct act *x, const struct entry *e, const char *dest, const char *score,
+                   const char *queue)
+{
+	int r = jobs_cut_act(x->c, e, action_names[x->a], dest, score, queue);
+	if (r == -2) {          /* do_* refused it before: not reached */
+		snprintf(x->c->r.err, sizeof x->c->r.err, "an entry too large to read, without a jid");
+		return -1;
+	}
+	return r;
+}
+
+/* Why a cut entry can't be retried, or NULL. */
+static const char *cut_refusal(const struct act *x, const struct entry *e)
+{
+	if (!e->size)
+		return NULL;
+	if (!e->j.obj || !e->j.jid)
+		return "too large to read, and no jid to find it by";
+	if (x->a == A_RETRY && x->expires_in > 0)
+		return "too large to read: its expires_at can't be set (retry it without --expires-in)";
+	if (x->a == A_RETRY && e->set == S_DEAD && e->j.bid)
+		return "a batch member too large to read (BATCH_REVIVE takes it whole)";
+	return NULL;
+}
+
 /*
  * Put the entry back on queue q as payload: CLAIM_AND_REQUEUE, or for a dead batch member
  * BATCH_REVIVE, which also makes it pending in its batch again (up the tree) in the same
@@ -121,6 +148,12 @@ static char *retry_payload(const struct entry *e, double now, double expires_in)
  */
 static int requeue(struct act *x, const struct entry *e, const char *payload, const char *q)
 {
+	if (e->size) {          /* cut (jobs_cut.c): ACT_CUT puts it back as it is */
+		char *qkey = xasprintf(K_QUEUE "%s", q);
+		int r = cut_act(x, e, qkey, NULL, q);
+		free(qkey);
+		return r;
+	}
 	size_t plen = strlen(payload), qlen = strlen(q);
 	int member = e->set == S_DEAD && e->j.bid && e->j.jid;
 	redisReply *rep;
@@ -166,6 +199,8 @@ static int do_retry(struct act *x, const struct entry *e)
 		why = "an (unparseable) wrapper";
 	else if (!q || !q[0])
 		why = "no queue";
+	else
+		why = cut_refusal(x, e);
 	if (why) {
 		ctl_error("%s in %s can't be put back on a queue (%s)", label(e),
 		          jobs_set_names[e->set], why);
@@ -177,7 +212,7 @@ static int do_retry(struct act *x, const struct entry *e)
 	if (x->expires_in <= 0 && cJSON_IsNumber(own) && own->valuedouble > 0 &&
 	    own->valuedouble <= now)
 		return refuse_expired(x, e, own->valuedouble);
-	char *payload = retry_payload(e, now, x->expires_in);
+	char *payload = e->size ? xstrdup("") : retry_payload(e, now, x->expires_in);
 	if (!payload) {
 		ctl_error("%s in %s can't be put back on a queue (unreadable payload)", label(e),
 		          jobs_set_names[e->set]);
@@ -231,8 +266,21 @@ static const char *release_locks(struct act *x, const struct entry *e)
 static int do_delete(struct act *x, const struct entry *e)
 {
 	struct ctl *c = x->c;
+	long long n_cut = 0;
 	redisReply *rep;
-	if (e->set == S_QUEUED) {
+	const char *why = cut_refusal(x, e);
+	if (why) {
+		ctl_error("can't delete %s from %s: %s", label(e), jobs_set_names[e->set], why);
+		result(x, e, NULL, "refused", why, NULL, 0);
+		return CTL_NOTHING;
+	}
+	if (e->size) {
+		int r = cut_act(x, e, NULL, NULL, NULL);
+		if (r < 0)
+			return ctl_redis_error(c, e->key);
+		rep = NULL;
+		n_cut = r;
+	} else if (e->set == S_QUEUED) {
 		const char *argv[] = { "LREM", e->key, "0", e->raw };
 		size_t lens[] = { 4, strlen(e->key), 1, e->raw_len };
 		rep = rcmd_argv(&c->r, 4, argv, lens);
@@ -241,10 +289,11 @@ static int do_delete(struct act *x, const struct entry *e)
 		size_t lens[] = { 4, strlen(e->key), e->raw_len };
 		rep = rcmd_argv(&c->r, 3, argv, lens);
 	}
-	if (!rep)
+	if (!rep && !e->size)
 		return ctl_redis_error(c, e->key);
-	long long n = reply_integer(rep, 0);
-	freeReplyObject(rep);
+	long long n = e->size ? n_cut : reply_integer(rep, 0);
+	if (rep)
+		freeReplyObject(rep);
 	if (n == 0) {
 		if (!x->quiet_gone)
 			ctl_error("%s: gone from %s", label(e), jobs_set_names[e->set]);
@@ -276,18 +325,25 @@ static int do_kill(struct act *x, const struct entry *e)
 		return ctl_redis_error(c, "TIME");
 	char score[32];
 	job_format_time(now, score);
+	const char *why = cut_refusal(x, e);
+	if (why) {
+		ctl_error("can't kill %s in %s: %s", label(e), jobs_set_names[e->set], why);
+		result(x, e, NULL, "refused", why, NULL, 0);
+		return CTL_NOTHING;
+	}
 	const char *keys[] = { e->key, K_DEAD };
 	const char *args[] = { e->raw, score, e->raw };
 	size_t lens[] = { e->raw_len, strlen(score), e->raw_len };
-	redisReply *rep = rscript(&c->r, "kill", 2, keys, 3, args, lens);
-	if (!rep) {
+	redisReply *rep = e->size ? NULL : rscript(&c->r, "kill", 2, keys, 3, args, lens);
+	long long r = e->size ? cut_act(x, e, K_DEAD, score, NULL) : rep ? reply_integer(rep, 0) : -1;
+	if (rep)
+		freeReplyObject(rep);
+	if (r < 0) {
 		char *what = xasprintf("kill of %s", label(e));
 		int s = ctl_redis_error(c, what);
 		free(what);
 		return s;
 	}
-	long long r = reply_integer(rep, 0);
-	freeReplyObject(rep);
 	if (r != 1) {
 		if (!x->quiet_gone)
 			ctl_error("%s: gone from %s", label(e), jobs_set_names[e->set]);
@@ -315,11 +371,19 @@ static int do_reschedule(struct act *x, const struct entry *e)
 	/* XX: an entry someone took meanwhile is not re-added; same member, no duplicate. */
 	const char *argv[] = { "ZADD", e->key, "XX", "CH", score, e->raw };
 	size_t lens[] = { 4, strlen(e->key), 2, 2, strlen(score), e->raw_len };
-	redisReply *rep = rcmd_argv(&c->r, 6, argv, lens);
-	if (!rep)
+	const char *why = cut_refusal(x, e);
+	if (why) {
+		ctl_error("can't reschedule %s in %s: %s", label(e), jobs_set_names[e->set], why);
+		result(x, e, NULL, "refused", why, NULL, 0);
+		return CTL_NOTHING;
+	}
+	redisReply *rep = e->size ? NULL : rcmd_argv(&c->r, 6, argv, lens);
+	long long changed = e->size ? cut_act(x, e, NULL, score, NULL) : rep ? reply_integer(rep, 0)
+	                                                                     : -1;
+	if (rep)
+		freeReplyObject(rep);
+	if (changed < 0)
 		return ctl_redis_error(c, e->key);
-	long long changed = reply_integer(rep, 0);
-	freeReplyObject(rep);
 	if (!changed) {         /* taken meanwhile: nothing re-added, and that is fine */
 		result(x, e, NULL, "gone", NULL, NULL, 0);
 		return CTL_OK;

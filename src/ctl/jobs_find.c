@@ -40,6 +40,7 @@ void jobs_entry_free(struct entry *e)
 	free(e->raw);
 	free(e->process);
 	free(e->handler);
+	free(e->summary);
 	job_free(&e->j);
 }
 
@@ -64,9 +65,11 @@ static int collect(struct entry *e, void *ctx)
 		.raw = xstrndup(e->raw, e->raw_len), .raw_len = e->raw_len, .score = e->score,
 		.has_score = e->has_score, .process = e->process ? xstrdup(e->process) : NULL,
 		.run_at = e->run_at, .handler = e->handler ? xstrdup(e->handler) : NULL,
-		.limit = e->limit, .since = e->since,
+		.limit = e->limit, .since = e->since, .size = e->size,
+		.summary = e->summary ? xstrndup(e->summary, e->summary_len) : NULL,
+		.summary_len = e->summary_len,
 	};
-	job_parse(&c->j, c->raw, c->raw_len, c->qname);
+	jobs_entry_parse(c);
 	return f->limit > 0 && f->n >= f->limit;
 }
 
@@ -87,15 +90,17 @@ const char *jobs_entry_class(const struct entry *e)
 static int consider(struct entry *e, const struct filter *f, entry_cb cb, void *ctx)
 {
 	int raw_eq = 0;
-	if (f->arg) {
+	/* A cut entry (jobs_cut.c) is matched by its summary's jid, never by its head. */
+	if (f->arg && !e->size) {
 		size_t alen = strlen(f->arg);
 		raw_eq = e->raw_len == alen && memcmp(e->raw, f->arg, alen) == 0;
 		if (!raw_eq && (alen == 0 || !memmem(e->raw, e->raw_len, f->arg, alen)))
 			return 0;
 	}
-	job_parse(&e->j, e->raw, e->raw_len, e->qname);
+	jobs_entry_parse(e);
 	int ok = 1;
-	if (f->text && !memmem(e->raw, e->raw_len, f->text, strlen(f->text)))
+	if (f->text && !memmem(e->raw, e->raw_len, f->text, strlen(f->text)) &&
+	    !(e->size && memmem(e->summary, e->summary_len, f->text, strlen(f->text))))
 		ok = 0;
 	if (ok && f->arg && !raw_eq && !(e->j.obj && e->j.jid && strcmp(e->j.jid, f->arg) == 0))
 		ok = 0;
@@ -127,18 +132,23 @@ static int window_step(struct window *w, long i)
 	return w->budget > 0 && w->read >= w->budget;
 }
 
-/* The in-progress entry of jid among the reply's elements, or NULL. */
-static const redisReply *listed_job(const redisReply *list, const char *jid)
+/* The in-progress entry of jid among the reply's elements (a jobs_read), into e: 1, or 0
+ * when it is not there. */
+static int listed_job(const redisReply *list, const char *jid, struct entry *e)
 {
 	for (size_t k = 0; list && jid && k < list->elements; k++) {
-		struct job j;
-		job_parse(&j, list->element[k]->str, list->element[k]->len, NULL);
-		int same = j.obj && j.jid && strcmp(j.jid, jid) == 0;
-		job_free(&j);
-		if (same)
-			return list->element[k];
+		struct entry x = { 0 };
+		if (!jobs_entry_member(&x, list->element[k]))
+			continue;
+		jobs_entry_parse(&x);
+		int same = x.j.obj && x.j.jid && strcmp(x.j.jid, jid) == 0;
+		job_free(&x.j);
+		if (same) {
+			*e = x;
+			return 1;
+		}
 	}
-	return NULL;
+	return 0;
 }
 
 /* The waiting set: what each live process publishes, each job with its in-progress entry
@@ -159,12 +169,18 @@ static int scan_waiting(struct ctl *c, const struct filter *f, entry_cb cb, void
 		for (int k = 0; k < nw && !stop; k++) {
 			if (w[k].identity != p[i].identity)
 				continue;
-			if (!list && !(list = rcmd(&c->r, "LRANGE " K_INPROGRESS "%s 0 -1", p[i].identity))
-			    && c->r.unavailable) {
-				rc = ctl_redis_error(c, K_INPROGRESS);
-				break;
+			if (!list) {
+				char *lkey = xasprintf(K_INPROGRESS "%s", p[i].identity);
+				const char *argv[] = { "LRANGE", "0", "-1" };
+				list = jobs_read(c, lkey, 3, argv);
+				free(lkey);
+				if (!list && c->r.unavailable) {
+					rc = ctl_redis_error(c, K_INPROGRESS);
+					break;
+				}
 			}
-			const redisReply *raw = listed_job(list, w[k].jid);
+			struct entry listed = { 0 };
+			int raw = listed_job(list, w[k].jid, &listed);
 			struct sbuf stand_in;
 			sb_init(&stand_in);
 			sb_adds(&stand_in, "{\"class\":");
@@ -175,8 +191,10 @@ static int scan_waiting(struct ctl *c, const struct filter *f, entry_cb cb, void
 			jstr(&stand_in, w[k].jid);
 			sb_addc(&stand_in, '}');
 			struct entry e = { .set = S_WAITING, .key = key, .process = (char *)p[i].identity,
-			                   .raw = raw ? raw->str : stand_in.s,
-			                   .raw_len = raw ? raw->len : stand_in.len,
+			                   .raw = raw ? listed.raw : stand_in.s,
+			                   .raw_len = raw ? listed.raw_len : stand_in.len,
+			                   .size = listed.size, .summary = listed.summary,
+			                   .summary_len = listed.summary_len,
 			                   .qname = w[k].queue, .handler = w[k].handler,
 			                   .limit = w[k].limit, .since = w[k].since };
 			stop = consider(&e, f, cb, ctx);
@@ -195,12 +213,13 @@ static int scan_waiting(struct ctl *c, const struct filter *f, entry_cb cb, void
 static int after_entry(const char *jid, const redisReply *h, double since,
                        const struct filter *f, entry_cb cb, void *ctx)
 {
-	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 2 || !h->element[0]->str)
+	struct entry e = { .set = S_AFTER, .since = since };
+	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 2 ||
+	    !jobs_entry_member(&e, h->element[0]))
 		return 0;               /* released or buried meanwhile */
 	char *key = xasprintf(K_WAIT "%s", jid);
-	struct entry e = { .set = S_AFTER, .key = key, .raw = h->element[0]->str,
-	                   .raw_len = h->element[0]->len, .qname = h->element[1]->str,
-	                   .since = since };
+	e.key = key;
+	e.qname = h->element[1]->str;
 	int stop = consider(&e, f, cb, ctx);
 	free(key);
 	return stop;
@@ -213,7 +232,10 @@ static int scan_after(struct ctl *c, const struct filter *f, entry_cb cb, void *
                       struct window *w)
 {
 	if (f->arg && f->arg[0] != '{') {
-		redisReply *h = rcmd(&c->r, "HMGET " K_WAIT "%s payload queue", f->arg);
+		char *wkey = xasprintf(K_WAIT "%s", f->arg);
+		const char *argv[] = { "HMGET", "payload", "queue" };
+		redisReply *h = jobs_read(c, wkey, 3, argv);
+		free(wkey);
 		redisReply *s = h ? rcmd(&c->r, "ZSCORE " K_BATCH_WAITING " %s", f->arg) : NULL;
 		int stop = h && s ? after_entry(f->arg, h, s->str ? strtod(s->str, NULL) : 0, f, cb,
 		                                ctx) : 0;
@@ -231,11 +253,21 @@ static int scan_after(struct ctl *c, const struct filter *f, entry_cb cb, void *
 			return ctl_redis_error(c, K_BATCH_WAITING), -1;
 		size_t n = rep->elements / 2;
 		struct rpipe p;
+		const char *argv[] = { "HMGET", "payload", "queue" };
+		jobs_cut_begin(c);
 		rpipe_begin(&c->r, &p);
 		for (size_t i = 0; i < n; i++)
 			rpipe_add(&c->r, &p, "HMGET " K_WAIT "%s payload queue", rep->element[2 * i]->str);
 		redisReply **hs = xcalloc(n + 1, sizeof *hs);
 		int failed = rpipe_exec(&c->r, &p, hs);
+		for (size_t i = 0; i < n; i++)
+			jobs_cut_take(c, hs[i]);
+		jobs_cut_end(c);
+		for (size_t i = 0; i < n && !failed; i++) {
+			char *wkey = xasprintf(K_WAIT "%s", rep->element[2 * i]->str);
+			jobs_cut_peek(c, wkey, 3, argv, hs[i]);
+			free(wkey);
+		}
 		int spent = 0;
 		for (size_t i = 0; i < n && !stop && !spent && !failed; i++) {
 			stop = after_entry(rep->element[2 * i]->str, hs[i],
@@ -274,9 +306,11 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 	if (jobs_zset_keys[set]) {
 		const char *key = jobs_zset_keys[set];
 		for (long start = w->from; !stop; start += PAGE) {
-			redisReply *rep = rcmd(&c->r, "%s %s %ld %ld WITHSCORES",
-			                       set == S_DEAD ? "ZREVRANGE" : "ZRANGE", key, start,
-			                       start + PAGE - 1);
+			char a[32], b[32];
+			snprintf(a, sizeof a, "%ld", start);
+			snprintf(b, sizeof b, "%ld", start + PAGE - 1);
+			const char *argv[] = { set == S_DEAD ? "ZREVRANGE" : "ZRANGE", a, b, "WITHSCORES" };
+			redisReply *rep = jobs_read(c, key, 4, argv);
 			if (!rep) {
 				if (tolerant && !c->r.unavailable) {
 					ctl_error("warning: %s skipped: %s", key, c->r.err);
@@ -289,10 +323,10 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 			int spent = 0;
 			for (size_t i = 0; i < n && !stop && !spent; i++) {
 				const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
-				struct entry e = { .set = set, .key = (char *)key, .raw = m->str,
-				                   .raw_len = m->len, .score = strtod(s->str, NULL),
-				                   .has_score = 1 };
-				stop = consider(&e, f, cb, ctx);
+				struct entry e = { .set = set, .key = (char *)key,
+				                   .score = strtod(s->str, NULL), .has_score = 1 };
+				if (jobs_entry_member(&e, m))
+					stop = consider(&e, f, cb, ctx);
 				spent = window_step(w, start + (long)i);
 			}
 			freeReplyObject(rep);
@@ -321,7 +355,11 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 			int spent = 0;
 			w->read = 0;
 			for (long start = w->from; !stop && !spent; start += PAGE) {
-				redisReply *rep = rcmd(&c->r, "LRANGE %s %ld %ld", key, start, start + PAGE - 1);
+				char a[32], b[32];
+				snprintf(a, sizeof a, "%ld", start);
+				snprintf(b, sizeof b, "%ld", start + PAGE - 1);
+				const char *argv[] = { "LRANGE", a, b };
+				redisReply *rep = jobs_read(c, key, 3, argv);
 				if (!rep) {
 					if (tolerant && !c->r.unavailable) {
 						ctl_error("warning: %s skipped: %s", key, c->r.err);
@@ -332,10 +370,9 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 					break;
 				}
 				for (size_t k = 0; k < rep->elements && !stop && !spent; k++) {
-					struct entry e = { .set = set, .key = key, .qname = qs[i],
-					                   .raw = rep->element[k]->str,
-					                   .raw_len = rep->element[k]->len };
-					stop = consider(&e, f, cb, ctx);
+					struct entry e = { .set = set, .key = key, .qname = qs[i] };
+					if (jobs_entry_member(&e, rep->element[k]))
+						stop = consider(&e, f, cb, ctx);
 					spent = window_step(w, start + (long)k);
 				}
 				size_t got = rep->elements;
@@ -371,7 +408,8 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 	for (size_t i = 0; i < ids->elements && !stop && rc == 0; i++) {
 		char *id = xstrndup(ids->element[i]->str, ids->element[i]->len);
 		char *key = xasprintf(set == S_RUNNING ? K_WORKERS "%s" : K_INPROGRESS "%s", id);
-		redisReply *rep = rcmd(&c->r, set == S_RUNNING ? "HVALS %s" : "LRANGE %s 0 -1", key);
+		const char *argv[] = { set == S_RUNNING ? "HVALS" : "LRANGE", "0", "-1" };
+		redisReply *rep = jobs_read(c, key, set == S_RUNNING ? 1 : 3, argv);
 		if (!rep) {
 			if (tolerant && !c->r.unavailable) {
 				ctl_error("warning: %s skipped: %s", key, c->r.err);
@@ -381,17 +419,24 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 			}
 		}
 		for (size_t k = 0; rep && k < rep->elements && !stop; k++) {
-			const redisReply *v = rep->element[k];
-			struct entry e = { .set = set, .key = key, .process = id, .raw = v->str,
-			                   .raw_len = v->len };
+			struct entry e = { .set = set, .key = key, .process = id };
+			if (!jobs_entry_member(&e, rep->element[k]))
+				continue;
 			char *qname = NULL;
 			if (set == S_RUNNING) {
-				size_t ps, pl;
-				if (json_member_span(v->str, v->len, "payload", &ps, &pl) == 0) {
-					e.raw = v->str + ps;
-					e.raw_len = pl;
+				/* The workers entry, or its summary when cut: the job is its payload. */
+				const char *v = e.size ? e.summary : e.raw;
+				size_t vlen = e.size ? e.summary_len : e.raw_len, ps, pl;
+				if (json_member_span(v, vlen, "payload", &ps, &pl) == 0) {
+					if (e.size) {
+						e.summary = (char *)v + ps;
+						e.summary_len = pl;
+					} else {
+						e.raw = (char *)v + ps;
+						e.raw_len = pl;
+					}
 				}
-				cJSON *work = job_json_parse(v->str, v->len);
+				cJSON *work = job_json_parse(v, vlen);
 				const cJSON *q = work ? cJSON_GetObjectItemCaseSensitive(work, "queue") : NULL;
 				const cJSON *ra = work ? cJSON_GetObjectItemCaseSensitive(work, "run_at")
 				                       : NULL;
@@ -435,8 +480,12 @@ int jobs_find_at(struct ctl *c, int set, double score, const struct filter *f,
 {
 	const char *key = jobs_zset_keys[set];
 	/* The score came back as text with 6 decimals: a microsecond either way finds it. */
-	redisReply *rep = rcmd(&c->r, "ZRANGEBYSCORE %s %.6f %.6f WITHSCORES LIMIT 0 %d", key,
-	                       score - 1e-6, score + 1e-6, PAGE);
+	char lo[48], hi[48], n[16];
+	snprintf(lo, sizeof lo, "%.6f", score - 1e-6);
+	snprintf(hi, sizeof hi, "%.6f", score + 1e-6);
+	snprintf(n, sizeof n, "%d", PAGE);
+	const char *argv[] = { "ZRANGEBYSCORE", lo, hi, "WITHSCORES", "LIMIT", "0", n };
+	redisReply *rep = jobs_read(c, key, 7, argv);
 	if (!rep) {
 		ctl_redis_error(c, key);
 		return -1;
@@ -444,9 +493,10 @@ int jobs_find_at(struct ctl *c, int set, double score, const struct filter *f,
 	int stop = 0;
 	for (size_t i = 0; i + 1 < rep->elements && !stop; i += 2) {
 		const redisReply *m = rep->element[i], *sc = rep->element[i + 1];
-		struct entry e = { .set = set, .key = (char *)key, .raw = m->str, .raw_len = m->len,
-		                   .score = strtod(sc->str, NULL), .has_score = 1 };
-		stop = consider(&e, f, collect, out);
+		struct entry e = { .set = set, .key = (char *)key, .score = strtod(sc->str, NULL),
+		                   .has_score = 1 };
+		if (jobs_entry_member(&e, m))
+			stop = consider(&e, f, collect, out);
 	}
 	freeReplyObject(rep);
 	return 0;

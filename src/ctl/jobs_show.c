@@ -23,8 +23,9 @@
 static void member_raw(struct sbuf *b, const struct entry *e, const char *name)
 {
 	size_t s, l;
-	if (e->j.obj && json_member_span(e->raw, e->raw_len, name, &s, &l) == 0)
-		sb_add(b, e->raw + s, l);
+	const char *t = e->size ? e->summary : e->raw;      /* cut: its summary (jobs_cut.c) */
+	if (e->j.obj && json_member_span(t, e->size ? e->summary_len : e->raw_len, name, &s, &l) == 0)
+		sb_add(b, t + s, l);
 	else
 		sb_adds(b, "null");
 }
@@ -40,7 +41,7 @@ static void entry_json(struct sbuf *b, const struct entry *e, int with_payload)
 	sb_adds(b, ",\"queue\":");
 	jstr(b, jobs_payload_queue(e));
 	sb_adds(b, ",\"args\":");
-	if (e->j.obj)
+	if (e->j.obj && (!e->size || jobs_entry_has(e, "args")))
 		sb_adds(b, e->j.args_json);
 	else
 		sb_adds(b, "null");
@@ -78,6 +79,8 @@ static void entry_json(struct sbuf *b, const struct entry *e, int with_payload)
 	}
 	sb_adds(b, ",\"raw\":");
 	jstrn(b, e->raw, e->raw_len);
+	if (e->size)            /* raw is its first bytes only */
+		sb_printf(b, ",\"truncated\":true,\"size\":%zu", e->size);
 	if (with_payload) {
 		sb_adds(b, ",\"payload\":");
 		if (json_valid(e->raw, e->raw_len))
@@ -137,6 +140,15 @@ static char *entry_error(const struct entry *e)
 	return xasprintf("%s%s%s", ec ? ec : "", ec && em ? ": " : "", em ? em : "");
 }
 
+/* The args shown of an entry: a cut one's size when its args were not read. */
+static const char *cut_args(const struct entry *e, const char *args, char *buf, size_t n)
+{
+	if (!e->size || jobs_entry_has(e, "args"))
+		return args;
+	snprintf(buf, n, "(truncated: a job of %zu bytes)", e->size);
+	return buf;
+}
+
 /* ---- jobs list ---- */
 
 int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
@@ -176,12 +188,13 @@ int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
 			if (e->set == S_WAITING && e->process)
 				snprintf(when + strlen(when), sizeof when - strlen(when),
 				         " on %s for a slot (max_concurrency %d)", e->process, e->limit);
-			char *err = entry_error(e);
+			char *err = entry_error(e), cut[96];
 			const char *q = jobs_payload_queue(e);
 			const char *cls = jobs_entry_class(e);
 			const char *row[] = { jobs_set_names[e->set], e->j.obj && e->j.jid ? e->j.jid : "-",
 			                      cls ? cls : "?", q ? q : "-", when,
-			                      e->j.obj ? e->j.args_json : e->raw, err };
+			                      cut_args(e, e->j.obj ? e->j.args_json : e->raw, cut,
+			                               sizeof cut), err };
 			table_add(&t, row);
 			free(err);
 		}
@@ -333,7 +346,9 @@ static void show_human(const struct entry *e, double now, int full)
 	} else {
 		const char *q = jobs_payload_queue(e);
 		printf("class      %s\nqueue      %s\n", e->j.cls ? e->j.cls : "?", q ? q : "-");
-		show_field("args", e->j.args_json, strlen(e->j.args_json), full);
+		char cut[96];
+		const char *args = cut_args(e, e->j.args_json, cut, sizeof cut);
+		show_field("args", args, strlen(args), full);
 		show_retries(e);
 		static const char *const times[][2] = {
 			{ "created_at", "created" }, { "enqueued_at", "enqueued" }, { "at", "at" },
@@ -352,6 +367,9 @@ static void show_human(const struct entry *e, double now, int full)
 			show_field("error", err, strlen(err), full);
 		free(err);
 	}
+	if (e->size)
+		printf("size       %zu bytes, more than max_job_bytes: truncated to its first %zu "
+		       "bytes, below\n", e->size, e->raw_len);
 	show_field("payload", e->raw, e->raw_len, full);
 }
 

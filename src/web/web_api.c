@@ -183,7 +183,8 @@ static int action_of(const char *name)
 	return -1;
 }
 
-/* POST /api/jobs/<set>/<action>: entry=<member>… (as listed), or all=1 with the filters;
+/* POST /api/jobs/<set>/<action>: entry=<member>… (as listed), or jid=<jid>… for entries
+ * listed truncated (jobs_cut.c: found by their jid in that set), or all=1 with the filters;
  * POST /api/jobs/<jid>/cancel [discard=1]. */
 static int post_jobs(struct ctl *c, struct web_req *q, struct web_reply *r)
 {
@@ -219,15 +220,21 @@ static int post_jobs(struct ctl *c, struct web_req *q, struct web_reply *r)
 		c->scan_budget = 0;
 		return jobs_act_on_all(c, (enum action)a, set, &f, 0);
 	}
-	int n = 0;
+	int n = 0, njids = 0;
 	char **raws = xcalloc((size_t)b->n + 1, sizeof *raws);
+	char **jids = xcalloc((size_t)b->n + 1, sizeof *jids);
 	size_t *lens = xcalloc((size_t)b->n + 1, sizeof *lens);
 	for (int i = 0; i < b->n; i++)
 		if (strcmp(b->names[i], "entry") == 0) {
 			raws[n] = b->values[i];
 			lens[n++] = b->lens[i];
+		} else if (strcmp(b->names[i], "jid") == 0) {
+			jids[njids++] = b->values[i];
 		}
-	int st = jobs_act_on_members(c, (enum action)a, set, f.queue, n, raws, lens, minutes);
+	int st = n || !njids
+	         ? jobs_act_on_members(c, (enum action)a, set, f.queue, n, raws, lens, minutes)
+	         : jobs_act_on_args(c, (enum action)a, BIT(set), &f, njids, jids, minutes, 0);
+	free(jids);
 	free(raws);
 	free(lens);
 	return st;

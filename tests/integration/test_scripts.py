@@ -50,6 +50,7 @@ PROTOCOL_SCRIPTS = [
     "release_group_slot", "group_sweep",
     "batch_open", "batch_push", "batch_commit", "batch_settle", "batch_revive",
     "batch_cancel", "batch_expire", "batch_purge", "bury_too_large", "history_write",
+    "peek_cut", "act_cut",
 ]
 
 
@@ -2418,3 +2419,62 @@ class TestBatchKeyNames(unittest.TestCase):
                                  "expire")])
         used = set(re.findall(r"K \.\. '([a-z:]+)'", lua))
         self.assertEqual(used, set(names))
+
+
+class TestCutEntries(ScriptTestCase):
+    """PEEK_CUT and ACT_CUT (doc/protocol.md §6.36, §6.37): entries over max read cut."""
+
+    def big(self, jid, n=2000, **extra):
+        d = {"class": "Big", "args": ["x" * n, {"jid": "inner", "q": "a\\\"b"}], "queue": "q",
+             "jid": jid, "n": 12345678901234567890, "note": "y" * 1100}
+        d.update(extra)
+        return json.dumps(d, separators=(",", ":")).encode()
+
+    def peek(self, key, kind, where, m, head=256, tail=64):
+        return self.run_script("peek_cut", [key], [kind, where, str(len(m)), m[:head],
+                                                   m[-tail:] if tail else b""])
+
+    def test_peek_gives_the_summary_of_the_entry_read_cut(self):
+        big = self.big("b1")
+        self.r.zadd("cogworker:dead", {job("s1"): 2, big: 2, b"[1,2]" + b" " * 1000: 3})
+        # the top-level jid, not the one inside args; big numbers byte for byte; no long value
+        want = b'{"class":"Big","queue":"q","jid":"b1","n":12345678901234567890}'
+        self.assertEqual(self.peek("cogworker:dead", "z", "2.000000", big), want)
+        self.assertEqual(self.peek("cogworker:dead", "z", "3", b"[1,2]" + b" " * 1000), b"")
+        self.assertIsNone(self.peek("cogworker:dead", "z", "1", big))      # not there
+        self.r.rpush("l", job("a"), job("b"), big)
+        self.assertEqual(self.peek("l", "l", "2", big), want)
+        self.r.lpush("l", job("c"))                                      # it moved
+        self.assertEqual(self.peek("l", "l", "2", big), want)
+        self.r.hset("h", mapping={"payload": big, "queue": "q"})
+        self.assertEqual(self.peek("h", "f", "payload", big), want)
+        work = json.dumps({"queue": "q", "run_at": 1}).encode()[:-1] + b',"payload":' + big + b"}"
+        self.r.hset("w", "t1", work)
+        self.assertEqual(self.peek("w", "h", "", work),
+                         b'{"queue":"q","run_at":1,"payload":' + want + b"}")
+        cut_off = big[:-1]                                                # not closed
+        self.r.rpush("c", cut_off)
+        self.assertEqual(self.peek("c", "l", "0", cut_off), b"")
+
+    def test_act_cut_matches_the_jid_never_only_the_head(self):
+        a, b = self.big("aaaa"), self.big("bbbb")        # same length, same first bytes
+        self.assertEqual(len(a), len(b))
+        self.r.zadd("cogworker:dead", {a: 5, b: 5})
+        args = ["delete", "z", "5.000000", str(len(a)), "bbbb", a[:64], "", ""]
+        self.assertEqual(self.run_script("act_cut", ["cogworker:dead"] * 2 + [QUEUES], args), 1)
+        self.assertEqual(self.r.zrange("cogworker:dead", 0, -1), [a])
+        self.assertEqual(self.run_script("act_cut", ["cogworker:dead"] * 2 + [QUEUES], args), 0)
+        args = ["retry", "z", "5", str(len(a)), "aaaa", a[:64], "", "q"]
+        self.assertEqual(self.run_script("act_cut", ["cogworker:dead", qkey("q"), QUEUES], args), 1)
+        self.assertEqual(self.r.lrange(qkey("q"), 0, -1), [a])          # byte for byte
+        self.assertTrue(self.r.sismember(QUEUES, "q"))
+        args = ["delete", "l", "", str(len(a)), "aaaa", a[:64], "", ""]
+        self.assertEqual(self.run_script("act_cut", [qkey("q")] * 2 + [QUEUES], args), 1)
+        self.assertEqual(self.r.llen(qkey("q")), 0)
+
+    def test_requeue_of_a_job_over_1_mib_reads_its_queue_and_jid_without_a_decode(self):
+        big = self.big("big1", n=2 << 20, queue="elsewhere")
+        self.r.rpush(INPROGRESS, big)
+        self.assertEqual(self.requeue()[0:2], [1, 0])
+        self.assertEqual(self.r.lrange(qkey("elsewhere"), 0, -1), [big])
+        self.assertEqual(self.r.get(b"cogworker:orphanings:big1"), b"1")
