@@ -3,7 +3,8 @@
 -- took without reading it (only its length, first and last bytes were seen), goes to dead
 -- as an `(unparseable)` wrapper.
 --
--- KEYS: [1] cogworker:inprogress:<self>  [2] cogworker:dead
+-- KEYS: [1] cogworker:inprogress:<self> (or a parking list of orphan recovery, whose read
+--       did not read it either)  [2] cogworker:dead
 -- ARGV: [1] the job's length in bytes  [2] its first bytes  [3] its last bytes
 --       [4] score (now)  [5] the wrapper (built by the caller)
 --       [6] "1" when the fetch took it off every list already (basic fetch), else "0"

@@ -67,8 +67,6 @@
 #include "state.h"
 #include "util.h"
 
-/* The wrapper of a job too large keeps its first 100 000 characters, of 4 bytes at most. */
-#define SEEN_HEAD (4 * MAX_RAW_PAYLOAD)
 #define FETCH_TOO_LARGE 3       /* next_job: a job too large to read, in out->big */
 
 static struct log_site bury_site = LOG_SITE("Processor");
@@ -703,7 +701,7 @@ static int bury_owed(struct rconn *r, struct fetch_state *st)
 	struct too_large *t = &st->owed;
 	if (!t->seen.len)
 		return 0;
-	if (bury_too_large(r, &t->seen, t->queue, t->taken, t->max, &bury_site) < 0) {
+	if (bury_too_large(r, NULL, &t->seen, t->queue, t->taken, t->max, &bury_site) < 0) {
 		if (r->unavailable)
 			return -1;
 		log_error("a job of %zu bytes from queue %s, too large to read, not buried: %s",
@@ -722,7 +720,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	long long max = c->max_job_bytes;
 	conf_release(c);
 	fetch_mode_resolve(r);          /* before the limit: INFO's reply is a long string */
-	rconn_limit_bulk(r, (size_t)max, SEEN_HEAD);
+	rconn_limit_bulk(r, (size_t)max, TOO_LARGE_HEAD);
 	int got = next_job(r, st, out);
 	rconn_limit_bulk(r, 0, 0);
 	ack_held_settle(r, &st->held);      /* an error before the try: ack it on its own */

@@ -140,6 +140,7 @@ struct pass {
 	struct orphan_report *rep;
 	char threshold[32], queued_ttl[32], max_orphanings[16];
 	int max_n;
+	long long max_job_bytes;        /* a longer parked job is not read (bury_parked) */
 	struct strs once_marks;         /* "o:<class>" REQUEUE marks (at_most_once_classes) */
 };
 
@@ -428,20 +429,54 @@ static void recover_identity(struct pass *p, const char *id)
 
 /* ---- after the identities: repeat orphans, raw burials, unsettled records ---- */
 
-/* File the jobs REQUEUE parked in list (K_REPEAT_ORPHANS, or K_AT_MOST_ONCE_ORPHANS:
- * once) into dead as ProcessDied, head first; only the process whose BURY_ORPHAN filed a
- * job does its follow-up. */
+/* LRANGE of a parking list with the bulk limit at max_job_bytes (rlink.h): a longer job
+ * comes as its length, and what was seen of each (in order) into *seen. */
+static redisReply *read_parked(struct pass *p, const char *list, struct rskip **seen, int *n)
+{
+	*seen = NULL;
+	*n = 0;
+	if (p->max_job_bytes)
+		rconn_limit_bulk(p->r, (size_t)p->max_job_bytes, TOO_LARGE_HEAD);
+	redisReply *rep = rcmd(p->r, "LRANGE %s 0 %d", list, BATCH - 1);
+	struct rskip s;
+	while (p->max_job_bytes && rconn_skipped(p->r, &s)) {
+		*seen = xrealloc(*seen, (size_t)(*n + 1) * sizeof **seen);
+		(*seen)[(*n)++] = s;
+	}
+	if (p->max_job_bytes)
+		rconn_limit_bulk(p->r, 0, 0);
+	return rep;
+}
+
+/*
+ * File the jobs REQUEUE parked in list (K_REPEAT_ORPHANS, or K_AT_MOST_ONCE_ORPHANS: once)
+ * into dead as ProcessDied, head first; only the process whose BURY_ORPHAN filed a job does
+ * its follow-up. A job longer than max_job_bytes (a process with a higher limit ran it) is
+ * not read: it goes to dead as a fetch buries one (BURY_TOO_LARGE, taken from this list),
+ * without the follow-up, which would need it whole.
+ */
 static void bury_parked(struct pass *p, const char *list, int once)
 {
-	redisReply *rep = rcmd(p->r, "LRANGE %s 0 %d", list, BATCH - 1);
+	struct rskip *seen;
+	int nseen, next = 0;
+	redisReply *rep = read_parked(p, list, &seen, &nseen);
 	if (!rep) {
 		char *what = xasprintf("%s unreadable", list);
 		pass_error(p, what);
 		free(what);
+		free(seen);
 		return;
 	}
 	for (size_t i = 0; i < rep->elements && !p->rep->conn_lost; i++) {
 		const redisReply *e = rep->element[i];
+		if (e->type == REDIS_REPLY_INTEGER && next < nseen) {
+			if (bury_too_large(p->r, list, &seen[next++], "default", 0, p->max_job_bytes,
+			                   p->site) < 0)
+				pass_error(p, "repeat orphan too large to read not buried");
+			continue;
+		}
+		if (e->type != REDIS_REPLY_STRING)
+			continue;
 		struct job j;
 		job_parse(&j, e->str, e->len, NULL);
 		double now = now_float();
@@ -465,6 +500,9 @@ static void bury_parked(struct pass *p, const char *list, int once)
 		free(entry);
 		job_free(&j);
 	}
+	for (int k = 0; k < nseen; k++)
+		rskip_free(&seen[k]);
+	free(seen);
 	freeReplyObject(rep);
 }
 
@@ -616,6 +654,7 @@ void orphan_recovery(struct rconn *r, int scan, struct orphan_report *rep,
 	snprintf(p.queued_ttl, sizeof p.queued_ttl, "%ld", conf_queued_ttl(c));
 	snprintf(p.max_orphanings, sizeof p.max_orphanings, "%d", c->max_orphanings);
 	p.max_n = c->max_orphanings;
+	p.max_job_bytes = c->max_job_bytes;
 	at_most_once_classes(c, "o:", &p.once_marks);
 	conf_release(c);
 

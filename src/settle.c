@@ -750,15 +750,15 @@ enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct l
  * pending filing when that fails: the job is still on the list (the fetcher tries again),
  * and its head is all a filing could hold.
  */
-int bury_too_large(struct rconn *r, const struct rskip *seen, const char *queue, int taken,
-                   long long max, struct log_site *site)
+int bury_too_large(struct rconn *r, const char *from, const struct rskip *seen,
+                   const char *queue, int taken, long long max, struct log_site *site)
 {
 	double now = now_float();
 	char *why = xasprintf("job of %zu bytes is larger than max_job_bytes (%lld)", seen->len,
 	                      max);
 	char *wrapper = job_unparseable_wrapper(seen->head, seen->head_len, queue,
 	                                        "Cogworker::InvalidJob", why, now);
-	char *list = xasprintf(K_INPROGRESS "%s", D.identity);
+	char *list = from ? xstrdup(from) : xasprintf(K_INPROGRESS "%s", D.identity);
 	char len[32], score[64];
 	snprintf(len, sizeof len, "%zu", seen->len);
 	snprintf(score, sizeof score, "%.6f", now);

@@ -64,10 +64,14 @@ enum disposition route_failure(struct rconn *r, const struct job *j, enum decisi
 /* A payload that is not a job goes to dead as an (unparseable) wrapper; no on_death. */
 enum disposition bury_unparseable(struct rconn *r, const struct job *j, struct log_site *site);
 /* A job longer than max (max_job_bytes) that the fetch from queue dropped unread, of which
- * seen is what it saw (rlink.h), to dead as an invalid job (doc/protocol.md §6.30); taken:
+ * seen is what it saw (rlink.h), to dead as an invalid job (doc/protocol.md §6.30), taken
+ * from list (NULL: the own in-progress list; orphan recovery's parking lists too); taken:
  * basic fetch, it is on no list any more. 0 done, -1 failed (r->err). */
-int bury_too_large(struct rconn *r, const struct rskip *seen, const char *queue, int taken,
-                   long long max, struct log_site *site);
+int bury_too_large(struct rconn *r, const char *list, const struct rskip *seen,
+                   const char *queue, int taken, long long max, struct log_site *site);
+/* What a read with the bulk limit keeps of a job too large (rlink_limit_bulk's head): the
+ * wrapper keeps its first MAX_RAW_PAYLOAD characters, of 4 bytes at most. */
+#define TOO_LARGE_HEAD (4 * MAX_RAW_PAYLOAD)
 
 /* The attempt entry's outcome for a decision: retrying, dead, killed, discarded. */
 const char *attempt_outcome(enum decision d);

@@ -240,6 +240,28 @@ class BigJobRecovered(PollerTestCase):
         d2.wait_log("requeued 1 job(s) left in progress by dead process %s" % ident)
         self.assertLess(vm_hwm(d2.proc.pid), len(job), "D2 never held the job")
 
+    def test_bj5_a_parked_repeat_orphan_too_large_is_buried_unread(self):
+        """A job parked as a repeat orphan by a process with a higher max_job_bytes: the
+        recovering daemon's listing of the parking list does not read it, and buries it as a
+        fetch buries a job too large."""
+        job = big_job("bigpark000000001")
+        small = json.dumps({"class": "Big", "args": [1], "queue": "big",
+                            "jid": "smallpark0000001"})
+        self.r.rpush("cogworker:repeat_orphans", job, small)
+        d = self.daemon(queues=["other"], **FAST)
+        wait_for(lambda: self.r.llen("cogworker:repeat_orphans") == 0, timeout=60,
+                 message="the parking list filed")
+        dead = self.r.zrange("cogworker:dead", 0, -1)
+        self.assertEqual(len(dead), 2)
+        wrapper = json.loads(next(e for e in dead if b"(unparseable)" in e))
+        self.assertEqual(wrapper["class"], "(unparseable)")
+        self.assertEqual(wrapper["error_message"], "job of %d bytes is larger than "
+                         "max_job_bytes (16777216)" % len(job))
+        self.assertTrue(wrapper["raw_payload"].startswith('{"class":"Big","args":["xxx'))
+        other = json.loads(next(e for e in dead if b"smallpark" in e))
+        self.assertEqual(other["error_class"], "Cogworker::ProcessDied")
+        self.assertLess(vm_hwm(d.proc.pid), len(job), "the daemon never held the job")
+
 
 if __name__ == "__main__":
     unittest.main()
