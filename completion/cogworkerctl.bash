@@ -58,14 +58,14 @@ _cogworkerctl()
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-c --config --tls-ca-file --tls-cert-file --tls-key-file --tls-server-name --tls-no-verify --json --yes --help --version" -- "$cur"))
 		else
-			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits metrics top web batch help" -- "$cur"))
+			COMPREPLY=($(compgen -W "push stats queues jobs processes periodic history exec limits groups metrics top web batch help" -- "$cur"))
 		fi
 		return
 	fi
 
 	local words=
 	case $cmd in
-	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits metrics top web batch" ;;
+	help) [[ -z $sub ]] && words="push stats queues jobs processes periodic history exec limits groups metrics top web batch" ;;
 	push) words="--queue --in --at --retry --unique --jid --json-args --stdin --expires-in --expires-at --batch --after --after-any $common" ;;
 	batch)
 		case $sub in
@@ -75,6 +75,7 @@ _cogworkerctl()
 		*) words=$common ;;
 		esac ;;
 	stats|metrics|top|limits) words=$common ;;
+	groups) words="--handler $common" ;;
 	queues)
 		case $sub in
 		'') words="list pause resume clear $common" ;;

@@ -129,19 +129,6 @@ static int build_watchlist(struct rconn *r, struct watchlist *w)
 	return p.unavailable ? -1 : 0;
 }
 
-/* The key with glob metacharacters escaped, for SCAN MATCH. */
-static char *glob_escape(const char *s)
-{
-	struct sbuf b;
-	sb_init(&b);
-	for (; *s; s++) {
-		if (strchr("*?[]\\", *s))
-			sb_addc(&b, '\\');
-		sb_addc(&b, *s);
-	}
-	return sb_steal(&b);
-}
-
 /* The ms stamp of name if it is exactly <prefix><digits>:<8 hex>, else -1. */
 static long long copy_stamp(const char *name, const char *prefix)
 {
@@ -176,7 +163,7 @@ static int newest_first(const void *a, const void *b)
 static void prune_copies(struct rconn *r, const char *key)
 {
 	char *prefix = xasprintf(K_QUARANTINE "%s:", key);
-	char *esc = glob_escape(prefix);
+	char *esc = redis_glob_escape(prefix);
 	char *match = xasprintf("%s*", esc);
 	struct copy *v = NULL;
 	int n = 0, cap = 0;

@@ -576,6 +576,18 @@ redisReply *rscript(struct rconn *r, const char *name, int nkeys, const char **k
 	return rep;
 }
 
+char *redis_glob_escape(const char *s)
+{
+	struct sbuf b;
+	sb_init(&b);
+	for (; *s; s++) {
+		if (strchr("*?[]\\", *s))
+			sb_addc(&b, '\\');
+		sb_addc(&b, *s);
+	}
+	return sb_steal(&b);
+}
+
 double redis_time(struct rconn *r)
 {
 	redisReply *rep = rcmd(r, "TIME");

@@ -123,6 +123,8 @@ int redis_error_is_demoted(const char *msg);
 /* Redis TIME in seconds (float); the host clock when TIME is refused by a command error.
  * Returns -1 only when Redis is unreachable. */
 double redis_time(struct rconn *r);
+/* s with the glob metacharacters of SCAN MATCH escaped (malloc'd). */
+char *redis_glob_escape(const char *s);
 
 /* Helpers for replies. */
 long long reply_integer(const redisReply *rep, long long dflt);

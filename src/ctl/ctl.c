@@ -122,6 +122,11 @@ static const struct command commands[] = {
 	  "Per handler class, as Redis holds them; a class shows up once a job of it started,\n"
 	  "or was turned away, under such a limit. max_concurrency is per process: see each\n"
 	  "daemon's /metrics." },
+	{ "groups", cmd_groups, "groups [--handler CLASS]",
+	  "fair share: each group's running and set-aside jobs, and its limits",
+	  "Per handler class with group_by and a group limit; a group shows up while jobs of\n"
+	  "it run or wait. WAITING counts the jobs set aside in the group's line (they are in\n"
+	  "no queue), RUNNING its slots held (a job brought back to its queue holds one)." },
 	{ "metrics", cmd_metrics, "metrics",
 	  "cogworker's Prometheus exposition (the eight fleet-wide metrics)",
 	  "For a node_exporter textfile collector. The daemon's own /metrics has more." },

@@ -228,6 +228,8 @@ int ctl_periodic_list(struct ctl *c);
 /* what: run, enable or disable; arg: a pjid or an unambiguous prefix of one. */
 int ctl_periodic_act(struct ctl *c, const char *what, const char *arg);
 int ctl_limits(struct ctl *c);
+/* The groups of fair share (groups.c), of class cls only (NULL: every class). */
+int ctl_groups(struct ctl *c, const char *cls);
 /* The runs newest first (from index from, at most limit, reading at most budget entries
  * of the history set; 0 = no limit), filtered by class and status (NULL = all) and by
  * since (NAN = any), and the per-day counts from daily_from (NAN: the oldest run shown)
@@ -252,6 +254,7 @@ int cmd_metrics(struct ctl *c, int argc, char **argv);
 int cmd_history(struct ctl *c, int argc, char **argv);
 int cmd_top(struct ctl *c, int argc, char **argv);
 int cmd_limits(struct ctl *c, int argc, char **argv);
+int cmd_groups(struct ctl *c, int argc, char **argv);
 int cmd_web(struct ctl *c, int argc, char **argv);
 int cmd_batch(struct ctl *c, int argc, char **argv);
 /* The callbacks a batch script's reply lists from index first on, printed as "fired: bid

@@ -160,6 +160,40 @@ class GroupsTest(JobTestCase):
                 self.assertIn("%s:%d:" % (f.name, line), p.stdout + p.stderr)
                 self.assertIn(phrase, p.stdout + p.stderr)
 
+    def ctl(self, *args, rc=0):
+        p = subprocess.run([binary("cogworkerctl")] + list(args), capture_output=True,
+                           text=True, timeout=30, env=dict(os.environ, REDIS_URL=self.server.url))
+        self.assertEqual(p.returncode, rc, p.stdout + p.stderr)
+        return p.stdout
+
+    def test_gr5_ctl_groups_lists_running_and_waiting(self):
+        """GR-5: cogworkerctl groups: per group its running and set-aside jobs and its
+        limits, as a table and --json; --handler picks a class."""
+        self.grouped(1, sleep=3, concurrency=3, group_concurrency=1,
+                     group_rate_limit="10/60s")
+        self.push_group("A", 4)
+        self.push_group("B", 1)
+        self.push_group(7, 1)
+
+        def rows():
+            return {r["group"]: r for r in json.loads(self.ctl("groups", "--json"))}
+        wait_for(lambda: rows().get("A", {}).get("waiting") == 3 and "7" in rows()
+                 and rows()["7"]["running"] == 1, timeout=10, message="A's 3 set aside")
+        r = rows()
+        self.assertEqual(r["A"], {"class": "Work", "group": "A", "running": 1, "waiting": 3,
+                                  "group_concurrency": 1, "group_rate_limit": "10/60s",
+                                  "window_starts": 1})
+        self.assertEqual((r["B"]["running"], r["B"]["waiting"]), (1, 0))
+        self.assertEqual(list(r)[0], "A", "most waiting first")
+        table = self.ctl("groups").splitlines()
+        self.assertEqual(table[0].split(), ["CLASS", "GROUP", "RUNNING", "WAITING", "LIMIT",
+                                            "RATE", "IN", "WINDOW"])
+        self.assertEqual(table[1].split(), ["Work", "A", "1", "3", "1", "10/60s", "1"])
+        self.assertEqual(json.loads(self.ctl("groups", "--handler", "Other", "--json")), [])
+        self.assertIn("no groups running or waiting for Other",
+                      self.ctl("groups", "--handler", "Other"))
+        self.assertEqual(len(json.loads(self.ctl("groups", "--handler", "Work", "--json"))), 3)
+
 
 if __name__ == "__main__":
     import unittest

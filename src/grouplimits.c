@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * grouplimits.c: the groups of fair share as Redis holds them (doc/protocol.md §7.35), read
+ * for cogworkerctl (groups, queues, top, the dashboard) and the daemon's /metrics: one
+ * implementation, so all show the same thing. Nothing is written.
+ *
+ * The classes with groups and their limits come from cogworker:limits (ADMIT declares
+ * group_by, group_concurrency and group_rate_limit there at each start). The groups with
+ * jobs set aside are the members of cogworker:groups:<class>; groups whose jobs all run
+ * are found only by a SCAN of their slots (asked for by cogworkerctl groups, never by
+ * /metrics, which must stay cheap whatever the keyspace). Then, per group, in one
+ * pipelined round trip: its line's length, its live slots (score = expiry on Redis's
+ * clock: a dead holder's expired lease is not counted even before a script trims it),
+ * its starts in the window.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cJSON.h>
+#include "exporter.h"
+#include "grouplimits.h"
+#include "job.h"
+#include "keys.h"
+
+struct grouped_class {
+	char *cls;
+	int n, rate_n;
+	double window;
+};
+
+void group_limits_free(struct group_row *g, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(g[i].cls);
+		free(g[i].group);
+	}
+	free(g);
+}
+
+/* The classes whose declaration has group_by (and only, if given). */
+static int grouped_classes(struct rconn *r, const char *only, struct grouped_class **out)
+{
+	redisReply *all = rcmd(r, "HGETALL %s", K_LIMITS);
+	if (!all)
+		return -1;
+	int count = 0;
+	size_t pairs = all->type == REDIS_REPLY_ARRAY ? all->elements / 2 : 0;
+	struct grouped_class *c = xcalloc(pairs + 1, sizeof *c);
+	for (size_t i = 0; i < pairs; i++) {
+		const redisReply *k = all->element[2 * i], *v = all->element[2 * i + 1];
+		if (only && (k->len != strlen(only) || memcmp(k->str, only, k->len) != 0))
+			continue;
+		cJSON *o = job_json_parse(v->str, v->len);
+		const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "group_by");
+		const cJSON *gn = cJSON_GetObjectItemCaseSensitive(o, "group_concurrency");
+		const cJSON *gr = cJSON_GetObjectItemCaseSensitive(o, "group_rate_limit");
+		if (cJSON_IsString(by)) {
+			struct grouped_class *g = &c[count++];
+			g->cls = xstrndup(k->str, k->len);
+			if (cJSON_IsNumber(gn) && gn->valuedouble >= 1)
+				g->n = (int)gn->valuedouble;
+			if (cJSON_IsString(gr) &&
+			    conf_parse_rate(gr->valuestring, &g->rate_n, &g->window) != 0)
+				g->rate_n = 0;
+		}
+		if (o)
+			cJSON_Delete(o);
+	}
+	freeReplyObject(all);
+	*out = c;
+	return count;
+}
+
+struct rows {
+	struct group_row *v;
+	int n, cap;
+};
+
+static void add_row(struct rows *rs, const struct grouped_class *c, const char *g, size_t len)
+{
+	for (int i = rs->n - 1; i >= 0 && strcmp(rs->v[i].cls, c->cls) == 0; i--)
+		if (strlen(rs->v[i].group) == len && memcmp(rs->v[i].group, g, len) == 0)
+			return;                 /* found twice: waiting and by the SCAN */
+	if (rs->n == rs->cap) {
+		rs->cap = rs->cap ? rs->cap * 2 : 16;
+		rs->v = xrealloc(rs->v, (size_t)rs->cap * sizeof *rs->v);
+	}
+	struct group_row *row = &rs->v[rs->n++];
+	memset(row, 0, sizeof *row);
+	row->cls = xstrdup(c->cls);
+	row->group = xstrndup(g, len);
+	row->n = c->n;
+	row->rate_n = c->rate_n;
+	row->window = c->window;
+}
+
+/* Groups with slots held, found by their slot keys: -1 only when the connection is lost. */
+static int scan_running(struct rconn *r, const struct grouped_class *c, struct rows *rs)
+{
+	char *esc = redis_glob_escape(c->cls);
+	char *prefix = xasprintf(K_GROUP_SLOTS "%s:", c->cls);
+	size_t plen = strlen(prefix);
+	int rc = 0;
+	for (char cursor[32] = "0";;) {
+		redisReply *rep = rcmd(r, "SCAN %s MATCH " K_GROUP_SLOTS "%s:* COUNT 1000", cursor,
+		                       esc);
+		if (!rep) {
+			rc = r->unavailable ? -1 : 0;
+			break;
+		}
+		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+			const redisReply *keys = rep->element[1];
+			for (size_t i = 0; i < keys->elements; i++)
+				if (keys->element[i]->len >= plen)
+					add_row(rs, c, keys->element[i]->str + plen,
+					        keys->element[i]->len - plen);
+			snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+		} else {
+			snprintf(cursor, sizeof cursor, "0");
+		}
+		freeReplyObject(rep);
+		if (strcmp(cursor, "0") == 0)
+			break;
+	}
+	free(esc);
+	free(prefix);
+	return rc;
+}
+
+static int by_class_waiting(const void *a, const void *b)
+{
+	const struct group_row *x = a, *y = b;
+	int c = strcmp(x->cls, y->cls);
+	if (c)
+		return c;
+	if (x->waiting != y->waiting)
+		return x->waiting > y->waiting ? -1 : 1;
+	return strcmp(x->group, y->group);
+}
+
+/* Each row's counts, in one pipelined round trip. */
+static int count_rows(struct rconn *r, struct rows *rs, double now)
+{
+	char t_now[32];
+	job_format_time(now, t_now);
+	struct rpipe p;
+	rpipe_begin(r, &p);
+	for (int i = 0; i < rs->n; i++) {
+		const struct group_row *g = &rs->v[i];
+		char t_window[32];
+		job_format_time(now - g->window, t_window);
+		rpipe_add(r, &p, "ZCARD %s%s:%s", K_GROUP_JOBS, g->cls, g->group);
+		rpipe_add(r, &p, "ZCOUNT %s%s:%s (%s +inf", K_GROUP_SLOTS, g->cls, g->group, t_now);
+		rpipe_add(r, &p, "ZCOUNT %s%s:%s (%s +inf", K_GROUP_RATE, g->cls, g->group, t_window);
+	}
+	redisReply **rep = xcalloc((size_t)rs->n * 3 + 1, sizeof *rep);
+	int failures = rpipe_exec(r, &p, rep);
+	for (int i = 0; i < rs->n && !failures; i++) {
+		rs->v[i].waiting = reply_integer(rep[3 * i], 0);
+		rs->v[i].running = reply_integer(rep[3 * i + 1], 0);
+		rs->v[i].window_starts = rs->v[i].rate_n ? reply_integer(rep[3 * i + 2], 0) : 0;
+	}
+	for (int i = 0; i < rs->n * 3; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	free(rep);
+	return failures ? -1 : 0;
+}
+
+int group_limits_read(struct rconn *r, const char *only, int with_running,
+                      struct group_row **out, int *n, const char **what)
+{
+	*out = NULL;
+	*n = 0;
+	*what = K_LIMITS;
+	double now = redis_time(r);
+	if (now < 0)
+		return -1;
+	struct grouped_class *c;
+	int nc = grouped_classes(r, only, &c);
+	if (nc < 0)
+		return -1;
+	struct rows rs = { 0 };
+	int rc = 0;
+	for (int i = 0; i < nc && rc == 0; i++) {
+		redisReply *g = rcmd(r, "ZRANGE %s%s 0 -1", K_GROUPS, c[i].cls);
+		if (!g) {
+			*what = K_GROUPS;
+			rc = -1;
+			break;
+		}
+		for (size_t k = 0; g->type == REDIS_REPLY_ARRAY && k < g->elements; k++)
+			add_row(&rs, &c[i], g->element[k]->str, g->element[k]->len);
+		freeReplyObject(g);
+		if (with_running && scan_running(r, &c[i], &rs) != 0) {
+			*what = "SCAN";
+			rc = -1;
+		}
+	}
+	if (rc == 0 && rs.n && count_rows(r, &rs, now) != 0) {
+		*what = "group keys";
+		rc = -1;
+	}
+	for (int i = 0; i < nc; i++)
+		free(c[i].cls);
+	free(c);
+	if (rc) {
+		group_limits_free(rs.v, rs.n);
+		return -1;
+	}
+	if (rs.n)
+		qsort(rs.v, (size_t)rs.n, sizeof *rs.v, by_class_waiting);
+	*out = rs.v;
+	*n = rs.n;
+	return 0;
+}
+
+static void class_label(struct sbuf *b, const char *name, const char *cls)
+{
+	sb_printf(b, "%s{class=\"", name);
+	exporter_label_value(b, cls, strlen(cls));
+	sb_addc(b, '"');
+}
+
+void group_limits_render(const struct group_row *g, int n, int top, struct sbuf *b)
+{
+	static const char *const names[] = { "cogworkerd_groups_waiting",
+	                                     "cogworkerd_group_jobs_waiting" };
+	for (int which = 0; which < 2; which++) {
+		sb_printf(b, "# TYPE %s gauge\n", names[which]);
+		for (int i = 0; i < n;) {
+			long long groups = 0, jobs = 0;
+			int k = i;
+			for (; k < n && strcmp(g[k].cls, g[i].cls) == 0; k++) {
+				groups += g[k].waiting > 0;
+				jobs += g[k].waiting;
+			}
+			class_label(b, names[which], g[i].cls);
+			sb_printf(b, "} %lld\n", which ? jobs : groups);
+			i = k;
+		}
+	}
+	/* Rows come most waiting first within each class: the first `top` of each. */
+	sb_adds(b, "# TYPE cogworkerd_group_waiting gauge\n");
+	for (int i = 0, rank = 0; i < n; i++) {
+		rank = i > 0 && strcmp(g[i].cls, g[i - 1].cls) == 0 ? rank + 1 : 0;
+		if (rank >= top || g[i].waiting == 0)
+			continue;
+		class_label(b, "cogworkerd_group_waiting", g[i].cls);
+		sb_adds(b, ",group=\"");
+		exporter_label_value(b, g[i].group, strlen(g[i].group));
+		sb_printf(b, "\"} %lld\n", g[i].waiting);
+	}
+}
