@@ -14,6 +14,7 @@
 #   make check-systemd   the package installed, purged and run as a service by a real
 #                   systemd, in a container (part of make check too)
 #   make fuzz       libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS each (not in make check)
+#   make fuzz-long  each harness to 10 million executions (doc/hardening.md's figures)
 #   make soak       the chaos soak (tests/soak): daemons killed, Redis restarted, jobs counted
 #   SANITIZE=address|thread   sanitizer builds (into build/<sanitizer>/)
 
@@ -62,7 +63,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps deps-run check lint unit integration run bench clean install compile_commands.json \
-        deb container-root check-systemd fuzz fuzz-build soak
+        deb container-root check-systemd fuzz fuzz-build fuzz-long soak
 all: $(BUILD)/cogworkerd $(BUILD)/cogworkerctl
 
 $(BUILD)/cogworkerd: $(DAEMON_OBJ) $(LIB_OBJ)
@@ -204,6 +205,14 @@ fuzz-build:
 
 fuzz: fuzz-build
 	sh tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# make fuzz-long: the long mode, whose figures doc/hardening.md publishes: each harness to
+# FUZZ_RUNS executions (10 million), one after the other, with no time limit, niced (hours on
+# a shared machine; `FUZZ_TARGETS=cron` runs one).
+FUZZ_RUNS ?= 10000000
+fuzz-long: fuzz-build
+	FUZZ_ARGS="-runs=$(FUZZ_RUNS) $(FUZZ_ARGS)" nice -n 10 \
+	    sh tests/fuzz/run.sh $(FUZZ_DIR) 0 $(FUZZ_TARGETS)
 
 # make soak [SOAK_SECONDS=180] [SOAK_DAEMONS=3] [SOAK_TLS=1] [SANITIZE=address]: the chaos
 # soak of tests/soak/ against the build (build/asan with SANITIZE=address), over TLS with
