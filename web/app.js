@@ -535,25 +535,47 @@ function unchanged(r) {
 	return false;
 }
 
+// The states a batch is shown in (batchState), which the list filters by.
+const BATCH_STATES = ["open", "committed", "complete", "cancelled", "expired"];
+
 async function drawBatches() {
 	state.lastDrawn = null;
-	const from = Number(params().get("from") || 0);
+	const p = params();
+	const from = Number(p.get("from") || 0);
+	const filt = { state: p.get("state") || "", q: p.get("q") || "" };
+	const query = new URLSearchParams({ from: String(from), limit: String(PAGE_SIZE) });
+	for (const [k, v] of Object.entries(filt)) if (v) query.set(k, v);
+	const filtered = filt.state || filt.q;
+	// Made once: a redraw (the page follows its batches) keeps what is being typed.
+	const form = el("form", { class: "filters", id: "filters", onsubmit: (ev) => {
+		ev.preventDefault();
+		const n = new URLSearchParams();
+		if (form.elements.state.value) n.set("state", form.elements.state.value);
+		if (form.elements.q.value.trim()) n.set("q", form.elements.q.value.trim());
+		location.search = n.toString();
+	} },
+	el("select", { name: "state" }, ["", ...BATCH_STATES].map((s) => el("option", { value: s, selected: filt.state === s }, s || "any state"))),
+	el("input", { name: "q", placeholder: "text in the description", value: filt.q }),
+	el("button", { type: "submit" }, "Filter"),
+	el("a", { href: location.pathname }, "clear"));
 	const draw = async () => {
-		const r = await api("/api/batches?from=" + from + "&limit=" + PAGE_SIZE);
+		const r = await api("/api/batches?" + query.toString());
 		if (unchanged(r)) return;
-		if (!r.ok) return setMain(el("h1", {}, "Batches"), el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
+		if (!r.ok) return setMain(el("h1", {}, "Batches"), form, el("p", { class: "muted" }, (r.data && r.data.error) || "unavailable"));
 		const d = r.data;
+		const summary = filtered ? el("p", { class: "muted", id: "summary" }, fmtNum(d.total) + " in all; " +
+			fmtNum(d.read) + " looked at from entry " + fmtNum(d.from + 1) + ", " + fmtNum(d.batches.length) + " match") : null;
 		const rows = d.batches.map((b) => el("tr", { "data-bid": b.bid },
 			el("td", { class: "code" }, el("a", { href: "/batches/" + encodeURIComponent(b.bid) }, b.bid)),
 			el("td", { class: "desc" }, b.description || ""), el("td", {}, batchState(b)),
 			el("td", { class: "num" }, fmtNum(Number(b.total))), el("td", {}, batchBar(b)),
 			el("td", {}, callbacks(b)), timeCell(b.created_at),
 			timeCell(b.completed_at || b.cancelled_at || b.expired_at)));
-		setMain(el("h1", {}, "Batches (" + fmtNum(d.total) + ")"),
+		setMain(el("h1", {}, "Batches (" + fmtNum(d.total) + ")"), form, summary,
 			d.batches.length ? table(["Batch", "Description", "State", "Members", "Progress", "Callbacks", "Created", "Finished"], rows, [3])
-				: el("p", { class: "muted" }, "No batches (cogworkerctl batch new opens one)."),
+				: el("p", { class: "muted" }, filtered ? "Nothing matches on this page." : "No batches (cogworkerctl batch new opens one)."),
 			el("div", { class: "pager" }, from > 0 ? el("a", { href: pageHref(0) }, "« newest") : null,
-				from > 0 ? el("a", { href: pageHref(Math.max(0, from - PAGE_SIZE)) }, "‹ newer") : null,
+				from > 0 && !filtered ? el("a", { href: pageHref(Math.max(0, from - PAGE_SIZE)) }, "‹ newer") : null,
 				d.next !== null ? el("a", { href: pageHref(d.next), id: "next" }, "older ›") : null));
 	};
 	await draw();

@@ -262,21 +262,41 @@ static void list_row(struct sbuf *b, struct table *t, const char *bid, const red
 	}
 }
 
-/*
- * The batches newest first from index from, at most limit (ZREVRANGE of the list, then one
- * pipelined HMGET and four SCARD per batch). paged: the dashboard's document {total, from,
- * next, batches: [...]}; else the array `batch list --json` prints.
- */
-int ctl_batch_list(struct ctl *c, long from, int limit, int paged)
+/* The state a batch is shown in: its hash's state, "complete" for a committed one that
+ * completed (the state stays committed there, lua/lib/batch.lua). */
+static const char *shown_state(const redisReply *h)
 {
-	redisReply *rep = rcmd(&c->r, "ZREVRANGE " K_BATCH_LIST " %ld %ld", from,
-	                       from + limit - 1);
-	redisReply *card = paged ? rcmd(&c->r, "ZCARD " K_BATCH_LIST) : NULL;
-	if (!rep || (paged && !card)) {
-		if (rep)
-			freeReplyObject(rep);
-		return ctl_redis_error(c, "batch list");
-	}
+	const char *st = h->element[0]->str, *done = h->element[5]->str;
+	return strcmp(st, "committed") == 0 && done && *done ? "complete" : st;
+}
+
+int ctl_batch_state_ok(const char *state)
+{
+	static const char *const states[] = { "open", "committed", "complete", "cancelled",
+	                                      "expired" };
+	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+		if (strcmp(states[i], state) == 0)
+			return 1;
+	return 0;
+}
+
+static int batch_matches(const struct batch_filter *f, const redisReply *h)
+{
+	if (f->state && strcmp(shown_state(h), f->state) != 0)
+		return 0;
+	const char *desc = h->element[3]->str ? h->element[3]->str : "";
+	return !f->text || strstr(desc, f->text);
+}
+
+#define LIST_CHUNK 200          /* bids read at once by a filtered list */
+
+/* One chunk of the list: the bids from index at on (n at most), each batch's HMGET and
+ * four SCARDs (pipelined) into *reps. The ZREVRANGE reply, or NULL (a Redis error). */
+static redisReply *list_chunk(struct ctl *c, long at, long n, redisReply ***reps, int *failed)
+{
+	redisReply *rep = rcmd(&c->r, "ZREVRANGE " K_BATCH_LIST " %ld %ld", at, at + n - 1);
+	if (!rep)
+		return NULL;
 	size_t nb = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
 	struct rpipe p;
 	rpipe_begin(&c->r, &p);
@@ -288,51 +308,96 @@ int ctl_batch_list(struct ctl *c, long from, int limit, int paged)
 		for (int k = 0; k < 4; k++)
 			rpipe_add(&c->r, &p, "SCARD " K_BATCH "%s:%s", bid, PARTS[k]);
 	}
-	redisReply **reps = xcalloc((size_t)p.n + 1, sizeof *reps);
-	int failed = rpipe_exec(&c->r, &p, reps);
+	*reps = xcalloc((size_t)p.n + 1, sizeof **reps);
+	*failed = rpipe_exec(&c->r, &p, *reps);
+	return rep;
+}
+
+static void chunk_free(redisReply *rep, redisReply **reps)
+{
+	size_t nb = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
+	for (size_t i = 0; i < 5 * nb; i++)
+		if (reps[i])
+			freeReplyObject(reps[i]);
+	free(reps);
+	freeReplyObject(rep);
+}
+
+/*
+ * The batches newest first from index from, at most limit of those that pass the filter
+ * (ZREVRANGE of the list, then one pipelined HMGET and four SCARD per batch), reading at
+ * most budget bids (0 = no limit), so a filtered page of a list of any size costs the
+ * same, as a job list's page does. paged: the dashboard's document {total, from, read,
+ * next, batches: [...]}; else the array `batch list --json` prints.
+ */
+int ctl_batch_list(struct ctl *c, long from, int limit, int paged,
+                   const struct batch_filter *f, long budget)
+{
+	int filtered = f && (f->state || f->text);
+	redisReply *card = rcmd(&c->r, "ZCARD " K_BATCH_LIST);
+	if (!card)
+		return ctl_redis_error(c, "batch list");
+	long long total = reply_integer(card, 0);
+	freeReplyObject(card);
 	static const char *heads[] = { "BID", "STATE", "PENDING", "TOTAL", "CREATED",
 	                               "DESCRIPTION" };
 	static const int limits[] = { 0, 0, 0, 0, 0, 40 };
 	struct table t;
 	table_init(&t, 6, heads, limits);
-	struct sbuf b;
-	sb_init(&b);
-	if (paged)
-		sb_printf(&b, "{\"total\":%lld,\"from\":%ld,\"next\":", reply_integer(card, 0),
-		          from);
-	if (paged && from + (long)nb < reply_integer(card, 0) && nb == (size_t)limit)
-		sb_printf(&b, "%ld", from + (long)nb);
-	else if (paged)
-		sb_adds(&b, "null");
-	sb_adds(&b, paged ? ",\"batches\":[" : "[");
-	int shown = 0;
-	for (size_t i = 0; i < nb && !failed; i++) {
-		const char *bid = rep->element[i]->str;
-		const redisReply *h = reps[5 * i];
-		if (h && h->type == REDIS_REPLY_ARRAY && h->elements == 14 &&
-		    h->element[0]->type == REDIS_REPLY_STRING) {
-			sb_adds(&b, shown++ ? ",{" : "{");
-			list_row(&b, &t, bid, h, reps + 5 * i + 1);
-			sb_addc(&b, '}');
-		} else if (h) {         /* expired: its listing goes too */
-			redisReply *z = rcmd(&c->r, "ZREM " K_BATCH_LIST " %s", bid);
-			if (z)
-				freeReplyObject(z);
+	struct sbuf rows;
+	sb_init(&rows);
+	long at = from, read = 0;
+	int shown = 0, failed = 0, end = 0;
+	while (shown < limit && !end && !failed && (!budget || read < budget)) {
+		long n = filtered ? LIST_CHUNK : limit - shown;
+		if (budget && n > budget - read)
+			n = budget - read;
+		redisReply **reps = NULL;
+		redisReply *rep = list_chunk(c, at, n, &reps, &failed);
+		if (!rep) {
+			failed = 1;
+			break;
 		}
+		size_t nb = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0, i;
+		for (i = 0; i < nb && shown < limit; i++) {
+			const char *bid = rep->element[i]->str;
+			const redisReply *h = reps[5 * i];
+			at++;
+			read++;
+			if (h && h->type == REDIS_REPLY_ARRAY && h->elements == 14 &&
+			    h->element[0]->type == REDIS_REPLY_STRING) {
+				if (!filtered || batch_matches(f, h)) {
+					sb_adds(&rows, shown++ ? ",{" : "{");
+					list_row(&rows, &t, bid, h, reps + 5 * i + 1);
+					sb_addc(&rows, '}');
+				}
+			} else if (h) {         /* expired: its listing goes too */
+				redisReply *z = rcmd(&c->r, "ZREM " K_BATCH_LIST " %s", bid);
+				if (z)
+					freeReplyObject(z);
+			}
+		}
+		end = i == nb && nb < (size_t)n;       /* read to the list's end */
+		chunk_free(rep, reps);
 	}
-	sb_adds(&b, paged ? "]}" : "]");
-	for (int i = 0; i < p.n; i++)
-		if (reps[i])
-			freeReplyObject(reps[i]);
-	free(reps);
-	freeReplyObject(rep);
-	if (card)
-		freeReplyObject(card);
 	if (failed) {
-		sb_free(&b);
+		sb_free(&rows);
 		table_free(&t);
 		return ctl_redis_error(c, "batch list");
 	}
+	struct sbuf b;
+	sb_init(&b);
+	if (paged) {
+		sb_printf(&b, "{\"total\":%lld,\"from\":%ld,\"read\":%ld,\"next\":", total, from,
+		          read);
+		at < total && !end ? sb_printf(&b, "%ld", at) : sb_adds(&b, "null");
+		sb_adds(&b, ",\"batches\":[");
+	} else {
+		sb_addc(&b, '[');
+	}
+	sb_add(&b, rows.s, rows.len);
+	sb_adds(&b, paged ? "]}" : "]");
+	sb_free(&rows);
 	if (c->json)
 		jprint(&b);
 	else
@@ -418,7 +483,7 @@ int cmd_batch(struct ctl *c, int argc, char **argv)
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
 	if (list)
-		return ctl_batch_list(c, 0, 100, 0);
+		return ctl_batch_list(c, 0, 100, 0, NULL, 0);
 	const char *bid = av[optind];
 	if (strcmp(sub, "commit") == 0)
 		return batch_commit(c, bid);

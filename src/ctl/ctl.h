@@ -239,7 +239,14 @@ int ctl_history(struct ctl *c, const char *cls, const char *status, double since
 /* Batches (batch.c): the list newest first from index from (paged: the dashboard's
  * {total, from, next, batches}), one batch with its members and child batches; and cancel
  * (batch_cancel.c; needs c->yes). */
-int ctl_batch_list(struct ctl *c, long from, int limit, int paged);
+/* A batch list's filter (the dashboard's): state as shown (open, committed, complete,
+ * cancelled, expired), text a substring of the description; NULL members: any. */
+struct batch_filter {
+	const char *state, *text;
+};
+int ctl_batch_state_ok(const char *state);
+int ctl_batch_list(struct ctl *c, long from, int limit, int paged,
+                   const struct batch_filter *f, long budget);
 int ctl_batch_show(struct ctl *c, const char *bid);
 int ctl_batch_cancel(struct ctl *c, const char *bid);
 

@@ -313,14 +313,21 @@ static int get_history(struct ctl *c, struct web_req *q, struct web_reply *r)
 	                   now - (double)(days - 1) * 86400.0);
 }
 
-/* GET /api/batches: a page by index; GET /api/batches/<bid>: the batch. */
+/* GET /api/batches: a page by index, filtered by state and description (q); GET
+ * /api/batches/<bid>: the batch. */
 static int get_batches(struct ctl *c, struct web_req *q, struct web_reply *r)
 {
 	(void)r;
 	if (q->path.n == 2)
 		return ctl_batch_show(c, seg(q, 1));
+	struct batch_filter f = { .state = qstr(&q->query, "state"), .text = qstr(&q->query, "q") };
+	if (f.state && !ctl_batch_state_ok(f.state)) {
+		ctl_error("state is open, committed, complete, cancelled or expired, not \"%s\"",
+		          f.state);
+		return CTL_USAGE;
+	}
 	return ctl_batch_list(c, qnum(&q->query, "from", 0, 0, 1L << 40),
-	                      (int)qnum(&q->query, "limit", 50, 1, PAGE_MAX), 1);
+	                      (int)qnum(&q->query, "limit", 50, 1, PAGE_MAX), 1, &f, PAGE_BUDGET);
 }
 
 /* POST /api/batches/<bid>/cancel (c->yes: the page asked). */

@@ -548,6 +548,78 @@ class Workflows(PagesCase):
         text_of(self.b, "#batch", contains="cancelled", timeout=10)
         self.assertEqual(len(jids), 4)
 
+    def test_web27_batches_filtered_by_state_and_description(self):
+        """No daemon: the batches are made and moved by cogworkerctl alone."""
+        def batch(desc, *then):
+            bid = self.ctl("batch", "new", "--description", desc)
+            for step in then:
+                if step == "push":
+                    self.ctl("push", "--batch", bid, "Work", desc)
+                else:
+                    self.ctl("--yes", "batch", step, bid)
+            return bid
+        nightly_open = batch("nightly <b>import</b>", "push")
+        nightly_run = batch("nightly export", "push", "commit")
+        weekly_done = batch("weekly report", "commit")
+        nightly_gone = batch("nightly cleanup", "push", "commit", "cancel")
+        w = self.web()
+        cookie, _ = w.session()
+
+        def listed(query):
+            st, doc = w.get_json("/api/batches?" + query, cookie)
+            self.assertEqual(st, 200, doc)
+            return doc, [(b["bid"], b["state"]) for b in doc["batches"]]
+        doc, got = listed("")
+        self.assertEqual((doc["total"], len(got)), (4, 4))
+        self.assertEqual(listed("state=open")[1], [(nightly_open, "open")])
+        self.assertEqual(listed("state=committed")[1], [(nightly_run, "committed")])
+        self.assertEqual(listed("state=complete")[1], [(weekly_done, "committed")])
+        self.assertEqual(listed("state=cancelled")[1], [(nightly_gone, "cancelled")])
+        self.assertEqual(listed("state=expired")[1], [])
+        self.assertEqual([b for b, _ in listed("q=nightly")[1]],
+                         [nightly_gone, nightly_run, nightly_open])
+        self.assertEqual(listed("q=nightly&state=committed")[1], [(nightly_run, "committed")])
+        self.assertEqual(listed("q=%3Cb%3Eimport")[1], [(nightly_open, "open")])
+        # Paged by index as a job list is: the next page starts after what was read.
+        doc, got = listed("q=nightly&limit=2")
+        self.assertEqual(([b for b, _ in got], doc["from"], doc["read"], doc["next"]),
+                         ([nightly_gone, nightly_run], 0, 3, 3))
+        doc, got = listed("q=nightly&limit=2&from=3")
+        self.assertEqual(([b for b, _ in got], doc["read"], doc["next"]),
+                         ([nightly_open], 1, None))
+        st, doc = w.get_json("/api/batches?state=finished", cookie)
+        self.assertEqual(st, 400)
+        self.assertIn("state is open, committed, complete, cancelled or expired", doc["error"])
+        # The page: the filters' form, as a job list's.
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import Select
+        self.open(w, "/batches")
+        text_of(self.b, 'tr[data-bid="%s"]' % weekly_done)
+        self.assertEqual(len(self.rows()), 4)
+        Select(self.b.find_element(By.CSS_SELECTOR, "#filters select[name=state]")) \
+            .select_by_value("complete")
+        self.b.find_element(By.CSS_SELECTOR, "#filters button").click()
+        wait_until(lambda: "state=complete" in self.b.current_url, message="the filter's URL")
+        text_of(self.b, "#summary", contains="1 match")
+        self.assertEqual([r.get_attribute("data-bid") for r in self.rows()], [weekly_done])
+        self.assertIn("complete", text_of(self.b, 'tr[data-bid="%s"]' % weekly_done))
+        self.open(w, "/batches")
+        box = self.b.find_element(By.CSS_SELECTOR, "#filters input[name=q]")
+        box.send_keys("nightly")
+        self.b.find_element(By.CSS_SELECTOR, "#filters button").click()
+        text_of(self.b, "#summary", contains="3 match")
+        self.assertEqual([r.get_attribute("data-bid") for r in self.rows()],
+                         [nightly_gone, nightly_run, nightly_open])
+        self.assertIn("nightly <b>import</b>",
+                      text_of(self.b, 'tr[data-bid="%s"]' % nightly_open))
+        shot(self.b, "batches-filtered")
+        self.b.get(w.url("/batches?state=open&q=export"))
+        text_of(self.b, "main", contains="Nothing matches")
+        self.assertEqual(self.rows(), [])
+        self.assertEqual(self.b.find_element(By.CSS_SELECTOR, "#filters input[name=q]")
+                         .get_attribute("value"), "export")
+        self.assertTrue(no_alert(self.b))
+
     def test_web26_jobs_waiting_for_others(self):
         d = self.daemon(handlers=[{"class": "Hold", "command": handler("gate")}],
                         concurrency=3, heartbeat_interval=1)
