@@ -43,7 +43,9 @@ for t in "$@"; do
 	[ -n "$execs" ] && [ "$took" -gt 0 ] && rate=$(( execs / took ))
 	line="fuzz_$t: ${execs:-?} executions in ${took}s ($rate exec/s), cov ${cov:-?}"
 	line="$line ft ${ft:-?}, corpus ${corp:-?} (inputs/bytes), $(date -u +%F)"
-	if [ $rc -ne 0 ]; then
+	if [ $rc -eq 72 ]; then         # libFuzzer's -interrupted_exitcode: stopped (Ctrl-C)
+		line="$line: interrupted before its end"
+	elif [ $rc -ne 0 ]; then
 		failed="$failed $t"
 		line="$line: FOUND A CRASH (exit $rc), see $log"
 		grep -E 'ERROR|CHECK failed|runtime error|Test unit written' "$log" | head -n 5

@@ -128,10 +128,13 @@ class JobLists(PagesCase):
         self.assertEqual(self.rows()[0].get_attribute("data-jid"), "d%023d" % 9)
         shot(self.b, "dead")
         self.open(w, "/jobs/dead?class=Mail")
+        text_of(self.b, "#summary")        # the list is drawn, not "Loading…"
         self.assertEqual(len(self.rows()), 3)
         self.open(w, "/jobs/dead?queue=low")
+        text_of(self.b, "#summary")        # the list is drawn, not "Loading…"
         self.assertEqual([r.get_attribute("data-jid") for r in self.rows()], ["d%023d" % 9])
         self.open(w, "/jobs/dead?q=%5B2%5D")
+        text_of(self.b, "#summary")        # the list is drawn, not "Loading…"
         self.assertEqual([r.get_attribute("data-jid") for r in self.rows()], ["d%023d" % 2])
         # Retry two chosen: they leave dead and are queued, byte for byte but enqueued_at.
         self.open(w, "/jobs/dead")
