@@ -85,23 +85,11 @@ static void close_if_open(int *fd)
 	*fd = -1;
 }
 
-static int write_at(int dirfd, const char *file, const char *text)
-{
-	int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t w = write(fd, text, strlen(text));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return w == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 static int write_ll(int dirfd, const char *file, long long v)
 {
 	char text[32];
 	snprintf(text, sizeof text, "%lld", v);
-	return write_at(dirfd, file, text);
+	return jobcg_write_at(dirfd, file, text);
 }
 
 /* A small cgroup file's text into buf (NUL-terminated, maybe empty): 0, or -1. */
@@ -324,8 +312,8 @@ int cgcaps_v2_setup(void)
 		int dfd = root ? open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		int rfd = root ? open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		int ok = rfd >= 0 && (listed(root, "cgroup.controllers", k) ||
-		                      (dfd >= 0 && write_at(dfd, "cgroup.subtree_control", plus) == 0))
-		         && write_at(rfd, "cgroup.subtree_control", plus) == 0;
+		                      (dfd >= 0 && jobcg_write_at(dfd, "cgroup.subtree_control", plus) == 0))
+		         && jobcg_write_at(rfd, "cgroup.subtree_control", plus) == 0;
 		int e = errno;
 		close_if_open(&dfd);
 		close_if_open(&rfd);
@@ -355,19 +343,19 @@ static int v2_write(int dirfd, const struct handler_caps *caps, const char **fil
 			snprintf(t, sizeof t, "%lld", m[CAP_MEMORY]);
 		else
 			snprintf(t, sizeof t, "max");
-		if (write_at(dirfd, *file = "memory.max", t) != 0)
+		if (jobcg_write_at(dirfd, *file = "memory.max", t) != 0)
 			return -1;
 		/* Past the cap killed, not swapped, and the whole job with it. Best effort: no
 		 * swap accounting, an older kernel. */
-		write_at(dirfd, "memory.swap.max", m[CAP_MEMORY] > 0 ? "0" : "max");
-		write_at(dirfd, "memory.oom.group", m[CAP_MEMORY] > 0 ? "1" : "0");
+		jobcg_write_at(dirfd, "memory.swap.max", m[CAP_MEMORY] > 0 ? "0" : "max");
+		jobcg_write_at(dirfd, "memory.oom.group", m[CAP_MEMORY] > 0 ? "1" : "0");
 	}
 	if (sources[H_CPU].how == CG_V2) {
 		if (m[CAP_CPU] > 0)
 			snprintf(t, sizeof t, "%lld %d", m[CAP_CPU], CAP_CPU_PERIOD_US);
 		else
 			snprintf(t, sizeof t, "max %d", CAP_CPU_PERIOD_US);
-		if (write_at(dirfd, *file = "cpu.max", t) != 0)
+		if (jobcg_write_at(dirfd, *file = "cpu.max", t) != 0)
 			return -1;
 	}
 	if (sources[H_PIDS].how == CG_V2) {
@@ -375,7 +363,7 @@ static int v2_write(int dirfd, const struct handler_caps *caps, const char **fil
 			snprintf(t, sizeof t, "%lld", m[CAP_PIDS]);
 		else
 			snprintf(t, sizeof t, "max");
-		if (write_at(dirfd, *file = "pids.max", t) != 0)
+		if (jobcg_write_at(dirfd, *file = "pids.max", t) != 0)
 			return -1;
 	}
 	return 0;
@@ -531,7 +519,7 @@ static int write_cap(struct capgroup *g, int k, long long v)
 	switch (k) {
 	case H_MEMORY:
 		/* memsw >= limit at every step: memsw opened up, the limit, memsw down to it. */
-		write_at(d, "memory.memsw.limit_in_bytes", "-1");
+		jobcg_write_at(d, "memory.memsw.limit_in_bytes", "-1");
 		if (write_ll(d, "memory.limit_in_bytes", v) != 0)
 			return -1;
 		write_ll(d, "memory.memsw.limit_in_bytes", v);
@@ -567,7 +555,7 @@ static int read_io(int dirfd, long long *rd, long long *wr)
 void capgroup_begin(struct capgroup *g)
 {
 	if (g->joined[H_MEMORY]) {
-		write_at(g->dirfd[H_MEMORY], "memory.max_usage_in_bytes", "0");
+		jobcg_write_at(g->dirfd[H_MEMORY], "memory.max_usage_in_bytes", "0");
 		g->oom_base = read_keyed(g->dirfd[H_MEMORY], "memory.oom_control", "oom_kill");
 	}
 	if (g->joined[H_IO] && read_io(g->dirfd[H_IO], &g->io_base[0], &g->io_base[1]) != 0)
@@ -668,7 +656,7 @@ void capgroup_give(struct capgroup *g)
 		g->broken = 1;
 	/* The page cache the run left charged to it would count in the next run's peak. */
 	if (!g->broken && g->joined[H_MEMORY])
-		write_at(g->dirfd[H_MEMORY], "memory.force_empty", "0");
+		jobcg_write_at(g->dirfd[H_MEMORY], "memory.force_empty", "0");
 	memset(g->joined, 0, sizeof g->joined);
 	if (g->broken)
 		return;                 /* kept out of the pool; cgcaps_cleanup tries it at exit */

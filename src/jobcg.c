@@ -69,7 +69,7 @@ struct jobcg {
 
 /* ---- small file helpers ---- */
 
-static int write_str_at(int dirfd, const char *file, const char *s)
+int jobcg_write_at(int dirfd, const char *file, const char *s)
 {
 	int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -161,7 +161,7 @@ static int kill_tree(const char *path)
 	int events = openat(dir, "cgroup.events", O_RDONLY | O_CLOEXEC);
 	int rc = 0;
 	if (events >= 0 && events_populated(events) != 0) {
-		write_str_at(dir, "cgroup.kill", "1");
+		jobcg_write_at(dir, "cgroup.kill", "1");
 		rc = events_wait_empty(events, JOBCG_WAIT_SECS);
 	}
 	if (events >= 0)
@@ -308,7 +308,7 @@ static int move_self_to_leaf(void)
 	int dir = open(leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return -1;
-	int rc = write_str_at(dir, "cgroup.procs", "0");
+	int rc = jobcg_write_at(dir, "cgroup.procs", "0");
 	close(dir);
 	return rc;
 }
@@ -451,7 +451,7 @@ int jobcg_kill(struct jobcg *g)
 {
 	if (events_populated(g->events) == 0)
 		return 0;
-	if (write_str_at(g->dir, "cgroup.kill", "1") != 0)
+	if (jobcg_write_at(g->dir, "cgroup.kill", "1") != 0)
 		log_warn("containment: %s/cgroup.kill: %s", g->path, strerror(errno));
 	g->killed = 1;
 	return 1;

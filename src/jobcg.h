@@ -89,5 +89,8 @@ void jobcg_free(struct jobcg *g);
 void jobcg_shutdown(void);
 /* In the reaper, once the daemon has died: the same, with no allocation and no log. */
 void jobcg_reap(void);
+/* Write text to file in the cgroup directory dirfd (one write, as the kernel wants a
+ * control file written): 0, or -1 with errno. cgcaps.c writes its limits with it too. */
+int jobcg_write_at(int dirfd, const char *file, const char *text);
 
 #endif
