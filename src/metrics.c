@@ -36,11 +36,14 @@
 #include "counters.h"
 #include "exporter.h"
 #include "fleetlimits.h"
+#include "grouplimits.h"
 #include "listen.h"
 #include "metrics.h"
 #include "state.h"
 #include "util.h"
 #include "workflow.h"
+
+#define METRICS_TOP_GROUPS 10   /* groups per class named in cogworkerd_group_waiting */
 
 /* ---- the endpoint ---- */
 
@@ -195,6 +198,10 @@ static const char *const metric_help[][2] = {
 	  "Jobs this process turned away by a handler's limit, by class and limit." },
 	{ "cogworkerd_fleet_concurrency", "A handler class's fleet_concurrency, fleet-wide." },
 	{ "cogworkerd_fleet_slots_held", "Fleet slots of a handler class leased now, fleet-wide." },
+	{ "cogworkerd_groups_waiting", "Groups of a handler class with jobs set aside (fair share)." },
+	{ "cogworkerd_group_jobs_waiting", "Jobs of a handler class set aside for their group." },
+	{ "cogworkerd_group_waiting", "Jobs set aside in one group's line: the 10 groups of each "
+	  "class with the most." },
 	{ "cogworkerd_limit_waiters",
 	  "Jobs a fleet limit turned away that wait for their next try, fleet-wide." },
 	{ "cogworkerd_rate_limit", "A handler class's rate_limit: starts allowed per window." },
@@ -248,6 +255,14 @@ static void render_metrics(struct sbuf *out)
 	if (rc == 0 && frc == 0)
 		fleet_limits_render(fl, nfl, b);
 	fleet_limits_free(fl, nfl);
+	/* The groups of fair share (§7.35) with jobs set aside: per class, and the
+	 * METRICS_TOP_GROUPS most waiting of each by name, so the series stay few however many
+	 * tenants there are. */
+	struct group_row *gr = NULL;
+	int ngr = 0;
+	if (rc == 0 && frc == 0 && (frc = group_limits_read(&mconn, NULL, 0, &gr, &ngr, &what)) == 0)
+		group_limits_render(gr, ngr, METRICS_TOP_GROUPS, b);
+	group_limits_free(gr, ngr);
 	/* Batches and jobs waiting for jobs (doc/protocol.md §7.34), the same way. */
 	if (rc == 0 && frc == 0 && workflow_metrics(&mconn, b) != 0) {
 		frc = -1;

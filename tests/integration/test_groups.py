@@ -16,9 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import binary, handler, job, wait_for  # noqa: E402
+from harness import binary, free_port, handler, job, wait_for  # noqa: E402
 from runkit import FAILED, JobTestCase  # noqa: E402
 from test_limits import max_overlap  # noqa: E402
 
@@ -168,9 +169,12 @@ class GroupsTest(JobTestCase):
 
     def test_gr5_ctl_groups_lists_running_and_waiting(self):
         """GR-5: cogworkerctl groups: per group its running and set-aside jobs and its
-        limits, as a table and --json; --handler picks a class."""
-        self.grouped(1, sleep=3, concurrency=3, group_concurrency=1,
-                     group_rate_limit="10/60s")
+        limits, as a table and --json; --handler picks a class; /metrics has the groups
+        that wait."""
+        port = free_port()
+        d = self.daemon(concurrency=3, metrics_listen="127.0.0.1:%d" % port, handlers=[
+            {"class": "Work", "command": handler("span", 3), "group_by": "args[0]",
+             "group_concurrency": 1, "group_rate_limit": "10/60s"}], **FAST)
         self.push_group("A", 4)
         self.push_group("B", 1)
         self.push_group(7, 1)
@@ -193,6 +197,13 @@ class GroupsTest(JobTestCase):
         self.assertIn("no groups running or waiting for Other",
                       self.ctl("groups", "--handler", "Other"))
         self.assertEqual(len(json.loads(self.ctl("groups", "--handler", "Work", "--json"))), 3)
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as res:
+            lines = res.read().decode().splitlines()
+        self.assertIn('cogworkerd_groups_waiting{class="Work"} 1', lines)
+        self.assertIn('cogworkerd_group_jobs_waiting{class="Work"} 3', lines)
+        self.assertIn('cogworkerd_group_waiting{class="Work",group="A"} 3', lines)
+        self.assertFalse([x for x in lines if 'group="B"' in x], "only groups that wait")
+        self.assertTrue(d.identity)
 
 
 if __name__ == "__main__":
