@@ -259,8 +259,8 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
  * mode the stats and the workers entry are batch.c's; its ack rides on the next fetch
  * (process).
  */
-static enum disposition execute(struct fetcher *f, struct job *j, int *died, char **dead_entry,
-                                const char **settled_as)
+static enum disposition execute(struct fetcher *f, struct job *j, const char *group, int *died,
+                                char **dead_entry, const char **settled_as)
 {
 	*settled_as = NULL;
 	*died = 0;
@@ -271,7 +271,14 @@ static enum disposition execute(struct fetcher *f, struct job *j, int *died, cha
 	}
 	register_worker(f, j);
 	const char *cls = j->cls ? j->cls : "";
-	log_event(LOG_INFO, "start", NULL, 0, "start: %s jid=%s", cls, j->jid ? j->jid : "?");
+	if (group) {                    /* fair share: its group, quoted (doc/protocol.md §7.35) */
+		char *q = json_quote(group, strlen(group));
+		log_event(LOG_INFO, "start", NULL, 0, "start: %s jid=%s group=%s", cls,
+		          j->jid ? j->jid : "?", q);
+		free(q);
+	} else {
+		log_event(LOG_INFO, "start", NULL, 0, "start: %s jid=%s", cls, j->jid ? j->jid : "?");
+	}
 	struct conf *c = conf_acquire();
 	const struct handler *h = conf_find_handler(c, cls);
 	struct run_outcome o;
@@ -378,7 +385,7 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	int died = 0;
 	const char *settled_as;
 	char *dead_entry = NULL;
-	enum disposition disp = execute(f, &j, &died, &dead_entry, &settled_as);
+	enum disposition disp = execute(f, &j, adm.group, &died, &dead_entry, &settled_as);
 	int succeeded = settled_as && strcmp(settled_as, SETTLED_SUCCESS) == 0;
 	int basic = atomic_load(&D.fetch_mode) == FETCH_BASIC;
 	/* A member's success settles in its batch before its ack (settle.c); a plain job's

@@ -139,6 +139,7 @@ class GroupsTest(JobTestCase):
         self.assertIn("is an object: it goes to the group \"\"", log)
         self.assertIn("is a number that is not an integer: it goes to the group", log)
         self.assertIn("is longer than 200 bytes: it goes to the group", log)
+        self.assertIn("start: Work jid=%s group=\"\"" % jids[0], log, "the run's group")
         self.assertEqual(self.r.get(FAILED), None)
         self.assertEqual(self.r.zcard(b"cogworker:dead"), 0)
 
@@ -203,7 +204,7 @@ class GroupsTest(JobTestCase):
         self.assertIn('cogworkerd_group_jobs_waiting{class="Work"} 3', lines)
         self.assertIn('cogworkerd_group_waiting{class="Work",group="A"} 3', lines)
         self.assertFalse([x for x in lines if 'group="B"' in x], "only groups that wait")
-        self.assertTrue(d.identity)
+        d.wait_log('group="7"')
 
 
 if __name__ == "__main__":
