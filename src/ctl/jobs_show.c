@@ -17,6 +17,7 @@
 #include "jobs.h"
 #include "json.h"
 #include "usage.h"
+#include "workflow.h"
 
 /* ---- output of entries ---- */
 
@@ -544,7 +545,7 @@ static void states_json(struct ctl *c, struct sbuf *b, const redisReply *set)
 		sb_adds(b, i ? ",{\"jid\":" : "{\"jid\":");
 		jstr(b, set->element[i]->str);
 		sb_adds(b, ",\"state\":");
-		if (st && st->str)
+		if (st && st->str && strcmp(st->str, SETTLED_WAITED) != 0)   /* no outcome */
 			jstrn(b, st->str, st->len);
 		else if (wt && wt->str)
 			jstr(b, "after");
