@@ -11,7 +11,9 @@
 --       [5] owner identity  [6] orphan threshold in seconds ("" = unconditional: the
 --       process's own list at shutdown)  [7] caller's epoch seconds (TIME fallback, and
 --       the score of a raw burial)  [8] cogworker:orphanings:  [9] 604800
---       [10] max_orphanings  [11..] marks: "d:<raw>" = finished, drop it (this is its
+--       [10] max_orphanings  [11] cogworker:batch:settled:  [12] waited (the mark a
+--       requeued job's settled record gets, SETTLED_WAITED in src/workflow.h)
+--       [13..] marks: "d:<raw>" = finished, drop it (this is its
 --       ack); "k:<raw>" = keep it on the list; "o:<class>" = a class the caller runs at
 --       most once (on_orphan = "dead", doc/protocol.md §7.32): "o:*" = every class
 --       without a handler of its own, "o:!<class>" = except this one, which has one.
@@ -36,8 +38,9 @@
 --      readable jid) pcall GET counter, over the limit -> pcall
 --      RPUSH repeat_orphans, else pcall ZADD dead raw -> not parked: pcall requeue_job ->
 --      queued: pcall ZSCORE live_queues, stale/missing -> pcall SADD queues -> LPOP ->
---      written: moved+1 (queued from a dead owner: pcall INCR + EXPIRE counter) /
---      not written: RPUSH to the back, failed+1.
+--      written: moved+1 (queued from a dead owner: pcall INCR + EXPIRE counter; queued
+--      with a readable jid: pcall GET of its settled record, none or the mark -> pcall
+--      SET mark EX 604800) / not written: RPUSH to the back, failed+1.
 --   4. RPUSH the kept jobs back.
 --
 -- Why this order:
@@ -55,6 +58,10 @@
 --   rule holds whichever cogworkerd recovers the list.
 -- * The orphan counter is INCRed only after the job was requeued, and only when
 --   recovering a dead owner: shutdown requeues never count as orphanings.
+-- * Every job put back on a queue gets the mark in its settled record (never in place of
+--   an outcome): its success's ack, which sends no DEL of the counter and whose output is
+--   not asked about unless the record held something (doc/protocol.md §7.34), then looks
+--   closer: a recovered job has a counter, and a stopped or orphaned run may be kept.
 -- * Index 0 is the newest fetch and each requeue is an RPUSH, so the oldest-fetched job
 --   ends up first in line.
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- we read TIME
@@ -69,6 +76,7 @@ local queue_prefix, default_queue, lock_prefix, lock_ttl = ARGV[1], ARGV[2], ARG
 local owner, threshold, caller_now = ARGV[5], ARGV[6], ARGV[7]
 local counter_prefix, counter_ttl = ARGV[8], ARGV[9]
 local max_orphanings = tonumber(ARGV[10])
+local settled_prefix, settled_mark = ARGV[11], ARGV[12]
 local amo_set, amo_parking = KEYS[8] or '', KEYS[9] or ''
 
 -- A finite number, or nil ("garbage", "nan", "inf" all count as no number).
@@ -104,6 +112,15 @@ local function orphanings(counter)
 	return 0
 end
 
+-- Mark the settled record of a job put back (none there, or the mark renewed).
+local function mark_settled(jid)
+	local key = settled_prefix .. jid
+	local ok, s = pcall(redis.call, 'GET', key)
+	if ok and (not s or s == settled_mark) then
+		pcall(redis.call, 'SET', key, settled_mark, 'EX', counter_ttl)
+	end
+end
+
 local recovering = threshold ~= ''
 
 -- 1. Liveness, only when a threshold is given.
@@ -116,7 +133,7 @@ end
 
 -- 2. The marks, and the clock for the live_queues check.
 local finished, keep, at_most_once = {}, {}, {}
-for i = 11, #ARGV do
+for i = 13, #ARGV do
 	local mark, raw = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
 	if mark == 'd:' then finished[raw] = true elseif mark == 'k:' then keep[raw] = true
 	elseif mark == 'o:' then at_most_once[raw] = true end
@@ -146,15 +163,14 @@ for _ = 1, n do
 		kept[#kept + 1] = raw
 	else
 		local where, queue -- where: 'queue' | 'parked' | 'dead' | nil (not written)
-		local jid, class
-		if recovering then jid, class = jid_of(raw) end
-		local once = class and (at_most_once[class] or
+		local jid, class = jid_of(raw)
+		local once = recovering and class and (at_most_once[class] or
 			(at_most_once['*'] and not at_most_once['!' .. class]))
 		if once then
 			if amo_parking ~= '' and pcall(redis.call, 'RPUSH', amo_parking, raw) then
 				where = 'parked'
 			end -- not parked: not written, rotated to the back, retried; never requeued
-		elseif jid and orphanings(counter_prefix .. jid) + 1 > max_orphanings then
+		elseif recovering and jid and orphanings(counter_prefix .. jid) + 1 > max_orphanings then
 			if pcall(redis.call, 'RPUSH', parking, raw) then
 				where = 'parked'
 			elseif pcall(redis.call, 'ZADD', dead, caller_now, raw) then
@@ -181,11 +197,12 @@ for _ = 1, n do
 		redis.call('LPOP', list)
 		if where then
 			moved = moved + 1
-			if where == 'queue' and jid then
+			if where == 'queue' and jid and recovering then
 				local counter = counter_prefix .. jid
 				pcall(redis.call, 'INCR', counter)
 				pcall(redis.call, 'EXPIRE', counter, counter_ttl)
 			end
+			if where == 'queue' and jid then mark_settled(jid) end
 		else
 			redis.call('RPUSH', list, raw) -- to the back: retried on the next pass
 			failed = failed + 1

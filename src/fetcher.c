@@ -260,9 +260,11 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
  * (process).
  */
 static enum disposition execute(struct fetcher *f, struct job *j, const char *group, int *died,
-                                char **dead_entry, const char **settled_as)
+                                char **dead_entry, const char **settled_as,
+                                struct outrun **judge)
 {
 	*settled_as = NULL;
+	*judge = NULL;
 	*died = 0;
 	*dead_entry = NULL;
 	if (!j->obj || j->invalid) {            /* never run, never retried (§7.4) */
@@ -317,7 +319,7 @@ static enum disposition execute(struct fetcher *f, struct job *j, const char *gr
 	}
 	if (o.success) {
 		*settled_as = SETTLED_SUCCESS;
-		outkeep_end(out, "success", NULL, NULL, finished, &usage);
+		*judge = outkeep_end_success(out, finished, &usage);
 		metrics_inc(METRIC_JOBS_SUCCEEDED);
 		batch_processed();
 		status_write(&f->r, c, j, "complete", NULL, NULL, &usage);
@@ -359,6 +361,13 @@ static enum disposition execute(struct fetcher *f, struct job *j, const char *gr
 	return disp;
 }
 
+/* An earlier attempt of j ran and failed (its payload has failed_at): a run of it may be
+ * kept (doc/protocol.md §7.29), which a success must follow. */
+static int ran_before(const struct job *j)
+{
+	return j->obj && cJSON_GetObjectItemCaseSensitive(j->obj, "failed_at") != NULL;
+}
+
 /* from_held: fj had waited here for its handler (admission.c). */
 static void process(struct fetcher *f, struct fetched *fj, int from_held)
 {
@@ -385,7 +394,9 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	int died = 0;
 	const char *settled_as;
 	char *dead_entry = NULL;
-	enum disposition disp = execute(f, &j, adm.group, &died, &dead_entry, &settled_as);
+	struct outrun *judge;
+	enum disposition disp = execute(f, &j, adm.group, &died, &dead_entry, &settled_as,
+	                               &judge);
 	int succeeded = settled_as && strcmp(settled_as, SETTLED_SUCCESS) == 0;
 	int basic = atomic_load(&D.fetch_mode) == FETCH_BASIC;
 	/* A member's success settles in its batch before its ack (settle.c); a plain job's
@@ -401,9 +412,11 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	if (disp == DISP_ACK && !died && !basic) {
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an
 		 * on_death hook: that runs for as long as it takes. */
-		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid, j.bid, settled_as);
+		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid, j.bid, settled_as, judge,
+		         ran_before(&j));
 		j.raw = NULL;                   /* the held ack has it now */
 	} else {
+		outkeep_judge(judge, 1);        /* no record's word: the writer asks */
 		if (disp == DISP_ACK)
 			settle_ack(&f->r, j.raw, j.raw_len, j.jid, j.bid, settled_as);
 		running_remove(j.raw);

@@ -10,7 +10,8 @@
  * reads) and hand the run over when it ends; this thread does every Redis write, on its own
  * connection, batching the runs that ended since its last pass into one pipeline (woken
  * by an ending run, it waits OUTKEEP_GATHER for more). A short job costs one script call in
- * that pipeline; a short one that succeeded without printing, an EXISTS (silent_success).
+ * that pipeline; a short one that succeeded without printing, an EXISTS (silent_success),
+ * or nothing when its ack's settled record said no one can ask for it (outkeep_judge).
  *
  * What is kept of a run is its *last* output_keep bytes: the end of a run's output is
  * where a failure shows. While the run is within output_keep, new bytes are APPENDed (so
@@ -59,6 +60,8 @@ struct outrun {
 	char *outcome, *error_class, *error_message;
 	struct run_usage usage;     /* measured = 0 until the run ended */
 	int done;                   /* handed over by outkeep_end */
+	int await;                  /* a silent success whose ack has not judged it yet */
+	int look;                   /* its job may have runs kept or a follower: ask (EXISTS) */
 	int unsure;                 /* a write failed: Redis may or may not have its bytes */
 	double next_write;          /* monotonic */
 };
@@ -153,18 +156,51 @@ void outkeep_add(struct outrun *o, const char *data, size_t n)
 	pthread_mutex_unlock(&mu);
 }
 
+static void end_locked(struct outrun *o, const char *outcome, const char *error_class,
+                       const char *error_message, double finished,
+                       const struct run_usage *usage)
+{
+	o->usage = *usage;
+	o->outcome = xstrdup(outcome);
+	o->error_class = error_class ? xstrdup(error_class) : NULL;
+	o->error_message = error_message ? xstrdup(error_message) : NULL;
+	o->finished = finished;
+	o->look = 1;
+	o->done = 1;
+	pthread_cond_signal(&cv);
+}
+
 void outkeep_end(struct outrun *o, const char *outcome, const char *error_class,
                  const char *error_message, double finished, const struct run_usage *usage)
 {
 	if (!o)
 		return;
 	pthread_mutex_lock(&mu);
-	o->usage = *usage;
-	o->outcome = xstrdup(outcome);
-	o->error_class = error_class ? xstrdup(error_class) : NULL;
-	o->error_message = error_message ? xstrdup(error_message) : NULL;
-	o->finished = finished;
-	o->done = 1;
+	end_locked(o, outcome, error_class, error_message, finished, usage);
+	pthread_mutex_unlock(&mu);
+}
+
+static int silent_success(const struct outrun *o);
+
+struct outrun *outkeep_end_success(struct outrun *o, double finished,
+                                   const struct run_usage *usage)
+{
+	if (!o)
+		return NULL;
+	pthread_mutex_lock(&mu);
+	end_locked(o, "success", NULL, NULL, finished, usage);
+	o->await = silent_success(o);
+	pthread_mutex_unlock(&mu);
+	return o->await ? o : NULL;
+}
+
+void outkeep_judge(struct outrun *o, int look)
+{
+	if (!o)
+		return;
+	pthread_mutex_lock(&mu);
+	o->look = look;
+	o->await = 0;
 	pthread_cond_signal(&cv);
 	pthread_mutex_unlock(&mu);
 }
@@ -298,7 +334,11 @@ static void write_free(struct write *w)
  * must show that run, not the failure before it) or someone waits for it (`jobs log
  * --follow` sets K_FOLLOWED while the job has no run kept); send_batch asks with one
  * EXISTS. A run that has a record already (it ran past OUTKEEP_INTERVAL) is always
- * written, so its record does not stay "running".
+ * written, so its record does not stay "running". A plain job's success is not even
+ * asked about when its ack's SET ... GET found its settled record empty and its payload
+ * has no failed_at (settle.h, held_ack: a job with runs kept failed before, or was put
+ * back on a queue by REQUEUE, which marks that record; a follower marks it too): the run
+ * waits here for that word (await) and then goes without a command.
  */
 static int silent_success(const struct outrun *o)
 {
@@ -313,6 +353,15 @@ static int collect(struct write *ws, int max, double now, int only_done)
 	struct outrun **pp = &runs;
 	while (*pp && n < max) {
 		struct outrun *o = *pp;
+		if (o->done && o->await) {
+			pp = &o->next;          /* its fetcher's to judge still (never freed here) */
+			continue;
+		}
+		if (o->done && !o->look && silent_success(o)) {
+			*pp = o->next;          /* judged by its ack: nothing to show, no one asks */
+			run_free(o);
+			continue;
+		}
 		if (o->done) {
 			prepare(&ws[n], o, 1);
 			ws[n].silent = silent_success(o);

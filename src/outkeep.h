@@ -31,6 +31,16 @@ void outkeep_add(struct outrun *o, const char *data, size_t len);
  */
 void outkeep_end(struct outrun *o, const char *outcome, const char *error_class,
                  const char *error_message, double finished, const struct run_usage *usage);
+/*
+ * The same for a success whose ack will say whether its job may have runs kept or a
+ * follower (settle.h, held_ack): a run that has no record yet and printed nothing is then
+ * returned, and waits for outkeep_judge, which the caller owes it exactly once; any other
+ * run is the writer's at once (NULL). look = 0: nothing to show and no one to show it to,
+ * the run goes without a word to Redis; 1: the writer asks, as for outkeep_end.
+ */
+struct outrun *outkeep_end_success(struct outrun *o, double finished,
+                                   const struct run_usage *usage);
+void outkeep_judge(struct outrun *o, int look);
 
 /* The writer thread. outkeep_stop asks it for a last pass over the finished runs still
  * buffered (when flush; else they are dropped) and waits for it until deadline

@@ -402,13 +402,14 @@ static void recover_identity(struct pass *p, const char *id)
 	snprintf(now, sizeof now, "%ld", (long)now_float());
 	const char *keys[] = { list, presence, K_LAST_BEAT, K_REPEAT_ORPHANS, K_DEAD, K_QUEUES,
 	                       K_LIVE_QUEUES, once, K_AT_MOST_ONCE_ORPHANS };
-	int nargs = 10 + p->once_marks.n;
+	int nargs = 12 + p->once_marks.n;
 	const char **args = xcalloc((size_t)nargs, sizeof *args);
 	const char *fixed[] = { K_QUEUE, "default", K_RUNNING, p->queued_ttl, id, p->threshold,
-	                        now, K_ORPHANINGS, ORPHAN_COUNTER_TTL, p->max_orphanings };
+	                        now, K_ORPHANINGS, ORPHAN_COUNTER_TTL, p->max_orphanings,
+	                        K_SETTLED, SETTLED_WAITED };
 	memcpy(args, fixed, sizeof fixed);
 	for (int i = 0; i < p->once_marks.n; i++)
-		args[10 + i] = p->once_marks.v[i];
+		args[12 + i] = p->once_marks.v[i];
 	redisReply *rep = rscript(p->r, "requeue", 9, keys, nargs, args, NULL);
 	free(args);
 	free(once);

@@ -19,7 +19,10 @@
  * the exception, to keep its single round trip: its settled record goes before the LREM in
  * the ack's pipeline (SET ... GET: the old value says whether jobs wait for it, one command
  * where a SET and an EXISTS were) and the script runs after, only when they do; the
- * poller's BATCH_EXPIRE redoes from the record what a crash cut short.
+ * poller's BATCH_EXPIRE redoes from the record what a crash cut short. The same old value
+ * stands for the orphan counter's DEL and output keeping's EXISTS, which every such ack
+ * sent before: REQUEUE and a follower mark the record of a job they touch, so a success
+ * whose record was empty has no counter to delete and no one to keep a silent run for.
  *
  * All bookkeeping (stats, throughput, attempts, lock release and extension) is best
  * effort: it is logged on failure and never changes the outcome (lesson 71). Lock
@@ -35,6 +38,7 @@
 #include "json.h"
 #include "keys.h"
 #include "outcome.h"
+#include "outkeep.h"
 #include "producer.h"
 #include "settle.h"
 #include "state.h"
@@ -403,8 +407,8 @@ int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome)
 }
 
 /* A success's settled record, in the pipeline of its ack, before the LREM: one SET ... GET
- * (Redis 6.2, as the LMOVE a held ack follows), whose reply says whether jobs wait for it
- * (BATCH_PUSH left SETTLED_WAITED there, doc/protocol.md §7.34). */
+ * (Redis 6.2, as the LMOVE a held ack follows), whose reply says whether the job needs a
+ * closer look (what BATCH_PUSH, REQUEUE or a follower left there, doc/protocol.md §7.34). */
 static void settled_add(struct rconn *r, struct rpipe *p, const char *jid)
 {
 	char *rec = xstrcat2(K_SETTLED, jid);
@@ -413,19 +417,20 @@ static void settled_add(struct rconn *r, struct rpipe *p, const char *jid)
 	free(rec);
 }
 
-/* The reply of settled_add: 1 when jobs wait for it. */
+/* The reply of settled_add: HELD_PRIOR_*. A reply lost (the LREM's says) counts as none. */
 static int settled_read(struct rconn *r, struct rpipe *p)
 {
 	redisReply *rep;
 	rpipe_read(r, p, 1, &rep);
-	int waited = rep && rep->type == REDIS_REPLY_STRING && strcmp(rep->str, SETTLED_WAITED) == 0;
+	int prior = !rep || rep->type != REDIS_REPLY_STRING ? HELD_PRIOR_NONE
+	            : strcmp(rep->str, SETTLED_WAITED) == 0 ? HELD_PRIOR_WAITED : HELD_PRIOR_OTHER;
 	if (rep)
 		freeReplyObject(rep);
-	return waited;
+	return prior;
 }
 
 void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid, const char *bid,
-              const char *outcome)
+              const char *outcome, struct outrun *out, int ran_before)
 {
 	memset(a, 0, sizeof *a);
 	a->raw = raw;
@@ -433,6 +438,8 @@ void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid, const 
 	a->jid = jid ? xstrdup(jid) : NULL;
 	a->bid = bid ? xstrdup(bid) : NULL;
 	a->outcome = outcome;
+	a->out = out;
+	a->ran_before = ran_before;
 }
 
 /* The held ack writes the settled record itself: a plain job's success (settle.c's opening
@@ -446,62 +453,91 @@ void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a)
 {
 	if (!a->raw)
 		return;
-	/* ACK's two commands (§6.11) without the script: in a pipeline nothing comes between
-	 * them either, a DEL cannot fail on a damaged counter, and the server is spared a Lua
-	 * call per job. Only the LREM's reply decides whether the ack was done. */
+	/* ACK's commands (§6.11) without the script: in a pipeline nothing comes between them
+	 * either, a DEL cannot fail on a damaged counter, and the server is spared a Lua call
+	 * per job. Only the LREM's reply decides whether the ack was done. A plain success
+	 * sends no DEL: its record's SET ... GET says whether a counter may exist. */
 	char *list = xstrcat2(K_INPROGRESS, D.identity);
-	char *counter = xstrcat2(K_ORPHANINGS, a->jid ? a->jid : "");
 	const char *lrem[] = { "LREM", list, "1", a->raw };
 	size_t lens[] = { 4, strlen(list), 1, a->len };
-	const char *del[] = { "DEL", counter };
 	if (held_writes_record(a))
 		settled_add(r, p, a->jid);
 	rpipe_add_argv(r, p, 4, lrem, lens);
-	rpipe_add_argv(r, p, 2, del, NULL);
+	if (!held_writes_record(a)) {
+		char *counter = xstrcat2(K_ORPHANINGS, a->jid ? a->jid : "");
+		const char *del[] = { "DEL", counter };
+		rpipe_add_argv(r, p, 2, del, NULL);
+		free(counter);
+	}
 	a->added = 1;
 	free(list);
-	free(counter);
 }
 
 void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a)
 {
 	if (!a->added || a->read)
 		return;
-	redisReply *rep, *del;
+	redisReply *rep;
 	if (held_writes_record(a))
-		a->dependants = settled_read(r, p);
+		a->prior = settled_read(r, p);
 	rpipe_read(r, p, 1, &rep);
 	a->read = 1;
 	a->ok = rep != NULL;
 	a->unavailable = r->unavailable;
 	snprintf(a->err, sizeof a->err, "%s", r->err);
-	rpipe_read(r, p, 1, &del);
-	if (del)
-		freeReplyObject(del);
+	if (!held_writes_record(a)) {
+		redisReply *del;
+		rpipe_read(r, p, 1, &del);
+		if (del)
+			freeReplyObject(del);
+	}
 	if (rep)
 		freeReplyObject(rep);
+}
+
+/* A plain success acked whose record held something: delete its orphan counter (REQUEUE
+ * marks the record of each job it puts back) and release the jobs that wait for it. Both
+ * best effort: the counter expires, and the poller releases what waits. */
+static void held_look_closer(struct rconn *r, const struct held_ack *a)
+{
+	char *counter = xstrcat2(K_ORPHANINGS, a->jid);
+	redisReply *rep = rcmd(r, "DEL %s", counter);
+	if (rep)
+		freeReplyObject(rep);
+	free(counter);
+	if (a->prior == HELD_PRIOR_WAITED && workflow_settle(r, a->jid, NULL, SETTLED_SUCCESS) != 0)
+		log_warn("jid=%s: the jobs waiting for it not released yet (the poller will): %s",
+		         a->jid, r->err);
 }
 
 void ack_held_settle(struct rconn *r, struct held_ack *a)
 {
 	if (!a->raw)
 		return;
-	if (a->read && a->ok) {
+	if (!a->added) {
+		/* No fetch to ride on: the same commands, on a pipeline of their own. */
+		struct rpipe p;
+		rpipe_begin(r, &p);
+		ack_held_add(r, &p, a);
+		ack_held_read(r, &p, a);
+	}
+	int done = a->read && a->ok;
+	if (done) {
 		finished_note(a->raw, a->len, a->outcome);
-		if (a->dependants && workflow_settle(r, a->jid, NULL, SETTLED_SUCCESS) != 0)
-			log_warn("jid=%s: the jobs waiting for it not released yet (the poller will): "
-			         "%s", a->jid, r->err);
+		if (held_writes_record(a) && a->prior != HELD_PRIOR_NONE)
+			held_look_closer(r, a);
 	} else {
-		/* The ride failed or never left: the record it carried is made by the settle
-		 * itself, before each attempt of the ack, as for a member (a late ack settles as
-		 * the first would have). */
-		if (a->read) {
-			r->unavailable = a->unavailable;    /* the LREM's error, for what follows */
-			snprintf(r->err, sizeof r->err, "%s", a->err);
-		}
-		ack_attempts(r, a->raw, a->len, a->jid, a->bid, a->outcome, a->read ? 2 : 1,
+		/* The ride failed: the record it carried is made by the settle itself, before
+		 * each attempt of the ack, as for a member (a late ack settles as the first
+		 * would have); the ACK script deletes the counter. */
+		r->unavailable = a->unavailable;    /* the LREM's error, for what follows */
+		snprintf(r->err, sizeof r->err, "%s", a->err);
+		ack_attempts(r, a->raw, a->len, a->jid, a->bid, a->outcome, 2,
 		             held_writes_record(a));
 	}
+	/* The output writer asks about a silent run unless the record said no one can. */
+	outkeep_judge(a->out, !done || !held_writes_record(a) || a->prior != HELD_PRIOR_NONE ||
+	                      a->ran_before);
 	running_remove(a->raw);
 	free(a->raw);
 	free(a->jid);

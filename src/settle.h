@@ -18,6 +18,7 @@
 
 struct job;
 struct handler;
+struct outrun;
 
 /* A settlement still owed for a job that ran (doc/protocol.md §7.7). */
 struct pending {
@@ -109,8 +110,16 @@ int settle_flow_first(struct rconn *r, const struct job *j, const char *outcome)
  * record: it goes when the ack is judged (ack_held_settle), so reconcile never takes the
  * job for a stray meanwhile. ack_held_add queues the ack's commands on a pipeline and
  * ack_held_read reads their replies, in their turn; ack_held_settle judges them (attempts
- * 2 and 3, then a pending entry, as settle_ack) or, with nothing queued, acks now. It is
- * a no-op when nothing is held. Reliable fetch only (basic fetch has no ack).
+ * 2 and 3, then a pending entry, as settle_ack) or, with nothing queued, sends them on a
+ * pipeline of their own first. It is a no-op when nothing is held. Reliable fetch only
+ * (basic fetch has no ack).
+ *
+ * A plain job's success is acked by its settled record's SET ... GET and the LREM, nothing
+ * else (doc/protocol.md §7.34): what the record held before says whether the job needs a
+ * closer look (prior): jobs wait for it, or it was recovered from a dead process or
+ * requeued at a stop (its orphan counter to delete, a run of it kept). Only then does the
+ * settle delete the counter and release the waiting jobs; and it tells the output writer
+ * whether a silent run of it must be asked about (outkeep_judge).
  */
 struct held_ack {
 	char *raw;                  /* NULL: none held */
@@ -120,16 +129,21 @@ struct held_ack {
 	int read;                   /* its replies read: ok, or err / unavailable below */
 	int ok;
 	int unavailable;
-	int dependants;             /* jobs wait for it: BATCH_SETTLE after the ack */
+	int prior;                  /* HELD_PRIOR_*: the settled record before the SET ... GET */
+	int ran_before;             /* the job's payload says an earlier attempt ran (failed_at) */
+	struct outrun *out;         /* its silent run, to judge (outkeep_end_success), or NULL */
 	const char *outcome;        /* how it settled for good (SETTLED_*), NULL: a retry */
 	char *bid;
 	char err[sizeof ((struct rconn *)0)->err];
 };
+enum { HELD_PRIOR_NONE, HELD_PRIOR_WAITED, HELD_PRIOR_OTHER };
 /* raw (malloc'd) is the held ack's from then on: a job's text is not copied to be acked.
  * outcome and bid as settle_ack's; only a plain job's success writes its settled record
- * in the ack's pipeline (a member's, and every failure's, was written by its settle). */
+ * in the ack's pipeline (a member's, and every failure's, was written by its settle).
+ * out and ran_before: its silent run to judge, if any, and whether an earlier attempt of
+ * it ran (either NULL / 0). */
 void ack_hold(struct held_ack *a, char *raw, size_t len, const char *jid, const char *bid,
-              const char *outcome);
+              const char *outcome, struct outrun *out, int ran_before);
 void ack_held_add(struct rconn *r, struct rpipe *p, struct held_ack *a);
 void ack_held_read(struct rconn *r, struct rpipe *p, struct held_ack *a);
 void ack_held_settle(struct rconn *r, struct held_ack *a);

@@ -22,6 +22,7 @@
 #include "state.h"
 #include "stoprequeue.h"
 #include "util.h"
+#include "workflow.h"
 
 static char *unsettled_record(const struct pending *p)
 {
@@ -90,13 +91,13 @@ static void requeue_reliable(struct rconn *r, const struct conf *c)
 	snprintf(maxo, sizeof maxo, "%d", c->max_orphanings);
 	const char *keys[] = { list, presence, K_LAST_BEAT, K_REPEAT_ORPHANS, K_DEAD, K_QUEUES,
 	                       K_LIVE_QUEUES };
-	const char **args = xcalloc((size_t)nmarks + 10, sizeof *args);
+	const char **args = xcalloc((size_t)nmarks + 12, sizeof *args);
 	const char *fixed[] = { K_QUEUE, "default", K_RUNNING, ttl, D.identity, "", now,
-	                        K_ORPHANINGS, ORPHAN_COUNTER_TTL, maxo };
+	                        K_ORPHANINGS, ORPHAN_COUNTER_TTL, maxo, K_SETTLED, SETTLED_WAITED };
 	memcpy(args, fixed, sizeof fixed);
 	for (int i = 0; i < nmarks; i++)
-		args[10 + i] = marks[i];
-	redisReply *rep = rscript(r, "requeue", 7, keys, 10 + nmarks, args, NULL);
+		args[12 + i] = marks[i];
+	redisReply *rep = rscript(r, "requeue", 7, keys, 12 + nmarks, args, NULL);
 	if (!rep) {
 		log_error("shutdown requeue failed (the jobs stay in %s for recovery): %s", list,
 		          r->err);

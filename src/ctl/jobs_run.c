@@ -32,6 +32,7 @@
 #include "jobs.h"
 #include "json.h"
 #include "producer.h"
+#include "workflow.h"
 
 #define FOLLOW_EVERY 0.5        /* seconds between two reads of a followed run */
 #define GONE_CHECK_EVERY 5.0    /* seconds between two checks that its process lives */
@@ -349,10 +350,18 @@ static int follow(struct ctl *c, const char *jid, long long n)
  * "Someone waits for this job's first run": the output writer keeps a run that succeeded
  * without printing only for a job that has runs kept or this mark (doc/protocol.md
  * §7.29), so a follower must set it before it first looks, and keep it while it waits.
- * An error is left to the read that follows, which says it.
+ * And since a plain success asks about it only when its settled record held something
+ * (§7.34), the follower marks that record too (never over an outcome: NX), for as long
+ * as BATCH_PUSH's mark lasts. An error is left to the read that follows, which says it.
  */
 static void mark_followed(struct ctl *c, const char *jid, int on)
 {
+	if (on) {
+		redisReply *mark = rcmd(&c->r, "SET " K_SETTLED "%s " SETTLED_WAITED " NX EX "
+		                        BATCH_KEEP_TTL, jid);
+		if (mark)
+			freeReplyObject(mark);
+	}
 	redisReply *rep = on ? rcmd(&c->r, "SET " K_OUTPUT "%s" K_FOLLOWED " 1 EX %d", jid,
 	                            (int)GONE_CHECK_EVERY * 2)
 	                     : rcmd(&c->r, "DEL " K_OUTPUT "%s" K_FOLLOWED, jid);

@@ -161,6 +161,28 @@ class ReliableFetch(DaemonTestCase):
         self.assertEqual(lrems[0][2][2:], [b"1", j.encode()])
         self.assertEqual(self.r.exists("cogworker:orphanings:" + jid), 0)
 
+    def test_fe13_a_plain_success_is_acked_by_its_record_and_one_lrem(self):
+        """FE-13: a plain job's silent success costs its ack the settled record's SET ... GET
+        and one LREM: no DEL of its orphan counter, no EXISTS of its kept output (its
+        record was empty: nothing recovered it, no one follows it); its record says
+        success and nothing of it is kept."""
+        with Monitor(self.server) as mon:
+            d = self.daemon(handlers=[{"class": "T", "command": ["/bin/true"]}],
+                            concurrency=1)
+            time.sleep(0.3)
+            j = job("T")
+            jid = json.loads(j)["jid"]
+            self.push(j)
+            wait_for(lambda: self.r.get(PROCESSED) == b"1")
+            wait_for(lambda: self.r.llen(inprogress(d.identity)) == 0)
+            time.sleep(0.3)
+            ent = mon.entries()
+        about = [e[2] for e in ent if any(jid.encode() in a for a in e[2][1:2])]
+        self.assertEqual([a[0].upper() for a in about], [b"SET"], about)
+        self.assertEqual(about[0][2:], [b"success", b"EX", b"600", b"GET"])
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + jid), b"success")
+        self.assertEqual(self.r.keys("cogworker:output:" + jid + "*"), [])
+
     def test_fe10_a_busy_fetcher_acks_with_its_next_fetch(self):
         # The ack of the job that ended rides on the fetch of the next one (src/fetch.c):
         # a busy fetcher costs Redis one read event (one pipeline) per job, not two.

@@ -165,13 +165,17 @@ class OrphanRecoveryTest(PollerTestCase):
         self.assertLessEqual(self.r.ttl(b"periodic:running:pj3"), 30)
 
     def test_or24_success_deletes_the_orphan_counter(self):
-        d = self.daemon(handlers=[{"class": "Ok", "command": handler("ok")}], **FAST)
+        """OR-24: a job recovered from a dead process (its counter at 2, then 3) that then
+        succeeds leaves no counter: REQUEUE marked its settled record, which the success's
+        ack reads in place of a DEL sent for every job (doc/protocol.md §7.34)."""
         p = payload("Ok")
         jid = loads(p)["jid"]
         self.r.set(ORPH + jid, 2)
-        self.push(p)
-        wait_for(lambda: d.runs_of(jid) == 1 and not self.list_of(d.identity), timeout=5)
+        self.dead_fake(DEAD_ID, [p])
+        d = self.daemon(handlers=[{"class": "Ok", "command": handler("ok")}], **FAST)
+        wait_for(lambda: d.runs_of(jid) == 1 and not self.list_of(d.identity), timeout=10)
         wait_for(lambda: not self.r.exists(ORPH + jid), timeout=2)
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + jid), b"success")
 
     def test_or25_clean_stops_never_count_as_orphanings(self):
         p = payload("G")

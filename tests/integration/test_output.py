@@ -250,6 +250,28 @@ class TestJobsLog(OutputCase):
         self.assertIn(b"run 2 ended: success", p.stderr)
         d.stop()
 
+    def test_out8_silent_success_after_a_stopped_run_is_kept(self):
+        """OUT-8: a job whose first run printed and was stopped (requeued at the stop),
+        then succeeds silently on the next daemon: the success is kept as its last run,
+        though its ack asked Redis nothing but its settled record (REQUEUE had marked it,
+        doc/protocol.md §7.34)."""
+        once = os.path.join(self.workdir, "ran-once")
+        handlers = [{"class": "StopThenOk", "command": sh(
+            '[ -e %s ] && exit 0; touch %s; echo started; exec sleep 30' % (once, once))}]
+        d = self.start(handlers=handlers, shutdown_timeout=1)
+        jid = self.pushed("StopThenOk")
+        self.wait_record(jid, 1, lambda r: r["bytes"] > 0)
+        self.assertEqual(d.stop(), 0)
+        self.wait_record(jid, 1, lambda r: r["outcome"] == "stopped")
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + jid), b"waited")
+        d = self.start(handlers=handlers)
+        rec = self.wait_record(jid, 2, lambda r: r["finished_at"] is not None)
+        self.assertEqual((rec["outcome"], rec["bytes"]), ("success", 0))
+        self.assertEqual(self.r.get("cogworker:batch:settled:" + jid), b"success")
+        p = self.ctl("jobs", "log", jid)
+        self.assertIn(b"run 2 ended: success", p.stderr)
+        d.stop()
+
     def test_out6_first_batch_on_a_fresh_server_all_kept(self):
         """OUT-6: on a server that has not seen OUTPUT_WRITE yet, every run of the writer's
         first batch is kept (each NOSCRIPT answered by an EVAL of its own write)."""

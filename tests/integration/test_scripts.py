@@ -88,7 +88,8 @@ class ScriptTestCase(RedisTestCase):
                 ("cogworker:process:" + owner).encode(),
                 LAST_BEAT, PARKING, DEAD, QUEUES, LIVE]
         args = [QUEUE, "default", RUNNING, QUEUED_TTL, owner, threshold,
-                self.now() if now is None else now, ORPH, 604800, max_orphanings]
+                self.now() if now is None else now, ORPH, 604800, max_orphanings,
+                "cogworker:batch:settled:", "waited"]
         return self.run_script("requeue", keys, args + list(marks), client=client)
 
     def inprogress(self):
@@ -523,6 +524,25 @@ class TestRequeueOrphans(ScriptTestCase):
         # and the limit still works: 1 + 1 > 1
         self.assertEqual(self.recover(max_orphanings=1), [1, 0, 0])
         self.assertEqual(self.r.lrange(PARKING, 0, -1), [self.raw])
+
+    def test_a_job_put_back_marks_its_settled_record(self):
+        """FE-13: a recovered or shutdown-requeued job gets the mark in its settled record,
+        which its success's ack reads in place of a DEL of its counter; never over an
+        outcome, and the mark's TTL renewed."""
+        rec = b"cogworker:batch:settled:j1"
+        for threshold in ("300", ""):
+            with self.subTest(threshold=threshold):
+                self.r.delete(rec)
+                self.assertEqual(self.recover(threshold=threshold), [1, 0, 0])
+                self.assertEqual(self.r.get(rec), b"waited")
+                self.assertTrue(604790 < self.r.ttl(rec) <= 604800)
+        self.r.expire(rec, 100)
+        self.assertEqual(self.recover(), [1, 0, 0])
+        self.assertTrue(604790 < self.r.ttl(rec) <= 604800)
+        self.r.set(rec, "success", ex=600)
+        self.assertEqual(self.recover(), [1, 0, 0])
+        self.assertEqual(self.r.get(rec), b"success")
+        self.assertLessEqual(self.r.ttl(rec), 600)
 
     def test_counter_is_written_after_the_job(self):
         """A failed requeue never counts as an orphaning."""
@@ -1536,7 +1556,7 @@ class TestRequeueAtMostOnce(ScriptTestCase):
         keys = [INPROGRESS, PRESENCE, LAST_BEAT, PARKING, DEAD, QUEUES, LIVE, AMO_SET,
                 AMO_PARKING]
         args = [QUEUE, "default", RUNNING, QUEUED_TTL, OWNER, threshold, self.now(), ORPH,
-                604800, 3]
+                604800, 3, "cogworker:batch:settled:", "waited"]
         return self.run_script("requeue", keys, args + list(marks))
 
     def jobs(self):
@@ -1656,6 +1676,7 @@ class TestCommandOrder(ScriptTestCase):
             "ZSCORE",                         # live_queues
             "LPOP",                           # only then pop
             "INCR", "EXPIRE",                 # and only then count
+            "GET", "SET",                     # and mark its settled record (FE-13)
         ])
 
     def test_requeue_parks_before_popping(self):
@@ -1671,7 +1692,7 @@ class TestCommandOrder(ScriptTestCase):
         self.r.rpush(INPROGRESS, job("j1", "nobody"))
         cmds = self.names(lambda: self.requeue(threshold=""))
         self.assertEqual(cmds, ["TIME", "LLEN", "LINDEX", "RPUSH", "ZSCORE", "SADD",
-                                "LPOP"])
+                                "LPOP", "GET", "SET"])
 
     def test_requeue_failed_write_pops_then_pushes_back(self):
         self.r.rpush(INPROGRESS, job("j1", "broken"))

@@ -455,7 +455,8 @@ START_TEST(test_combined_tries_retry_their_acks_each_on_its_own)
 		fetch_state_init(&t[i].fs, i);
 		char jid[32];
 		snprintf(jid, sizeof jid, "c%023d", i);
-		ack_hold(&t[i].fs.held, xstrdup(raw), strlen(raw), jid, NULL, SETTLED_SUCCESS);
+		ack_hold(&t[i].fs.held, xstrdup(raw), strlen(raw), jid, NULL, SETTLED_SUCCESS, NULL,
+		         0);
 	}
 	conf_release(c);
 	pthread_barrier_init(&comb_start, NULL, COMB_N);
@@ -624,7 +625,7 @@ START_TEST(test_late_success_ack_releases_dependants)
 	waiter_for_a();
 	struct held_ack a;
 	ack_hold(&a, xstrdup(DEP_A), strlen(DEP_A), "a1a1a1a1a1a1a1a1a1a1a1a1", NULL,
-	         SETTLED_SUCCESS);
+	         SETTLED_SUCCESS, NULL, 0);
 	unit_fail(0, "SET", 1);
 	ack_held_settle(&R, &a);
 	assert_waiter_released();
@@ -636,7 +637,7 @@ static void settle_held_ack_a(void *arg)
 	(void)arg;
 	struct held_ack a;
 	ack_hold(&a, xstrdup(DEP_A), strlen(DEP_A), "a1a1a1a1a1a1a1a1a1a1a1a1", NULL,
-	         SETTLED_SUCCESS);
+	         SETTLED_SUCCESS, NULL, 0);
 	ack_held_settle(&R, &a);
 }
 
