@@ -16,7 +16,6 @@
 #include <string.h>
 #include "ctl.h"
 #include "job.h"
-#include "jobs.h"
 #include "workflow.h"
 
 #define DEFAULT_EXPIRES_IN 86400.0

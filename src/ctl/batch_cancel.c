@@ -26,7 +26,8 @@
 #include <string.h>
 #include "ctl.h"
 #include "job.h"
-#include "jobs.h"
+#include "jobs_find.h"
+#include "jobs_run.h"
 #include "producer.h"
 #include "workflow.h"
 

@@ -13,12 +13,15 @@
  *
  * This file reads the command line and checks it (which set an action may touch, --all
  * wants --set and, when destructive, --yes) before anything talks to Redis; the work is
- * done by jobs_find.c, jobs_show.c and jobs_act.c (see jobs.h).
+ * done by the parts below it, jobs_show.c, jobs_act.c and jobs_run.c, which stand on
+ * jobs_find.c and jobs_cut.c, and all of them on jobs_types.h (which says the levels).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "jobs.h"
+#include "jobs_act.h"
+#include "jobs_run.h"
+#include "jobs_show.h"
 
 #define MAX_RESCHEDULE_MINUTES 10080
 

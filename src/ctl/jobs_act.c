@@ -24,7 +24,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "jobs.h"
+#include "jobs_act.h"
+#include "jobs_cut.h"
+#include "jobs_find.h"
 #include "json.h"
 #include "producer.h"
 #include "workflow.h"

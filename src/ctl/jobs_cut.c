@@ -19,7 +19,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "jobs.h"
+#include "jobs_cut.h"
 
 /* The reads run with the link's bulk limit (rlink.h): a string over max_job_bytes comes as
  * an integer, its length, and what was seen of it (its first bytes, its last) is kept. */

@@ -19,38 +19,14 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "jobs.h"
+#include "jobs_cut.h"
+#include "jobs_find.h"
 #include "json.h"
 
-const char *const jobs_set_names[S_COUNT] = {
-	"queued", "scheduled", "retry", "dead", "running", "waiting", "after", "inprogress",
-};
-const char *const jobs_zset_keys[S_COUNT] = {
-	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL, NULL, NULL,
-};
 #define PAGE 100
 
 /* Called for each matching entry (parsed); 0 = go on, 1 = stop. */
 typedef int (*entry_cb)(struct entry *e, void *ctx);
-
-void jobs_entry_free(struct entry *e)
-{
-	free(e->key);
-	free(e->qname);
-	free(e->raw);
-	free(e->process);
-	free(e->handler);
-	free(e->summary);
-	job_free(&e->j);
-}
-
-void jobs_found_free(struct found *f)
-{
-	for (int i = 0; i < f->n; i++)
-		jobs_entry_free(&f->v[i]);
-	free(f->v);
-	memset(f, 0, sizeof *f);
-}
 
 static int collect(struct entry *e, void *ctx)
 {
@@ -71,19 +47,6 @@ static int collect(struct entry *e, void *ctx)
 	};
 	jobs_entry_parse(c);
 	return f->limit > 0 && f->n >= f->limit;
-}
-
-const char *jobs_payload_queue(const struct entry *e)
-{
-	if (e->qname)
-		return e->qname;
-	const cJSON *q = e->j.obj ? cJSON_GetObjectItemCaseSensitive(e->j.obj, "queue") : NULL;
-	return cJSON_IsString(q) ? q->valuestring : NULL;
-}
-
-const char *jobs_entry_class(const struct entry *e)
-{
-	return e->j.obj ? e->j.cls : "(unparseable)";
 }
 
 /* Filter, parse and hand one element to cb. */
@@ -560,21 +523,6 @@ int jobs_page(struct ctl *c, int set, const struct filter *f, long from, int lim
 	}
 	jobs_found_free(&all);
 	return 0;
-}
-
-void jobs_set_list(unsigned sets, char *out, size_t n)
-{
-	out[0] = '\0';
-	for (int s = 0; s < S_COUNT; s++)
-		if (sets & BIT(s))
-			snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? ", " : "",
-			         jobs_set_names[s]);
-}
-
-const char *jobs_string_member(const struct entry *e, const char *name)
-{
-	const cJSON *v = e->j.obj ? cJSON_GetObjectItemCaseSensitive(e->j.obj, name) : NULL;
-	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)

@@ -16,7 +16,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "jobs.h"
+#include "job.h"
+#include "jobs_history.h"
 #include "json.h"
 #include "usage.h"
 

@@ -29,7 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "jobs.h"
+#include "jobs_find.h"
+#include "jobs_run.h"
 #include "json.h"
 #include "producer.h"
 #include "workflow.h"

@@ -14,7 +14,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "jobs.h"
+#include "jobs_cut.h"
+#include "jobs_find.h"
+#include "jobs_history.h"
+#include "jobs_show.h"
 #include "json.h"
 #include "usage.h"
 #include "workflow.h"

@@ -23,7 +23,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include "ctl/ctl.h"
-#include "ctl/jobs.h"
+#include "ctl/jobs_run.h"
 
 /* ---- build/web_assets.c ---- */
 struct web_asset {

@@ -19,6 +19,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ctl/jobs_act.h"
+#include "ctl/jobs_show.h"
 #include "exporter.h"
 #include "web.h"
 

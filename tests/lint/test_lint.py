@@ -5,7 +5,9 @@
 A check that cannot fail is worse than none: it says "ok" about anything. So each check of
 tools/lint.sh is run on a small tree made here, once clean (it must pass) and once with one
 planted defect (it must fail, exit 1, and name the defect): an include cycle through .c
-files, one closed by headers alone, a link cycle no include shows, a key name spelled
+files, one closed by headers alone, a link cycle no include shows, a circle inside a family
+of files that neither graph alone shows (the parts include the command's header, the
+command calls the parts: src/ctl/jobs*.c before jobs_types.h), a key name spelled
 outside keys.h, a cppcheck warning; and a reference to doc/ that points nowhere, a
 Markdown link to a file or heading that is not there, a README grown past a landing page
 (tools/check-refs.py). The trees are compiled for real (cc -c), since the link
@@ -22,8 +24,13 @@ import unittest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LINT = os.path.join(ROOT, "tools", "lint.sh")
 
-# A tree without defects: b is below a, ctl/m is a component apart from m.
+# A tree without defects: b is below a, ctl/m is a component apart from m, and the family
+# p (p.c the command, p_x.c its part) runs one way: p calls p_x, p_x knows nothing of p.
 CLEAN = {
+    "p.h": "int p_f(void);\n",
+    "p.c": '#include "p.h"\n#include "p_x.h"\nint p_f(void) { return p_x_f(); }\n',
+    "p_x.h": "int p_x_f(void);\n",
+    "p_x.c": '#include "p_x.h"\nint p_x_f(void) { return 6; }\n',
     "a.h": '#include "b.h"\nint a_f(void);\n',
     "a.c": '#include "a.h"\nint a_f(void) { return b_f() + 1; }\n',
     "b.h": "int b_f(void);\n",
@@ -96,6 +103,7 @@ class LintChecks(unittest.TestCase):
         rc, out = self.run_tree(CLEAN)
         self.assertEqual(rc, 0, out)
         self.assertIn("include-graph: ok", out)
+        self.assertIn("family graph: no cycle (1 families)", out)
         self.assertIn("cppcheck: ok", out)
         self.assertIn("key-literals: ok", out)
         self.assertTrue(out.rstrip().endswith("lint: ok"), out)
@@ -132,6 +140,33 @@ class LintChecks(unittest.TestCase):
         out = self.assert_fails(files, "graph", "link graph: 1 cycle",
                                 "cycle of 2 components: a, b", "b -> a: a_f", "a -> b: b_f")
         self.assertIn("include graph: no cycle", out)
+
+    def test_family_circle_neither_graph_shows(self):
+        # p.h declares the part's function too, and p_x.c includes p.h for it: p_x -> p by
+        # include, p -> p_x by link; each graph alone is acyclic.
+        files = planted(p_dot_h="int p_f(void);\nint p_x_f(void);\n",
+                        p_dot_c='#include "p.h"\nint p_f(void) { return p_x_f(); }\n',
+                        p_x_dot_c='#include "p.h"\nint p_x_f(void) { return 6; }\n')
+        out = self.assert_fails(files, "graph", "family graph: 1 family with a cycle: p",
+                                "cycle of 2 components: p, p_x", "along: p -> p_x -> p",
+                                "p -> p_x: calls p_x_f", 'p_x.c:1 includes "p.h"',
+                                "0 include cycle(s), 0 link cycle(s)", "1 family cycle(s)")
+        self.assertIn("include graph: no cycle", out)
+        self.assertIn("link graph: no cycle", out)
+        # The same circle between components that are no family (m.c calls b_f, b.c
+        # includes m.h) is not the family check's: ctl.h and the commands are such a pair.
+        files = planted(m_dot_c=CLEAN["m.c"] + 'int b_f(void);\nint m_g(void) { return b_f(); }\n',
+                        b_dot_c='#include "b.h"\n#include "m.h"\nint b_f(void) { return 2; }\n')
+        rc, out = self.run_tree(files, "graph")
+        self.assertEqual(rc, 0, out)
+
+    def test_known_unlevelled_family_is_reported_not_failed(self):
+        files = planted(warm_dot_h="int warm_f(void);\nint warm_x_f(void);\n",
+                        warm_dot_c='#include "warm.h"\nint warm_f(void) { return warm_x_f(); }\n',
+                        warm_x_dot_c='#include "warm.h"\nint warm_x_f(void) { return 7; }\n')
+        rc, out = self.run_tree(files, "graph")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("known unlevelled: warm (", out)
 
     def test_graph_wants_objects(self):
         t = Tree(CLEAN)
