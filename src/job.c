@@ -496,6 +496,11 @@ char *job_failure_payload(const struct job *j, const char *error_class, const ch
 	return out;
 }
 
+char *job_too_large_why(size_t len, long long max)
+{
+	return xasprintf("job of %zu bytes is larger than max_job_bytes (%lld)", len, max);
+}
+
 char *job_unparseable_wrapper(const char *raw, size_t len, const char *queue,
                               const char *error_class, const char *error_message, double now)
 {

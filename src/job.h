@@ -106,6 +106,10 @@ char *job_failure_payload(const struct job *j, const char *error_class, const ch
                           double now, long new_retry_count, int overwrite_failed_at,
                           long interrupted_count);
 
+/* Why a job longer than max_job_bytes is buried unread (doc/protocol.md §7.9 7), in the
+ * words the daemon files and `cogworkerctl exec` shows. */
+char *job_too_large_why(size_t len, long long max);
+
 /* The (unparseable) wrapper (doc/protocol.md §4.6); queue may be NULL (JSON null). */
 char *job_unparseable_wrapper(const char *raw, size_t len, const char *queue,
                               const char *error_class, const char *error_message, double now);

@@ -790,8 +790,7 @@ int bury_too_large(struct rconn *r, const char *from, const struct rskip *seen,
                    const char *queue, int taken, long long max, struct log_site *site)
 {
 	double now = now_float();
-	char *why = xasprintf("job of %zu bytes is larger than max_job_bytes (%lld)", seen->len,
-	                      max);
+	char *why = job_too_large_why(seen->len, max);
 	char *wrapper = job_unparseable_wrapper(seen->head, seen->head_len, queue,
 	                                        "Cogworker::InvalidJob", why, now);
 	char *list = from ? xstrdup(from) : xasprintf(K_INPROGRESS "%s", D.identity);

@@ -7,7 +7,8 @@
  * the handler's timeout, rlimits, cwd and args_as_argv. It reports the exit, stdout, the
  * stderr tail, the timing, and the outcome the handler's exit-code map gives (success,
  * retrying, dead, killed, discarded) with the error_class / error_message the daemon would
- * write. Nothing is enqueued, fetched or filed: exec never connects to Redis.
+ * write. Nothing is enqueued, fetched or filed: exec never connects to Redis. A job longer
+ * than max_job_bytes is not run, as no daemon would read it (exec_too_large, BJ-6).
  *
  * The run request, the error class and message and the failure decision are the daemon's
  * own (outcome.c): only the hooks differ (output kept for the report instead of logged,
@@ -24,6 +25,7 @@
 #include "cgcaps.h"
 #include "ctl.h"
 #include "handler.h"
+#include "jobs_cut.h"
 #include "job.h"
 #include "json.h"
 #include "outcome.h"
@@ -58,18 +60,80 @@ static void stdout_line(void *ctx, const char *line, size_t len)
 	sb_addc(&o->b, '\n');
 }
 
-static char *strings_as_json(int n, char **v)
+/*
+ * The ARGs as the JSON array push writes: its length in *len, and at most keep of its
+ * first bytes kept. A job over max_job_bytes is so measured, never built: each ARG is
+ * escaped alone (at most 128 KiB, the kernel's limit of one), counted, and kept only while
+ * the array is shorter than keep (0: measured only).
+ */
+static char *strings_as_json(int n, char **v, size_t keep, size_t *len)
 {
+	struct sbuf b, one;
+	sb_init(&b);
+	sb_init(&one);
+	sb_addc(&b, '[');
+	size_t total = 1;
+	for (int i = 0; i < n; i++) {
+		one.len = 0;
+		if (i)
+			sb_addc(&one, ',');
+		jstr(&one, v[i]);
+		total += one.len;
+		if (b.len < keep)
+			sb_add(&b, one.s, one.len < keep - b.len ? one.len : keep - b.len);
+	}
+	total++;
+	if (b.len < keep)
+		sb_addc(&b, ']');
+	sb_free(&one);
+	*len = total;
+	return sb_steal(&b);
+}
+
+/*
+ * A job longer than max_job_bytes: a daemon never reads it, and buries it in dead as an
+ * invalid job (doc/protocol.md §7.9 7), so exec does not run it either, and says so with
+ * the job's size and its first bytes (as `jobs show` shows a cut job), never all of it.
+ * skel is the job built with no ARGs, head the first bytes of its args array.
+ */
+static int exec_too_large(struct ctl *c, const char *cls, const char *jid, const char *skel,
+                          const char *head, size_t size)
+{
+	long long max = c->conf.max_job_bytes;
+	size_t cut = max < JOBS_CUT_HEAD ? (size_t)max : JOBS_CUT_HEAD;
+	const char *at = strstr(skel, ",\"args\":[]");       /* the args follow ,"args": */
 	struct sbuf b;
 	sb_init(&b);
-	sb_addc(&b, '[');
-	for (int i = 0; i < n; i++) {
-		if (i)
-			sb_addc(&b, ',');
-		jstr(&b, v[i]);
+	sb_add(&b, skel, (size_t)(at - skel) + strlen(",\"args\":"));
+	sb_adds(&b, head);
+	sb_adds(&b, at + strlen(",\"args\":[]"));
+	size_t shown = b.len < cut ? b.len : cut;
+	char *why = job_too_large_why(size, max);
+	if (c->json) {
+		struct sbuf o;
+		sb_init(&o);
+		sb_adds(&o, "{\"class\":");
+		jstr(&o, cls);
+		sb_printf(&o, ",\"jid\":\"%s\",\"job\":null,\"truncated\":true,\"size\":%zu,"
+		          "\"raw\":", jid, size);
+		jstrn(&o, b.s, shown);
+		sb_adds(&o, ",\"status\":\"too_large\",\"exit_code\":null,\"signal\":null,"
+		        "\"pid\":null,\"outcome\":\"dead\",\"error_class\":\"Cogworker::InvalidJob\","
+		        "\"error_message\":");
+		jstr(&o, why);
+		sb_addc(&o, '}');
+		jprint(&o);
+	} else {
+		printf("job        %.*s...\n", (int)shown, b.s);
+		printf("size       %zu bytes, more than max_job_bytes (%lld): truncated to its first "
+		       "%zu bytes\n", size, max, shown);
+		printf("exit       not run: a daemon never reads a job larger than max_job_bytes\n");
+		printf("outcome    dead: it would go to dead unread, as an invalid job\n");
+		printf("error      Cogworker::InvalidJob: %s\n", why);
 	}
-	sb_addc(&b, ']');
-	return sb_steal(&b);
+	free(why);
+	sb_free(&b);
+	return CTL_NOTHING;
 }
 
 struct report {
@@ -163,22 +227,38 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	if (!ctl_job_strings_ok("exec", p.cls, p.queue, p.jid, argc - optind, argv + optind))
 		return CTL_USAGE;
+	/* Of a job over max_job_bytes no more than that is built (exec_too_large). */
+	size_t max = c->conf.max_job_bytes ? (size_t)c->conf.max_job_bytes : SIZE_MAX;
+	size_t args_len;
 	char *args = NULL;
 	if (json_args) {
 		if (!ctl_args_json_ok("exec: --json-args", json_args))
 			return CTL_USAGE;
 		args = xstrdup(json_args);
+		args_len = strlen(args);
 	} else {
-		args = strings_as_json(argc - optind, argv + optind);
+		free(strings_as_json(argc - optind, argv + optind, 0, &args_len));
+		args = strings_as_json(argc - optind, argv + optind,
+		                       args_len > max ? JOBS_CUT_HEAD : SIZE_MAX, &args_len);
 	}
-	p.args_json = args;
 
 	char jid[25];
 	if (p.jid)
 		snprintf(jid, sizeof jid, "%s", p.jid);
 	else
 		new_jid(jid);
-	char *payload = producer_build(&p, jid, now_float(), 0);
+	double now = now_float();
+	char *skel = producer_build(&p, jid, now, 0);  /* with no ARGs: "args":[] */
+	size_t size = strlen(skel) - 2 + args_len;     /* exact: push splices the args' text */
+	if (size > max) {
+		int st = exec_too_large(c, p.cls, jid, skel, args, size);
+		free(skel);
+		free(args);
+		return st;
+	}
+	free(skel);
+	p.args_json = args;
+	char *payload = producer_build(&p, jid, now, 0);
 	struct job j;
 	job_parse(&j, payload, strlen(payload), p.queue ? p.queue : "default");
 

@@ -4,8 +4,9 @@ issue 31 item 5): a job longer than max_job_bytes (16 MiB by default) in dead, r
 schedule or a queue is listed and shown by `cogworkerctl jobs` and the dashboard's API cut,
 with its size, by a process that stays under 64 MiB of resident memory (the peak: ru_maxrss
 of a finished cogworkerctl, VmHWM of the running web server); actions on it still act on
-the exact member; and a daemon killed with one in progress has it recovered intact by a
-daemon that never holds it.
+the exact member; a daemon killed with one in progress has it recovered intact by a
+daemon that never holds it; and `cogworkerctl exec` of one is refused as a daemon would
+bury it, never built (BJ-6).
 
 Run: python3 tests/integration/run.py test_big_jobs
 """
@@ -191,6 +192,113 @@ class BigJobsListed(RedisTestCase):
         self.assertEqual(st, 200, body)
         self.assertEqual(self.r.lrange("cogworker:queue:big", 0, -1), [self.jobs["queued"]])
         self.assertLess(vm_hwm(w.proc.pid), RSS_LIMIT, "cogworkerctl web")
+
+
+# exec's job comes on its command line, which the kernel caps at 6 MB (ARG_MAX: a quarter of
+# the stack limit, at most 3/4 of 8 MiB), so it can be over max_job_bytes only when that is
+# set lower than the default. This helper runs cogworkerctl with N ARGs of SIZE bytes after
+# the given ones, the stack limit raised for them, and reports its peak RSS: forked and
+# waited for by hand (wait4), as subprocess's vfork counts this process's pages as the
+# child's; what this small process holds is the floor of the figure.
+EXEC_RSS_HELPER = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_STACK, (64 << 20, resource.RLIM_INFINITY))
+n, size = int(sys.argv[1]), int(sys.argv[2])
+argv = sys.argv[3:] + ["x" * size] * n
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    os.dup2(w, 1)
+    os.execv(argv[0], argv)
+os.close(w)
+out = b""
+while True:
+    b = os.read(r, 1 << 16)
+    if not b:
+        break
+    out += b
+_, st, ru = os.wait4(pid, 0)
+sys.stdout.buffer.write(b"%d %d\\n" % (os.waitstatus_to_exitcode(st), ru.ru_maxrss) + out)
+"""
+
+
+class BigJobExec(unittest.TestCase):
+    """exec of a job over max_job_bytes: refused as a daemon would bury it, never built."""
+
+    ARG = 125000                # under the kernel's 128 KiB for one argument
+    N = 40                      # 5 MB of ARGs
+
+    def exec_rss(self, conf, *args, n=0):
+        """(exit status, stdout, peak resident bytes) of `cogworkerctl -c conf ARGS` with n
+        ARGs of ARG bytes after args."""
+        p = subprocess.run([sys.executable, "-c", EXEC_RSS_HELPER, str(n), str(self.ARG),
+                            binary("cogworkerctl"), "-c", conf] + list(args),
+                           capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        head, _, out = p.stdout.partition(b"\n")
+        status, kib = (int(x) for x in head.split())
+        return status, out.decode(errors="replace"), kib * 1024
+
+    def write_conf(self, path, marker, max_job_bytes):
+        with open(path, "w") as f:
+            f.write('max_job_bytes = %d;\nhandlers = ( { class = "Big"; command = ["/bin/sh", '
+                    '"-c", "cat >/dev/null; touch %s"]; } );\n' % (max_job_bytes, marker))
+
+    def test_bj6_exec_of_a_job_over_max_job_bytes_is_not_run_and_says_why(self):
+        tmp = tempfile.TemporaryDirectory(prefix="cw-bj6-")
+        self.addCleanup(tmp.cleanup)
+        marker = os.path.join(tmp.name, "ran")
+        conf = os.path.join(tmp.name, "c.conf")
+        self.write_conf(conf, marker, MIB)
+        jid = "bigexec000000001"
+        size = len(json.dumps({"class": "Big", "args": ["x" * self.ARG] * self.N,
+                               "queue": "default", "jid": jid, "created_at": 1700000000.123456,
+                               "enqueued_at": 1700000000.123456}, separators=(",", ":")))
+        # The same command line refused at once (a usage error) is the floor: the ARGs are
+        # this much of the process already, as its argv.
+        st, out, floor = self.exec_rss(conf, "exec", "--timeout", "x", "--jid", jid, "Big",
+                                       n=self.N)
+        self.assertEqual(st, 2, out)
+        st, out, rss = self.exec_rss(conf, "exec", "--jid", jid, "Big", n=self.N)
+        self.assertEqual(st, 1, out[:2000])
+        self.assertFalse(os.path.exists(marker), "the handler ran")
+        self.assertIn('job        {"class":"Big","args":["xxxx', out)
+        self.assertIn("size       %d bytes, more than max_job_bytes (1048576): truncated to its "
+                      "first 16384 bytes" % size, out)
+        self.assertIn("exit       not run: a daemon never reads a job larger than max_job_bytes",
+                      out)
+        self.assertIn("outcome    dead: it would go to dead unread, as an invalid job", out)
+        self.assertIn("error      Cogworker::InvalidJob: job of %d bytes is larger than "
+                      "max_job_bytes (1048576)" % size, out)
+        self.assertLess(len(out), 20000)                # its beginning, not 5 MB
+        # Of the job it holds less than max_job_bytes beside its argv (before: the args, the
+        # job and its parse, 19 MB more).
+        self.assertLess(rss - floor, MIB, "exec %d, its command line alone %d" % (rss, floor))
+        st, out, rss = self.exec_rss(conf, "--json", "exec", "--jid", jid, "Big", n=self.N)
+        self.assertEqual(st, 1, out[:2000])
+        d = json.loads(out)
+        self.assertEqual((d["status"], d["outcome"], d["error_class"], d["size"], d["truncated"],
+                          d["job"], d["exit_code"], d["jid"]),
+                         ("too_large", "dead", "Cogworker::InvalidJob", size, True, None, None, jid))
+        self.assertEqual(d["error_message"],
+                         "job of %d bytes is larger than max_job_bytes (1048576)" % size)
+        self.assertEqual(len(d["raw"]), 16384)
+        self.assertTrue(d["raw"].startswith('{"class":"Big","args":["xxx'))
+        self.assertLess(rss - floor, MIB)
+        # At the limit a job runs as before; one byte over, not (the limit 4096 here).
+        self.write_conf(conf, marker, 4096)
+        small = len(json.dumps({"class": "Big", "args": [""], "queue": "default", "jid": jid,
+                                "created_at": 1700000000.123456,
+                                "enqueued_at": 1700000000.123456}, separators=(",", ":")))
+        st, out, _ = self.exec_rss(conf, "exec", "--jid", jid, "Big", "y" * (4097 - small))
+        self.assertEqual(st, 1, out)
+        self.assertIn("job of 4097 bytes is larger than max_job_bytes (4096)", out)
+        self.assertFalse(os.path.exists(marker), "the handler ran")
+        st, out, _ = self.exec_rss(conf, "exec", "--jid", jid, "Big", "y" * (4096 - small))
+        self.assertEqual(st, 0, out)
+        self.assertIn("outcome    success", out)
+        self.assertTrue(os.path.exists(marker))
 
 
 class BigJobPages(BrowserCase):
