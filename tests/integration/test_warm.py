@@ -669,7 +669,7 @@ class Lifecycle(WarmTestCase):
     def test_wm11_cancel_a_running_warm_job(self):
         # concurrency 4 on one queue: most fetchers wait locally (no Redis call), and the
         # one whose process was cancelled must still wake to reap and replace it
-        d = self.daemon(handlers=[warm(kill_grace=5)], concurrency=4)
+        d = self.daemon(handlers=[warm(kill_grace=5)], concurrency=4, heartbeat_interval=1)
         jid, _ = self.push_job("sleep", 30, retry=3)
         wait_for(lambda: self.pid_of(jid), timeout=10, message="running")
         res = self.ctl("jobs", "cancel", jid)
@@ -686,6 +686,13 @@ class Lifecycle(WarmTestCase):
         wait_for(lambda: len(self.warm_pids()) == 1 and pid not in self.warm_pids(), timeout=8,
                  message="a fresh process in its place")
         self.assertLess(time.monotonic() - started, 8)
+        # ... and the WARM column counts that one (it said 6 with concurrency 4, issue 31).
+        def warm_column():
+            procs = json.loads(self.ctl("--json", "processes").stdout)
+            return procs and procs[0]["warm"]
+        wait_for(lambda: warm_column() == 1, timeout=5, message="processes says 1 warm")
+        time.sleep(2)                   # two more beats: it stays 1
+        self.assertEqual(warm_column(), 1)
 
     def test_wm12_stop_drains_warm_jobs_then_ends_every_process(self):
         d = self.daemon(handlers=[warm()], concurrency=2, shutdown_timeout=10)

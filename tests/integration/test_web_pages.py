@@ -473,8 +473,9 @@ class Workflows(PagesCase):
     def test_web24_batches_follow_their_members_live(self):
         d = self.daemon(handlers=[{"class": "Hold<b>", "command": handler("gate")}],
                         concurrency=25, heartbeat_interval=1)
+        # Markup in the description and in the callbacks' class names, which the pages show.
         bid = self.ctl("batch", "new", "--description", XSS_SCRIPT, "--on-complete", "All",
-                       "--on-death", "Died")
+                       "--on-death", "Died" + XSS_IMG)
         jids = [self.ctl("push", "--batch", bid, "--retry", "false", "Hold<b>", str(i))
                 for i in range(20)]
         self.ctl("batch", "commit", bid)
@@ -490,8 +491,8 @@ class Workflows(PagesCase):
         self.open(w, "/batches")
         row = 'tr[data-bid="%s"]' % bid
         text = text_of(self.b, row, contains="14 succeeded")
-        for want in ("5 pending", "1 dead", "0 discarded", "committed", "on_death: Died",
-                     "fired", XSS_SCRIPT):
+        for want in ("5 pending", "1 dead", "0 discarded", "committed",
+                     "on_death: Died" + XSS_IMG, "fired", XSS_SCRIPT):
             self.assertIn(want, text)
         shot(self.b, "batches")
         cookie, _ = w.session()
@@ -502,9 +503,13 @@ class Workflows(PagesCase):
                          (1, bid, 5, 14, 1))
         st, one = w.get_json("/api/batches/" + bid, cookie)
         self.assertEqual((st, sorted(one["dead_jids"])), (200, [jids[14]]))
+        # The list follows the batch too: one more member finishes.
+        d.open_gate(jids[15])
+        text = text_of(self.b, row, contains="15 succeeded", timeout=15)
+        self.assertIn("4 pending", text)
         self.click(row + " a")
         text_of(self.b, "main h1", contains=bid)
-        for part, members in (("pending", jids[15:]), ("succeeded", jids[:14]),
+        for part, members in (("pending", jids[16:]), ("succeeded", jids[:14] + jids[15:16]),
                               ("dead", jids[14:15])):
             links = self.b.execute_script(
                 "return [...document.querySelectorAll('ul[data-part=\"%s\"] li a')]"
@@ -512,10 +517,12 @@ class Workflows(PagesCase):
             self.assertEqual(sorted(t for t, _ in links), sorted(members), part)
             self.assertEqual([h for t, h in links if h != "/jobs/" + t], [], part)
         self.assertIn(XSS_SCRIPT, text_of(self.b, "#batch"))
+        self.assertIn("on_death: Died" + XSS_IMG, text_of(self.b, "#batch"))
+        self.assertEqual(self.b.execute_script("return document.querySelectorAll('img').length"),
+                         0)
         shot(self.b, "batch")
-        # The page follows the batch: two more members finish, the counts move.
-        for j in jids[15:17]:
-            d.open_gate(j)
+        # The page follows the batch: another member finishes, the counts move.
+        d.open_gate(jids[16])
         text_of(self.b, "#batch", contains="16 succeeded", timeout=15)
         self.assertEqual(self.b.execute_script(
             "return document.querySelectorAll('ul[data-part=\"pending\"] li').length"), 3)
