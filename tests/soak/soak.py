@@ -16,6 +16,15 @@ A share of the jobs (--warm-share, a half by default) goes to a warm handler
 records, from long-lived processes. Their processes must die with their daemon: a kill -9
 leaves none alive a few seconds later, and none is left once the daemons are gone.
 
+A share of the cold jobs (--group-share, a third) goes to a handler with fair share
+(SoakGroup: group_by = "args[1]", group_concurrency = 1, group_rate_limit = "4/1s"; doc/protocol.md
+§7.35), in --groups groups of which the first gets half: its jobs are set aside in
+cogworker:group_jobs:SoakGroup:<group> and brought back by releases and by the poller's
+sweep, through the kills, the storms and the Redis crash. They are counted as every other
+job (once each, nothing lost), no group may have had more than one job running at once
+(a run killed with its daemon counted to its start + --max-run + 1 s), and at the end no line, no
+cogworker:groups:SoakGroup and no live slot lease may be left.
+
 A batch of --batch-members jobs (1 000 by default, doc/protocol.md §7.34) rides along: the
 first jobs pushed are its members (BATCH_PUSH, the script cogworkerctl push --batch runs),
 the batch is committed once the last is pushed, and its on_success and on_complete are jobs
@@ -92,6 +101,8 @@ SETTINGS = {"heartbeat_interval": 1, "process_ttl": 3, "orphan_threshold": 4,
             "max_orphanings": 3, "log_level": "info"}
 # The longest a job may wait after the last job it waits for ended (see the docstring).
 WAIT_BOUND = 30.0
+GROUP_CONCURRENCY = 1   # SoakGroup's limits: a group's jobs are set aside often
+GROUP_RATE = "4/1s"
 ACK_STORM = 8.0         # seconds of CLIENT KILL every 50-150 ms
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
@@ -159,6 +170,8 @@ class Soak:
         self.rng = random.Random(args.seed)
         self.pushed = []
         self.pushed_warm = 0
+        self.grouped = {}               # jid -> its group (SoakGroup's jobs)
+        self.group_peak = 0             # jobs of SoakGroup set aside at once, at most
         self.push_paused = threading.Event()
         self.push_idle = threading.Event()
         self.stop_pushing = threading.Event()
@@ -180,6 +193,11 @@ class Soak:
 
     # -- daemons
 
+    def group_handler(self, tag):
+        return {"class": "SoakGroup", "command": ["/bin/sh", "-c", HANDLER, "sh"],
+                "args_as_argv": True, "env": ["SOAK_SLOT=" + tag], "group_by": "args[1]",
+                "group_concurrency": GROUP_CONCURRENCY, "group_rate_limit": GROUP_RATE}
+
     def start_daemon(self, slot):
         """A daemon for slot; its handlers tag their records with slot.generation."""
         self.generation += 1
@@ -188,7 +206,8 @@ class Soak:
                    handlers=[{"class": "Soak", "command": ["/bin/sh", "-c", HANDLER, "sh"],
                               "args_as_argv": True, "env": ["SOAK_SLOT=" + tag]},
                              {"class": "SoakWarm", "command": [WARM_HANDLER, self.workdir],
-                              "warm": True, "env": ["SOAK_SLOT=" + tag]}],
+                              "warm": True, "env": ["SOAK_SLOT=" + tag]},
+                             self.group_handler(tag)],
                    **SETTINGS)
         d.start(env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0"}, wait=True)
         d.soak_tag = tag
@@ -331,7 +350,12 @@ class Soak:
             n += 1
             run = round(self.rng.uniform(0, self.args.max_run), 3)
             cls = "SoakWarm" if self.rng.random() < self.args.warm_share else "Soak"
-            job = {"class": cls, "args": [run], "queue": "default", "jid": jid, "retry": True,
+            args = [run]
+            if cls == "Soak" and self.rng.random() < self.args.group_share:
+                cls = "SoakGroup"
+                g = 0 if self.rng.random() < 0.5 else self.rng.randrange(self.args.groups)
+                args.append("g%d" % g)
+            job = {"class": cls, "args": args, "queue": "default", "jid": jid, "retry": True,
                    "created_at": now, "enqueued_at": now}
             if len(self.members) < self.args.batch_members:
                 job["bid"] = self.bid
@@ -341,6 +365,8 @@ class Soak:
                 self.pushed.append(jid)
                 if cls == "SoakWarm":
                     self.pushed_warm += 1
+                if cls == "SoakGroup":
+                    self.grouped[jid] = args[1]
             next_at += 1.0 / self.args.rate
             time.sleep(max(0, next_at - time.monotonic()))
         self.push_idle.set()
@@ -487,7 +513,74 @@ class Soak:
                 "unsettled": c.llen("cogworker:unsettled"), "inprogress": 0}
         for key in c.scan_iter("cogworker:inprogress:*"):
             left["inprogress"] += c.llen(key)
+        # Fair share: no job set aside, no group still indexed, no live slot (a reservation
+        # or a lease; an expired one left by a killed holder is no slot: counted apart).
+        left["group_jobs"] = sum(c.zcard(k) for k in c.scan_iter("cogworker:group_jobs:*"))
+        left["groups"] = c.zcard("cogworker:groups:SoakGroup")
+        now = "%.6f" % self.server_time(c)
+        left["group_slots"] = sum(c.zcount(k, "(" + now, "+inf")
+                                  for k in c.scan_iter("cogworker:group_slots:*"))
         return left
+
+    @staticmethod
+    def server_time(c):
+        s, us = c.time()
+        return s + us / 1e6
+
+    def group_keys_left(self, c):
+        """Group slot keys still there at the end (holding only expired leases) and the
+        members in them: what a killed holder leaves until its group's next job."""
+        keys = list(c.scan_iter("cogworker:group_slots:*"))
+        return {"keys": len(keys), "members": sum(c.zcard(k) for k in keys),
+                "rate_keys": len(list(c.scan_iter("cogworker:group_rate:*")))}
+
+    def watch_groups(self):
+        """The most SoakGroup jobs set aside at once (sampled every 0.5 s): that the chaos
+        ran with jobs in the lines."""
+        c = self.server.client("soak-watch")
+        while not self.stop_pushing.is_set():
+            try:
+                n = sum(c.zcard(k) for k in c.scan_iter("cogworker:group_jobs:SoakGroup:*"))
+                self.group_peak = max(self.group_peak, n)
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                time.sleep(1)
+                try:
+                    c.close()
+                    c = self.server.client("soak-watch")
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                    pass
+            time.sleep(0.5)
+        c.close()
+
+    def groups_report(self, runs, dead_jids):
+        """SoakGroup's jobs: how many, set aside at most at once, and the most of one group
+        that ran at once, by the records (a run whose end is missing, killed with its
+        daemon, counted to its start + --max-run + 1 s); over the limit only in the kills'
+        window is expected (a killed holder's slot expires after process_ttl while its run
+        may be redone sooner by nobody: it can't, the run died with it)."""
+        spans, start = {}, {}
+        for rec in runs:
+            if len(rec) < 5 or rec[1] not in self.grouped:
+                continue
+            key = (rec[1], rec[2])
+            if rec[0] == "S":
+                start[key] = float(rec[4])
+            elif key in start:
+                spans.setdefault(self.grouped[rec[1]], []).append(
+                    (start.pop(key), float(rec[4])))
+        for (jid, _), t in start.items():
+            spans.setdefault(self.grouped[jid], []).append((t, t + self.args.max_run + 1))
+        peak = 0
+        for g, sp in spans.items():
+            edges = sorted([(a, 1) for a, _ in sp] + [(b, -1) for _, b in sp],
+                           key=lambda e: (e[0], e[1]))
+            now = 0
+            for _, d in edges:
+                now += d
+                peak = max(peak, now)
+        return {"jobs": len(self.grouped), "groups": len(set(self.grouped.values())),
+                "set_aside_peak": self.group_peak, "most_running_in_a_group": peak,
+                "dead": sum(j in dead_jids for j in self.grouped)}
 
     def drain(self, c, timeout):
         deadline = time.monotonic() + timeout
@@ -591,6 +684,8 @@ class Soak:
         self.t0_epoch = time.time()
         pusher = threading.Thread(target=self.pusher, daemon=True)
         pusher.start()
+        watcher = threading.Thread(target=self.watch_groups, daemon=True)
+        watcher.start()
         self.chaos()
         self.stop_pushing.set()
         pusher.join(10)
@@ -627,6 +722,8 @@ class Soak:
         batch = self.batch_report(c, runs, buried) if self.args.batch_members else None
         waits = self.waits_report(runs, dead_jids)
         waits["buried_for_a_dependency"] = len(self.buried_for_a_dependency(c, buried))
+        groups = self.groups_report(runs, dead_jids)
+        groups["keys_left"] = self.group_keys_left(c)
         c.close()
         pushed = set(self.pushed)
         lost = [j for j in pushed if j not in ends and j not in dead_jids]
@@ -654,6 +751,7 @@ class Soak:
             "pusher_error": self.pusher_error,
             "batch": batch,
             "waits": waits,
+            "groups": groups,
             "acks": self.acks_report(),
             "workdir": self.workdir,
         }
@@ -672,6 +770,11 @@ def main():
                          "path: --max-run 0.01 --rate 200)")
     ap.add_argument("--warm-share", type=float, default=0.5,
                     help="the share of the jobs pushed for the warm handler (0: none)")
+    ap.add_argument("--group-share", type=float, default=1 / 3,
+                    help="the share of the cold jobs pushed for SoakGroup, the handler with "
+                         "group limits (0: none)")
+    ap.add_argument("--groups", type=int, default=4,
+                    help="SoakGroup's groups (the first gets half of its jobs)")
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--json", help="also write the report here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -700,7 +803,8 @@ def main():
           and not rep["warm_survivors_of_kills"] and not rep["warm_left_behind"]
           and not rep["pusher_error"] and soak.batch_ok(rep["batch"])
           and not rep["waits"]["early"] and not rep["waits"]["unended"]
-          and not rep["waits"]["over_bound"])
+          and not rep["waits"]["over_bound"]
+          and rep["groups"]["most_running_in_a_group"] <= GROUP_CONCURRENCY)
     print("soak: %gs, %d daemons x %d, build %s, seed %d%s" % (
         args.seconds, args.daemons, args.concurrency, args.build, args.seed,
         ", over TLS" if args.tls else ""))
@@ -737,6 +841,14 @@ def main():
                   b["success"]["starts"], "yes" if b["success"]["after_last_member"] else "NO",
                   "once" if b["complete"]["jid"] else "never", b["complete"]["starts"],
                   "yes" if b["complete"]["after_last_member"] else "NO"))
+    g = rep["groups"]
+    print("  fair share: %d job(s) of SoakGroup in %d group(s) (group_concurrency %d, "
+          "group_rate_limit %s), at most %d set aside at once; most of one group running at "
+          "once (a killed run counted %gs): %d; dead: %d; at the end %d group slot key(s) "
+          "with %d expired lease(s), %d rate key(s)" % (
+              g["jobs"], g["groups"], GROUP_CONCURRENCY, GROUP_RATE, g["set_aside_peak"],
+              args.max_run + 1, g["most_running_in_a_group"], g["dead"],
+              g["keys_left"]["keys"], g["keys_left"]["members"], g["keys_left"]["rate_keys"]))
     w, a = rep["waits"], rep["acks"]
     print("  waiting jobs: %d pushed after one or two others; started before one ended: %d; "
           "never started: %d; buried as DependencyFailed (a dependency buried as orphaned): "
