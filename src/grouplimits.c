@@ -18,8 +18,10 @@
 #include <string.h>
 #include <cJSON.h>
 #include "exporter.h"
+#include "group.h"
 #include "grouplimits.h"
 #include "job.h"
+#include "json.h"
 #include "keys.h"
 
 struct grouped_class {
@@ -212,6 +214,106 @@ int group_limits_read(struct rconn *r, const char *only, int with_running,
 		qsort(rs.v, (size_t)rs.n, sizeof *rs.v, by_class_waiting);
 	*out = rs.v;
 	*n = rs.n;
+	return 0;
+}
+
+int group_limits_lines(struct rconn *r, char ***keys, int *n)
+{
+	*keys = NULL;
+	*n = 0;
+	struct grouped_class *c;
+	int nc = grouped_classes(r, NULL, &c);
+	if (nc < 0)
+		return -1;
+	int rc = 0, cap = 0;
+	for (int i = 0; i < nc; i++) {
+		redisReply *g = rc ? NULL : rcmd(r, "ZRANGE %s%s 0 -1", K_GROUPS, c[i].cls);
+		if (!g)
+			rc = -1;
+		for (size_t k = 0; g && g->type == REDIS_REPLY_ARRAY && k < g->elements; k++) {
+			if (*n == cap) {
+				cap = cap ? cap * 2 : 16;
+				*keys = xrealloc(*keys, (size_t)cap * sizeof **keys);
+			}
+			(*keys)[(*n)++] = xasprintf(K_GROUP_JOBS "%s:%.*s", c[i].cls,
+			                            (int)g->element[k]->len, g->element[k]->str);
+		}
+		if (g)
+			freeReplyObject(g);
+		free(c[i].cls);
+	}
+	free(c);
+	return rc;
+}
+
+int group_limits_job_group(struct rconn *r, const char *cls, const char *raw, size_t len,
+                           char **group, char **by, const char **why)
+{
+	*group = *by = NULL;
+	*why = NULL;
+	redisReply *d = rcmd(r, "HGET %s %s", K_LIMITS, cls);
+	if (!d)
+		return -1;
+	cJSON *o = d->type == REDIS_REPLY_STRING ? job_json_parse(d->str, d->len) : NULL;
+	const cJSON *gb = cJSON_GetObjectItemCaseSensitive(o, "group_by");
+	struct group_path path;
+	const char *err;
+	int found = 0;
+	if (cJSON_IsString(gb) && group_path_parse(gb->valuestring, &path, &err) == 0) {
+		if (group_of(raw, len, &path, group, why) != GROUP_INVALID)
+			*why = NULL;
+		*by = xstrdup(gb->valuestring);
+		group_path_free(&path);
+		found = 1;
+	}
+	if (o)
+		cJSON_Delete(o);
+	freeReplyObject(d);
+	return found;
+}
+
+/* A group in a line of text: as it is, or JSON-quoted when it would not read as one word
+ * ("", a space, a comma, a control character, a quote). */
+static void group_name(struct sbuf *b, const char *g)
+{
+	int plain = *g != '\0';
+	for (const unsigned char *p = (const unsigned char *)g; *p && plain; p++)
+		plain = *p > 0x20 && *p != ',' && *p != '"' && *p != 0x7f;
+	if (plain) {
+		sb_adds(b, g);
+		return;
+	}
+	char *q = json_quote(g, strlen(g));
+	sb_adds(b, q);
+	free(q);
+}
+
+int group_limits_waiting_line(const struct group_row *g, int n, int *i, int top,
+                              struct sbuf *out)
+{
+	while (*i < n) {
+		int k = *i;
+		long long jobs = 0, groups = 0;
+		for (; k < n && strcmp(g[k].cls, g[*i].cls) == 0; k++) {
+			jobs += g[k].waiting;
+			groups += g[k].waiting > 0;
+		}
+		int from = *i;
+		*i = k;
+		if (!jobs)
+			continue;
+		sb_printf(out, "%s: %lld job(s) set aside in %lld group(s):", g[from].cls, jobs, groups);
+		/* Most waiting first within the class (group_limits_read's order). */
+		int shown = 0;
+		for (int x = from; x < k && g[x].waiting > 0 && shown < top; x++, shown++) {
+			sb_adds(out, shown ? ", " : " ");
+			group_name(out, g[x].group);
+			sb_printf(out, " %lld", g[x].waiting);
+		}
+		if (groups > shown)
+			sb_printf(out, " (and %lld more)", groups - shown);
+		return 1;
+	}
 	return 0;
 }
 

@@ -31,6 +31,30 @@ struct group_row {
 int group_limits_read(struct rconn *r, const char *only, int with_running,
                       struct group_row **out, int *n, const char **what);
 void group_limits_free(struct group_row *g, int n);
+/*
+ * The group lines of every class that declares group limits: the keys
+ * cogworker:group_jobs:<class>:<group> of the groups in cogworker:groups:<class>, for a walk
+ * over the jobs set aside (cogworkerctl jobs). *keys malloc'd (each string too); 0, or -1
+ * with r->err.
+ */
+int group_limits_lines(struct rconn *r, char ***keys, int *n);
+/*
+ * The group of a job of class cls (its raw text, len bytes) as the fleet declares it: the
+ * group_by that cogworker:limits records for cls. 1 with *group and *by (both malloc'd: the
+ * group, "" among them, and the path) and *why (static, non-NULL when the value is no group
+ * and the job goes to ""); 0 when cls declares no group_by (or the job is not JSON); -1 with
+ * r->err.
+ */
+int group_limits_job_group(struct rconn *r, const char *cls, const char *raw, size_t len,
+                           char **group, char **by, const char **why);
+/*
+ * One line per class with jobs set aside, from the rows of group_limits_read (from *i on,
+ * the rows of one class; *i moves past them): "<class>: N job(s) set aside in G group(s):
+ * A 3, B 2, … (and K more)", the top most waiting groups by name ("" shown as ""). 1 with
+ * the line appended to out, 0 when no class is left with any. For queues and top.
+ */
+int group_limits_waiting_line(const struct group_row *g, int n, int *i, int top,
+                              struct sbuf *out);
 /* Prometheus, cardinality-safe: per class the groups waiting and the jobs set aside
  * (cogworkerd_groups_waiting, cogworkerd_group_jobs_waiting), and the top most waiting
  * groups of each class by name (cogworkerd_group_waiting{class,group}). */

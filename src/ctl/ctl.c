@@ -69,8 +69,8 @@ static const struct command commands[] = {
 	  "latency is the age of a queue's oldest job. A paused queue keeps its jobs; no\n"
 	  "process takes any from it until it is resumed." },
 	{ "jobs", cmd_jobs,
-	  "jobs list [--set queued|scheduled|retry|dead|running|waiting] [--queue Q] [--class C]\n"
-	  "          [--limit N]\n"
+	  "jobs list [--set queued|scheduled|retry|dead|running|waiting|after|group]\n"
+	  "          [--queue Q] [--class C] [--limit N]\n"
 	  "jobs show [--full] JID\n"
 	  "jobs retry [--set S] [--expires-in D] JID...\n"
 	  "jobs delete|kill [--set S] JID...\n"

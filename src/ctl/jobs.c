@@ -41,6 +41,8 @@ static int parse_set(const char *s)
 		return S_WAITING;
 	if (!strcmp(s, "after"))
 		return S_AFTER;
+	if (!strcmp(s, "group"))
+		return S_GROUP;
 	return -1;
 }
 
@@ -152,7 +154,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 			return CTL_USAGE;
 		}
 		unsigned sets = set >= 0 ? BIT(set) : BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) |
-		                                      BIT(S_WAITING) | BIT(S_AFTER);
+		                                      BIT(S_WAITING) | BIT(S_AFTER) | BIT(S_GROUP);
 		if (ctl_connect(c) != 0)
 			return CTL_USAGE;
 		return jobs_list(c, sets, &f, (int)limit);

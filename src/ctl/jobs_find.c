@@ -6,7 +6,9 @@
  * running (cogworker:workers:<id> of every process), waiting (the jobs a live process
  * holds for a max_concurrency slot, cogworker:waiting:<id>, each with its in-progress
  * entry as payload), after (the jobs waiting for other jobs, cogworker:batch:waiting, each
- * with the payload its cogworker:batch:wait:<jid> keeps) and in progress (the in-progress
+ * with the payload its cogworker:batch:wait:<jid> keeps), group (the jobs set aside for
+ * their fair-share group, cogworker:group_jobs:<class>:<group>, doc/protocol.md §7.35,
+ * each line oldest first) and in progress (the in-progress
  * lists of reliable fetch, searched by `show` only). They are walked in the Web UI's order, a
  * page at a time, so a long set never has to fit in one reply. A JID argument is matched
  * against each entry's jid, or else against the raw member itself, so corrupt entries can
@@ -19,6 +21,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "grouplimits.h"
 #include "jobs_cut.h"
 #include "jobs_find.h"
 #include "json.h"
@@ -252,6 +255,68 @@ static int scan_after(struct ctl *c, const struct filter *f, entry_cb cb, void *
 	return stop;
 }
 
+/* The entries of one sorted set (dead newest first, else lowest score first), PAGE at a
+ * time within w: 0, 1 (cb stopped), -1 after the message (tolerant: a key unreadable for
+ * another reason than availability is skipped, 0). */
+static int scan_zset(struct ctl *c, int set, const char *key, const struct filter *f,
+                     int tolerant, entry_cb cb, void *ctx, struct window *w)
+{
+	int stop = 0;
+	for (long start = w->from; !stop; start += PAGE) {
+		char a[32], b[32];
+		snprintf(a, sizeof a, "%ld", start);
+		snprintf(b, sizeof b, "%ld", start + PAGE - 1);
+		const char *argv[] = { set == S_DEAD ? "ZREVRANGE" : "ZRANGE", a, b, "WITHSCORES" };
+		redisReply *rep = jobs_read(c, key, 4, argv);
+		if (!rep) {
+			if (tolerant && !c->r.unavailable) {
+				ctl_error("warning: %s skipped: %s", key, c->r.err);
+				return 0;
+			}
+			ctl_redis_error(c, key);
+			return -1;
+		}
+		size_t n = rep->elements / 2;
+		int spent = 0;
+		for (size_t i = 0; i < n && !stop && !spent; i++) {
+			const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
+			struct entry e = { .set = set, .key = (char *)key,
+			                   .score = strtod(s->str, NULL), .has_score = 1 };
+			if (jobs_entry_member(&e, m))
+				stop = consider(&e, f, cb, ctx);
+			spent = window_step(w, start + (long)i);
+		}
+		freeReplyObject(rep);
+		if (n < PAGE && !stop && !spent)
+			w->next = -1;
+		if (n < PAGE || spent)
+			break;
+	}
+	return stop;
+}
+
+/* The group set: every line of every class with group limits (src/grouplimits.c names
+ * them), each a sorted set by enqueue time, oldest first; a budget bounds the entries read
+ * over all the lines (a tenant per line: thousands of them). */
+static int scan_group(struct ctl *c, const struct filter *f, int tolerant, entry_cb cb,
+                      void *ctx, struct window *w)
+{
+	char **keys;
+	int n;
+	if (group_limits_lines(&c->r, &keys, &n) != 0) {
+		ctl_redis_error(c, K_GROUPS);
+		return -1;
+	}
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		if (rc == 0 && !(w->budget > 0 && w->read >= w->budget))
+			rc = scan_zset(c, S_GROUP, keys[i], f, tolerant, cb, ctx, w);
+		free(keys[i]);
+	}
+	free(keys);
+	return rc;
+}
+
 /*
  * Visit the entries of one set, in the Web UI's order (queues by name, each from index 0;
  * schedule and retry soonest first; dead newest first), PAGE at a time. Returns 0 when
@@ -266,40 +331,10 @@ static int scan(struct ctl *c, int set, const struct filter *f, int tolerant, en
 	struct window own = { .budget = c->scan_budget, .next = -1 };
 	if (!w)
 		w = &own;
-	if (jobs_zset_keys[set]) {
-		const char *key = jobs_zset_keys[set];
-		for (long start = w->from; !stop; start += PAGE) {
-			char a[32], b[32];
-			snprintf(a, sizeof a, "%ld", start);
-			snprintf(b, sizeof b, "%ld", start + PAGE - 1);
-			const char *argv[] = { set == S_DEAD ? "ZREVRANGE" : "ZRANGE", a, b, "WITHSCORES" };
-			redisReply *rep = jobs_read(c, key, 4, argv);
-			if (!rep) {
-				if (tolerant && !c->r.unavailable) {
-					ctl_error("warning: %s skipped: %s", key, c->r.err);
-					return 0;
-				}
-				ctl_redis_error(c, key);
-				return -1;
-			}
-			size_t n = rep->elements / 2;
-			int spent = 0;
-			for (size_t i = 0; i < n && !stop && !spent; i++) {
-				const redisReply *m = rep->element[2 * i], *s = rep->element[2 * i + 1];
-				struct entry e = { .set = set, .key = (char *)key,
-				                   .score = strtod(s->str, NULL), .has_score = 1 };
-				if (jobs_entry_member(&e, m))
-					stop = consider(&e, f, cb, ctx);
-				spent = window_step(w, start + (long)i);
-			}
-			freeReplyObject(rep);
-			if (n < PAGE && !stop && !spent)
-				w->next = -1;
-			if (n < PAGE || spent)
-				break;
-		}
-		return stop;
-	}
+	if (jobs_zset_keys[set])
+		return scan_zset(c, set, jobs_zset_keys[set], f, tolerant, cb, ctx, w);
+	if (set == S_GROUP)
+		return scan_group(c, f, tolerant, cb, ctx, w);
 	if (set == S_QUEUED) {
 		struct queue_info *qi = NULL;
 		int nqi = 0;
@@ -529,8 +564,8 @@ int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)
 {
 	struct found f = { .limit = 1 };
 	struct filter flt = { .arg = jid };
-	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING) | BIT(S_INPROGRESS),
-	              &flt, 1, &f) != 0)
+	if (jobs_find(c, BIT(S_QUEUED) | ZSETS | BIT(S_RUNNING) | BIT(S_WAITING) | BIT(S_GROUP) |
+	              BIT(S_INPROGRESS), &flt, 1, &f) != 0)
 		return -1;
 	if (f.n == 0) {
 		jobs_found_free(&f);
@@ -547,6 +582,7 @@ int ctl_job_whereabouts(struct ctl *c, const char *jid, char *out, size_t n)
 	case S_RUNNING: snprintf(out, n, "running on %s", e->process); break;
 	case S_WAITING: snprintf(out, n, "waiting for a slot on %s", e->process); break;
 	case S_AFTER: snprintf(out, n, "waiting for other jobs"); break;
+	case S_GROUP: snprintf(out, n, "set aside for its group (%s)", e->key); break;
 	default: snprintf(out, n, "fetched by %s", e->process); break;
 	}
 	jobs_found_free(&f);

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "grouplimits.h"
 #include "jobs_cut.h"
 #include "jobs_find.h"
 #include "jobs_history.h"
@@ -327,9 +328,11 @@ static void show_human(const struct entry *e, double now, int full)
 		printf(": in the in-progress list of %s (%s)", e->process, e->key);
 	else if (e->set == S_AFTER)
 		printf(": waiting for other jobs (%s)", e->key);
+	else if (e->set == S_GROUP)
+		printf(": set aside for its group until the group has room (%s)", e->key);
 	else
 		printf(" (%s)", e->key);
-	if (e->has_score) {
+	if (e->has_score && e->set != S_GROUP) {
 		ctl_iso_time(e->score, iso);
 		ctl_relative(e->score, now, rel, sizeof rel);
 		printf(", %s %s (%s)", e->set == S_DEAD ? "died" : "due", iso, rel);
@@ -720,6 +723,100 @@ static void ended_human(const redisReply *st, const struct hist_runs *h, double 
 	       hq ? hq : q ? q->str : "-");
 }
 
+/* The job's fair-share group (doc/protocol.md §7.35), when its class declares group_by:
+ * the group, the path, why the value is no group, and, set aside, its place in the line. */
+struct job_group {
+	int known;                  /* its class declares group_by */
+	char *name, *by;
+	const char *why;            /* the value is no group (it is in ""), else NULL */
+	const struct entry *aside;  /* its entry in the group set, or NULL */
+	long long place, line;      /* 1 = the next to come back; 0 unknown; its line's length */
+};
+
+static int group_read(struct ctl *c, const struct found *fd, struct job_group *g)
+{
+	memset(g, 0, sizeof *g);
+	const struct entry *e = NULL;
+	for (int i = 0; i < fd->n; i++) {
+		if (fd->v[i].set == S_GROUP && !g->aside)
+			g->aside = &fd->v[i];
+		if (!e && fd->v[i].j.obj && fd->v[i].j.cls)
+			e = &fd->v[i];
+	}
+	if (!e)
+		return 0;
+	/* A cut entry: its summary holds its small members, args among them (jobs_cut.c). */
+	int r = group_limits_job_group(&c->r, e->j.cls, e->size ? e->summary : e->raw,
+	                               e->size ? e->summary_len : e->raw_len, &g->name, &g->by,
+	                               &g->why);
+	if (r < 0)
+		return -1;
+	g->known = r;
+	if (g->aside) {
+		const struct entry *a = g->aside;
+		redisReply *rk = a->size ? NULL : rcmd(&c->r, "ZRANK %s %b", a->key, a->raw, a->raw_len);
+		redisReply *n = rcmd(&c->r, "ZCARD %s", a->key);
+		if (rk && rk->type == REDIS_REPLY_INTEGER)
+			g->place = rk->integer + 1;
+		g->line = reply_integer(n, 0);
+		if (rk)
+			freeReplyObject(rk);
+		if (n)
+			freeReplyObject(n);
+	}
+	return 0;
+}
+
+static void group_free(struct job_group *g)
+{
+	free(g->name);
+	free(g->by);
+}
+
+/* ,"group": {"name", "group_by", "invalid", "set_aside", "key", "place", "line"} or null. */
+static void group_json(struct sbuf *b, const struct job_group *g)
+{
+	sb_adds(b, ",\"group\":");
+	if (!g->known) {
+		sb_adds(b, "null");
+		return;
+	}
+	sb_adds(b, "{\"name\":");
+	jstr(b, g->name);
+	sb_adds(b, ",\"group_by\":");
+	jstr(b, g->by);
+	sb_adds(b, ",\"invalid\":");
+	jstr(b, g->why);
+	sb_printf(b, ",\"set_aside\":%s,\"key\":", g->aside ? "true" : "false");
+	jstr(b, g->aside ? g->aside->key : NULL);
+	if (g->aside && g->place)
+		sb_printf(b, ",\"place\":%lld", g->place);
+	else
+		sb_adds(b, ",\"place\":null");
+	if (g->aside)
+		sb_printf(b, ",\"line\":%lld}", g->line);
+	else
+		sb_adds(b, ",\"line\":null}");
+}
+
+static void group_human(const struct job_group *g)
+{
+	if (!g->known)
+		return;
+	char *name = ctl_oneline(g->name, strlen(g->name), 80);
+	printf("group      %s%s (group_by %s", *name ? "" : "\"\"", name, g->by);
+	if (g->why)
+		printf(": the value is %s, so the group \"\"", g->why);
+	printf(")");
+	if (g->aside && g->place)
+		printf(": set aside, %lld of %lld in its line, back when its group has room",
+		       g->place, g->line);
+	else if (g->aside)
+		printf(": set aside in a line of %lld, back when its group has room", g->line);
+	printf("\n");
+	free(name);
+}
+
 /* ,"ended": {"outcome", "finished_at", "runs"} from history for a job found nowhere (in no
  * set, not waiting), else null. */
 static void ended_json(struct sbuf *b, const struct found *fd, const struct waits *w,
@@ -743,7 +840,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 	struct filter f = { .arg = arg };
 	struct found fd = { 0 };
 	unsigned sets = BIT(S_WAITING) | BIT(S_AFTER) |
-	                (at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | RUN_SETS);
+	                (at ? RUN_SETS : BIT(S_QUEUED) | ZSETS | BIT(S_GROUP) | RUN_SETS);
 	if ((at && jobs_find_at(c, at->set, at->score, &f, &fd) < 0) ||
 	    jobs_find(c, sets, &f, 1, &fd) < 0) {
 		jobs_found_free(&fd);
@@ -777,7 +874,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 	}
 	if (fd.n == 0 && !st && !w.waiting && hist.n == 0) {
 		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
-		          "waiting, status, history)", arg);
+		          "waiting, group lines, status, history)", arg);
 		jobs_found_free(&fd);
 		waits_free(&w);
 		return CTL_NOTHING;
@@ -800,6 +897,9 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 		}
 	}
 	redisReply *runs = jid ? rcmd(&c->r, "HGETALL " K_OUTPUT "%s", jid) : NULL;
+	struct job_group grp;
+	if (group_read(c, &fd, &grp) != 0 && !c->r.unavailable)
+		ctl_error("warning: its group unreadable: %s", c->r.err);
 	double now = now_float();
 	if (c->json) {
 		struct sbuf b;
@@ -813,6 +913,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			entry_json(&b, &fd.v[i], 1);
 		}
 		sb_adds(&b, "]");
+		group_json(&b, &grp);
 		waits_json(c, &b, &fd, &w);
 		sb_adds(&b, ",\"status\":");
 		status_json(&b, st);
@@ -839,6 +940,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 				printf("\n");
 			show_human(&fd.v[i], now, full);
 		}
+		group_human(&grp);
 		waits_human(&fd, &w);
 		if (fd.n == 0 && !w.waiting)
 			ended_human(st, &hist, now);
@@ -878,6 +980,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 	}
 	if (runs)
 		freeReplyObject(runs);
+	group_free(&grp);
 	jobs_history_free(&hist);
 	if (att)
 		freeReplyObject(att);

@@ -10,10 +10,11 @@
 #include "keys.h"
 
 const char *const jobs_set_names[S_COUNT] = {
-	"queued", "scheduled", "retry", "dead", "running", "waiting", "after", "inprogress",
+	"queued", "scheduled", "retry", "dead", "running", "waiting", "after", "group",
+	"inprogress",
 };
 const char *const jobs_zset_keys[S_COUNT] = {
-	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL, NULL, NULL,
+	NULL, K_SCHEDULE, K_RETRY, K_DEAD, NULL, NULL, NULL, NULL, NULL,
 };
 
 void jobs_entry_free(struct entry *e)

@@ -24,7 +24,7 @@
 
 /* Where a job can be; also the order in which sets are searched and listed. */
 enum set_id { S_QUEUED, S_SCHEDULED, S_RETRY, S_DEAD, S_RUNNING, S_WAITING, S_AFTER,
-              S_INPROGRESS, S_COUNT };
+              S_GROUP, S_INPROGRESS, S_COUNT };
 extern const char *const jobs_set_names[S_COUNT];      /* as --set and the output say them */
 extern const char *const jobs_zset_keys[S_COUNT];      /* the key of a zset set, else NULL */
 #define BIT(s) (1u << (s))
@@ -47,7 +47,8 @@ struct entry {
 	char *handler;              /* waiting: the handler block's class, its max_concurrency, */
 	int limit;                  /* and since when (epoch s); the payload is its in-progress */
 	double since;               /* entry (basic fetch: class, queue and jid only); after: */
-	                            /* since when it waits for other jobs */
+	                            /* since when it waits for other jobs; group: the score */
+	                            /* is its place in its group's line (when enqueued) */
 	size_t size;                /* cut (jobs_cut.c): the member's length, raw its first */
 	char *summary;              /* bytes, summary its small members; 0: raw is all of it */
 	size_t summary_len;

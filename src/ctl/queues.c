@@ -9,12 +9,20 @@
  *
  * Latency is cogworker's: now − (enqueued_at, else created_at) of the oldest job
  * (LINDEX −1), floored at 0 (§4.1), computed as the exporter does (src/exporter.c).
+ *
+ * Below the table, the jobs set aside for their fair-share group (§7.35), which have left
+ * their queue for a line of their group: per class a line with how many, in how many
+ * groups, and the GROUPS_SHOWN most waiting (src/grouplimits.c, as `groups` reads them;
+ * --json keeps its array of queues: `groups --json` has them).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ctl.h"
 #include "exporter.h"
+#include "grouplimits.h"
+
+#define GROUPS_SHOWN 5          /* groups named per class below the table (top N) */
 
 void ctl_free_queues(struct queue_info *q, int n)
 {
@@ -205,6 +213,28 @@ static int count_waiting(struct ctl *c, struct queue_info *q, int n, int *any)
 	return 0;
 }
 
+/* The text form's lines of the jobs set aside for their group (nothing when none). */
+static int print_groups(struct ctl *c)
+{
+	struct group_row *g;
+	int n;
+	const char *what;
+	if (group_limits_read(&c->r, NULL, 0, &g, &n, &what) != 0)
+		return ctl_redis_error(c, what);
+	struct sbuf line;
+	sb_init(&line);
+	for (int i = 0, first = 1; group_limits_waiting_line(g, n, &i, GROUPS_SHOWN, &line);
+	     first = 0) {
+		if (first)
+			printf("set aside for their group (cogworkerctl groups):\n");
+		printf("  %s\n", line.s);
+		line.len = 0;
+	}
+	sb_free(&line);
+	group_limits_free(g, n);
+	return 0;
+}
+
 int ctl_queues_list(struct ctl *c, int discover)
 {
 	double now = ctl_now(c);
@@ -256,6 +286,8 @@ int ctl_queues_list(struct ctl *c, int discover)
 		table_free(&t);
 	}
 	ctl_free_queues(q, n);
+	if (!c->json && (s = print_groups(c)) != 0)
+		return s;
 	return CTL_OK;
 }
 

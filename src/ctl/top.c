@@ -3,7 +3,8 @@
  * top.c: `cogworkerctl top`, a live view of the fleet in the terminal, redrawn every second:
  * processes (busy/concurrency, quiet, RSS, last beat), running jobs (elapsed, a progress
  * bar from the pct and message that `cogworker:progress` lines put into status:<jid>), the
- * jobs a process holds for a max_concurrency slot, queues (size, latency, paused, waiting),
+ * jobs a process holds for a max_concurrency slot, queues (size, latency, paused, waiting)
+ * and the jobs set aside for their fair-share group (per class, the most waiting groups),
  * processed and failed per minute with a sparkline, the next periodic slots and the latest
  * failures. Keys act on what is shown: quiet/resume a process,
  * pause/resume a queue, retry a failed job, cancel a running job (each after a prompt for
@@ -15,7 +16,9 @@
  * runs the command a user would type (processes quiet ID, queues pause Q, jobs retry JID,
  * jobs cancel JID), its message shown on the status line. So top can never show or do
  * anything other than what those commands show and do, and has no Redis logic of its own
- * beyond the status hashes, the counters for the rate and the newest failures.
+ * beyond the status hashes, the counters for the rate and the newest failures. The groups
+ * are read by src/grouplimits.c, as `groups` and `queues` read them, without the SCAN for
+ * groups that only run (a walk of the keyspace each second).
  *
  * Plain ANSI (the alternate screen, cursor home, clear to end of line) and termios, no
  * curses: every terminal in use understands these few sequences, and there is no library
@@ -34,6 +37,7 @@
 #include <unistd.h>
 #include <cJSON.h>
 #include "ctl.h"
+#include "grouplimits.h"
 #include "job.h"
 #include "workflow.h"
 
@@ -42,6 +46,7 @@
 #define SPARK_WIDTH 30
 #define FAILURES_SHOWN 6
 #define PERIODIC_SHOWN 5
+#define GROUPS_SHOWN 5          /* groups named per class with jobs set aside */
 /* The key line, and the one that fits 80 columns (the whole line must be seen: it is how
  * a newcomer learns the keys). */
 #define KEYS_LONG "q quit · s quiet/resume a process · p pause/resume a queue · " \
@@ -385,6 +390,31 @@ static void show_queues(struct ctl *c, struct screen *s, struct top *t, char **w
 		cJSON_Delete(doc);
 }
 
+/* Jobs set aside for their group (doc/protocol.md §7.35): a line per class, under the
+ * queues they left; nothing when none. */
+static void show_groups(struct ctl *c, struct screen *s, char **why)
+{
+	struct group_row *g;
+	int n;
+	const char *what;
+	if (group_limits_read(&c->r, NULL, 0, &g, &n, &what) != 0) {
+		if (why && !*why)
+			*why = xasprintf("%s: %s", what, c->r.err);
+		return;
+	}
+	struct sbuf l;
+	sb_init(&l);
+	for (int i = 0, first = 1; group_limits_waiting_line(g, n, &i, GROUPS_SHOWN, &l);
+	     first = 0) {
+		if (first)
+			line(s, "    set aside for their group:");
+		line(s, "      %s", l.s);
+		l.len = 0;
+	}
+	sb_free(&l);
+	group_limits_free(g, n);
+}
+
 /* Batches with members pending (the newest, from batch list) and the jobs that wait for
  * others (doc/protocol.md §7.34); nothing when there are none. */
 static void show_batches(struct ctl *c, struct screen *s, char **why)
@@ -586,6 +616,7 @@ static void frame(struct ctl *c, struct screen *s, struct top *t)
 		show_waiting(c, s, now, &why);
 		show_batches(c, s, &why);
 		show_queues(c, s, t, &why);
+		show_groups(c, s, &why);
 		line(s, "%s", "");
 		show_rates(c, s, t);
 		line(s, "%s", "");

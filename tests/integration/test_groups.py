@@ -206,6 +206,51 @@ class GroupsTest(JobTestCase):
         self.assertFalse([x for x in lines if 'group="B"' in x], "only groups that wait")
         d.wait_log('group="7"')
 
+    def test_gr6_jobs_show_queues_and_top_show_the_groups(self):
+        """GR-6: jobs show names a job's group (and its place when set aside); jobs list
+        --set group lists the set-aside jobs; queues and top show per class the groups
+        with jobs set aside and how many."""
+        self.daemon(concurrency=3, handlers=[
+            {"class": "Work", "command": handler("span", 4), "group_by": "args[0]",
+             "group_concurrency": 1}], **FAST)
+        a = self.push_group("A", 4)
+        bc = self.push_group("B C", 2)
+        odd = json.loads(self.push(job("Work", [{"not": "a group"}])))["jid"]
+
+        def waiting():
+            return {r["group"]: r["waiting"] for r in json.loads(self.ctl("groups", "--json"))}
+        wait_for(lambda: waiting() == {"A": 3, "B C": 1, "": 0}, timeout=10,
+                 message="3 of A and 1 of B C set aside")
+        shown = self.ctl("jobs", "show", a[2])
+        self.assertIn("where      group: set aside for its group until the group has room "
+                      "(cogworker:group_jobs:Work:A)", shown)
+        self.assertIn("group      A (group_by args[0]): set aside, 2 of 3 in its line, back "
+                      "when its group has room", shown)
+        doc = json.loads(self.ctl("jobs", "show", "--json", a[2]))
+        self.assertEqual(doc["group"], {"name": "A", "group_by": "args[0]", "invalid": None,
+                                        "set_aside": True, "key": GROUP_JOBS + "Work:A",
+                                        "place": 2, "line": 3})
+        self.assertEqual([x["set"] for x in doc["locations"]], ["group"])
+        running = json.loads(self.ctl("jobs", "show", "--json", a[0]))
+        self.assertEqual((running["group"]["name"], running["group"]["set_aside"]), ("A", False))
+        self.assertTrue({"running", "inprogress"} & {x["set"] for x in running["locations"]})
+        self.assertRegex(self.ctl("jobs", "show", a[0]),
+                         r"\ngroup      A \(group_by args\[0\]\)\n")
+        other = json.loads(self.ctl("jobs", "show", "--json", odd))["group"]
+        self.assertEqual((other["name"], other["invalid"], other["set_aside"]),
+                         ("", "an object", False))
+        self.assertIn('group      "" (group_by args[0]: the value is an object, so the group '
+                      '"")', self.ctl("jobs", "show", odd))
+        listed = json.loads(self.ctl("jobs", "list", "--set", "group", "--json"))
+        self.assertEqual([x["jid"] for x in listed], a[1:] + bc[1:])
+        queues = self.ctl("queues").splitlines()
+        i = queues.index("set aside for their group (cogworkerctl groups):")
+        self.assertEqual(queues[i + 1], '  Work: 4 job(s) set aside in 2 group(s): A 3, "B C" 1')
+        self.assertIsInstance(json.loads(self.ctl("queues", "--json")), list, "still the array")
+        top = self.ctl("top")
+        self.assertIn("    set aside for their group:\n"
+                      '      Work: 4 job(s) set aside in 2 group(s): A 3, "B C" 1\n', top)
+
 
 if __name__ == "__main__":
     import unittest
