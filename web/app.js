@@ -350,9 +350,36 @@ function queueTable(list, actions) {
 }
 
 async function drawQueues() {
-	const r = await api("/api/queues");
+	const [r, g] = await Promise.all([api("/api/queues"), api("/api/groups")]);
 	if (!r.ok) return setMain(el("h1", {}, "Queues"), el("p", { class: "muted" }, r.data && r.data.error || "unavailable"));
-	setMain(el("h1", {}, "Queues"), queueTable(r.data, true));
+	setMain(el("h1", {}, "Queues"), queueTable(r.data, true), g.ok ? groupsPanel(g.data) : null);
+}
+
+// The jobs set aside for their fair-share group (/api/groups, as cogworkerctl groups lists
+// them, most waiting first per class): the GROUPS_SHOWN most waiting groups of each class,
+// so a tenant per group can't make the page endless.
+const GROUPS_SHOWN = 10;
+function groupsPanel(list) {
+	const waiting = list.filter((x) => x.waiting > 0);
+	if (!waiting.length) return null;
+	const byClass = new Map();
+	for (const x of waiting) {
+		if (!byClass.has(x.class)) byClass.set(x.class, []);
+		byClass.get(x.class).push(x);
+	}
+	const kids = [el("h2", {}, "Set aside for their group"), el("p", { class: "muted" },
+		"Jobs of a handler with group limits whose group has no room: they left their queue for their group's line and come back, oldest first, as the group frees a slot.")];
+	for (const [cls, rows] of byClass) {
+		const jobs = rows.reduce((n, x) => n + x.waiting, 0);
+		kids.push(el("h3", { "data-class": cls }, cls + " — " + fmtNum(jobs) + " job(s) in " + fmtNum(rows.length) + " group(s)"));
+		kids.push(el("div", { "data-groups": cls }, table(["Group", "Waiting", "Running", "Limit", "Rate", "In window"], rows.slice(0, GROUPS_SHOWN).map((x) =>
+			el("tr", { "data-group": x.group },
+				el("td", { class: "code" }, x.group === "" ? "\"\"" : x.group), el("td", { class: "num" }, fmtNum(x.waiting)),
+				el("td", { class: "num" }, fmtNum(x.running)), el("td", { class: "num" }, x.group_concurrency === null ? "-" : String(x.group_concurrency)),
+				el("td", {}, x.group_rate_limit || "-"), el("td", { class: "num" }, x.window_starts === null ? "-" : fmtNum(x.window_starts)))), [1, 2, 3, 5])));
+		if (rows.length > GROUPS_SHOWN) kids.push(el("p", { class: "muted" }, "and " + fmtNum(rows.length - GROUPS_SHOWN) + " more group(s): cogworkerctl groups --handler " + cls + " lists them all."));
+	}
+	return el("section", { id: "groups" }, kids);
 }
 
 // ---- job lists ----
@@ -642,6 +669,15 @@ function endedText(e) {
 	return "Finished: dead " + when + ", deleted from the dead set since" + runs;
 }
 
+// A job's fair-share group (jobs show's "group"): its name, the path, and its place when set aside.
+function groupText(g) {
+	let t = "Group " + (g.name === "" ? "\"\"" : g.name) + " (group_by " + g.group_by + (g.invalid ? ": the value is " + g.invalid + ", so the group \"\"" : "") + ")";
+	if (g.set_aside) t += g.place ? ": set aside, " + fmtNum(g.place) + " of " + fmtNum(g.line) + " in its line, back when its group has room."
+		: ": set aside in a line of " + fmtNum(g.line) + ", back when its group has room.";
+	else t += ".";
+	return t;
+}
+
 function locationPanel(jid, loc) {
 	const base = "/api/jobs/" + loc.set + "/";
 	const form = loc.truncated ? { jid: loc.jid } : { entry: loc.raw };
@@ -666,10 +702,11 @@ function locationPanel(jid, loc) {
 			btns.push(actionButton("Cancel and discard", cancelPath, { discard: "1" }, "Stop this job's handler and drop the job?", render, true));
 		}
 	}
-	const where = (loc.set === "after" ? "waiting for other jobs" : loc.set) + (loc.process ? " on " + loc.process : "") + " (" + loc.key + ")";
+	const where = (loc.set === "after" ? "waiting for other jobs" : loc.set === "group" ? "set aside for its group until the group has room" : loc.set) +
+		(loc.process ? " on " + loc.process : "") + " (" + loc.key + ")";
 	return el("div", { class: "panel location", "data-set": loc.set },
 		kv([["where", where], ["class", loc.class], ["queue", loc.queue],
-			[loc.set === "dead" ? "died" : "due", loc.score ? fmtTime(loc.score) + " (" + fmtRelative(loc.score) + ")" : null],
+			[loc.set === "dead" ? "died" : "due", loc.score && loc.set !== "group" ? fmtTime(loc.score) + " (" + fmtRelative(loc.score) + ")" : null],
 			["started", loc.run_at ? fmtTime(loc.run_at) + " (" + fmtRelative(loc.run_at) + ")" : null],
 			["waiting since", loc.waiting_since ? fmtTime(loc.waiting_since) + " (" + fmtRelative(loc.waiting_since) + ")" : null],
 			["created", loc.created_at ? fmtTime(loc.created_at) : null],
@@ -696,6 +733,7 @@ async function drawJob(jid) {
 	const d = r.data;
 	const kids = [head];
 	if (d.ended) kids.push(el("p", { class: "muted", id: "ended" }, endedText(d.ended)));
+	if (d.group) kids.push(el("p", { id: "group" }, groupText(d.group)));
 	else if (!d.locations.length && !d.waits_for) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
 	// A running job is also on its process's in-progress list: one panel says it.
 	const runningOn = new Set(d.locations.filter((l) => l.set === "running").map((l) => l.process));

@@ -228,8 +228,9 @@ int ctl_periodic_list(struct ctl *c);
 /* what: run, enable or disable; arg: a pjid or an unambiguous prefix of one. */
 int ctl_periodic_act(struct ctl *c, const char *what, const char *arg);
 int ctl_limits(struct ctl *c);
-/* The groups of fair share (groups.c), of class cls only (NULL: every class). */
-int ctl_groups(struct ctl *c, const char *cls);
+/* The groups of fair share (groups.c), of class cls only (NULL: every class); with_running,
+ * also the groups whose jobs all run (a SCAN of their slot keys: not for the web). */
+int ctl_groups(struct ctl *c, const char *cls, int with_running);
 /* The runs newest first (from index from, at most limit, reading at most budget entries
  * of the history set; 0 = no limit), filtered by class and status (NULL = all) and by
  * since (NAN = any), and the per-day counts from daily_from (NAN: the oldest run shown)

@@ -65,12 +65,12 @@ static void table_out(const struct group_row *g, int n)
 	table_free(&t);
 }
 
-int ctl_groups(struct ctl *c, const char *cls)
+int ctl_groups(struct ctl *c, const char *cls, int with_running)
 {
 	struct group_row *g;
 	int n;
 	const char *what;
-	if (group_limits_read(&c->r, cls, 1, &g, &n, &what) != 0)
+	if (group_limits_read(&c->r, cls, with_running, &g, &n, &what) != 0)
 		return ctl_redis_error(c, what);
 	if (c->json)
 		json_out(g, n);
@@ -106,5 +106,5 @@ int cmd_groups(struct ctl *c, int argc, char **argv)
 	}
 	if (ctl_connect(c) != 0)
 		return CTL_USAGE;
-	return ctl_groups(c, cls);
+	return ctl_groups(c, cls, 1);
 }

@@ -65,7 +65,7 @@ static const char *qstr(const struct form *f, const char *name)
 static int set_of(const char *name)
 {
 	for (int s = 0; s < S_COUNT; s++)
-		if (s != S_INPROGRESS && strcmp(jobs_set_names[s], name) == 0)
+		if (s != S_INPROGRESS && s != S_GROUP && strcmp(jobs_set_names[s], name) == 0)
 			return s;
 	return -1;
 }
@@ -297,6 +297,15 @@ static int get_limits(struct ctl *c, struct web_req *q, struct web_reply *r)
 	return ctl_limits(c);
 }
 
+/* GET /api/groups[?class=C]: the fair-share groups with jobs set aside (doc/protocol.md
+ * §7.35), as `groups --json` lists them, less the groups whose jobs all run (found only by
+ * a SCAN of the keyspace). */
+static int get_groups(struct ctl *c, struct web_req *q, struct web_reply *r)
+{
+	(void)r;
+	return ctl_groups(c, qstr(&q->query, "class"), 0);
+}
+
 static int get_history(struct ctl *c, struct web_req *q, struct web_reply *r)
 {
 	(void)r;
@@ -367,6 +376,7 @@ static const struct route routes[] = {
 	{ "GET", { "periodic" }, get_periodic },
 	{ "POST", { "periodic", "*", "*" }, post_periodic },
 	{ "GET", { "limits" }, get_limits },
+	{ "GET", { "groups" }, get_groups },
 	{ "GET", { "history" }, get_history },
 	{ "GET", { "metrics" }, get_metrics },
 	{ "GET", { "batches" }, get_batches },

@@ -359,6 +359,42 @@ class OtherPages(PagesCase):
         self.click('tr[data-jid="%s"] a' % waiting)
         self.assertIn("scheduled", text_of(self.b, "main .location", contains="scheduled"))
 
+    def test_gr7_groups_on_the_queues_page_and_the_job_page(self):
+        """GR-7 (doc/behaviours.md §52): the queues page lists per class the groups with
+        jobs set aside, the 10 most waiting; a set-aside job's page names its group and
+        its place in the line."""
+        now = time.time()
+        self.r.hset(b"cogworker:limits", "Work", json.dumps(
+            {"group_by": "args[0]", "group_concurrency": 1}))
+        a = ["a%023d" % i for i in range(3)]
+        groups = {"A": [job("Work", ["A", i], jid=j) for i, j in enumerate(a)]}
+        for g in range(11):
+            groups["g%02d" % g] = [job("Work", ["g%02d" % g])]
+        for g, jobs in groups.items():
+            self.r.zadd(b"cogworker:groups:Work", {g: now})
+            self.r.zadd(("cogworker:group_jobs:Work:" + g).encode(),
+                        {x: now - 10 + i for i, x in enumerate(jobs)})
+        self.r.sadd(QUEUES, "default")
+        w = self.web()
+        self.open(w, "/queues")
+        self.assertIn("Work — 14 job(s) in 12 group(s)",
+                      text_of(self.b, '#groups h3[data-class="Work"]', contains="Work"))
+        rows = self.rows('#groups tbody tr')
+        self.assertEqual(len(rows), 10, "the 10 most waiting")
+        self.assertEqual(rows[0].get_attribute("data-group"), "A")
+        self.assertEqual(rows[0].text.split(), ["A", "3", "0", "1", "-", "-"])
+        self.assertIn("and 2 more group(s)", text_of(self.b, "#groups", contains="more"))
+        shot(self.b, "queues-groups")
+        self.open(w, "/jobs/" + a[1])
+        self.assertEqual(text_of(self.b, "#group", contains="Group"),
+                         "Group A (group_by args[0]): set aside, 2 of 3 in its line, back when "
+                         "its group has room.")
+        self.assertIn("set aside for its group until the group has room "
+                      "(cogworker:group_jobs:Work:A)",
+                      text_of(self.b, "main .location", contains="set aside"))
+        shot(self.b, "job-group")
+        self.assertTrue(no_alert(self.b))
+
     def test_web18_history_and_metrics(self):
         now = time.time()
         day = time.strftime("%Y-%m-%d", time.gmtime(now))
