@@ -85,6 +85,15 @@ Figures (each run several times; the report gives medians):
                throughput run at concurrency 4 (log_level "warn"), alternately without a
                limit, with fleet_concurrency = 1000 (one ADMIT and one RELEASE_SLOT script
                per job) and with max_concurrency = 1000 (in memory only).
+  groups       the cost of fair share (doc/protocol.md §7.35): 2 000 cold /bin/true jobs at
+               concurrency 4, the variants alternating: without group_by; with group_by =
+               "args[0]" over 50 groups and group_concurrency = 1000 (no job ever waits);
+               and over 2 groups with group_concurrency = 1 (jobs set aside and brought
+               back). From the daemon's start until the queue, the lines and the
+               in-progress lists are empty (the commands: until the processed counter,
+               flushed once a second, has them all): Redis commands per job (INFO commandstats after CONFIG RESETSTAT: a
+               script's own commands counted, the bench's polls taken out), script calls per
+               job, Redis CPU and the daemon's CPU per job, and the wall time.
   containment  the cost of containment (doc/design.md "Containment", issue 28 item 5): cold
                /bin/true and the warm C no-op at concurrency 4, alternately with
                containment = "process-group" (off) and "cgroup" (a cgroup per job slot): jobs/s
@@ -755,6 +764,121 @@ class Bench:
                 log("limits rep %d: %s: %.0f jobs/s (daemon %.0f µs/job, redis %.0f µs/job)"
                     % (rep + 1, name, dm["rate"], dm["daemon_us"], dm["redis_us"]))
         self.results["limits"] = {"jobs": n, "concurrency": 4, "runs": runs}
+
+    # -- the cost of fair share
+
+    GROUP_VARIANTS = (
+        ("without group_by", 50, {}),
+        ("group_by, 50 groups, group_concurrency = 1000", 50,
+         {"group_by": "args[0]", "group_concurrency": 1000}),
+        ("group_by, 2 groups, group_concurrency = 1 (set aside)", 2,
+         {"group_by": "args[0]", "group_concurrency": 1}))
+
+    def groups_run(self, n, ngroups, h):
+        """One variant: n jobs in ngroups groups (round-robin) pushed, stats reset, then the
+        daemon runs them all; its counts over the whole run, less the bench's own polls."""
+        r = self.fresh()
+        key = b"cogworker:queue:default"
+        p = r.pipeline(transaction=False)
+        for i in range(n):
+            p.lpush(key, job("True", args=["t%d" % (i % ngroups)]))
+        p.execute()
+        d = self.daemon(concurrency=4, handlers=[dict(
+            {"class": "True", "command": ["/bin/true"]}, **h)])
+        r.config_resetstat()
+        rc1 = proc_cpu(self.server.pid)
+        t1 = time.monotonic()
+        d.start(wait=False)
+        polls = {"get": 0, "llen": 0, "scan": 0, "config": 1, "info": 1}
+        deadline = time.monotonic() + 300
+
+        def keys(match):
+            out, cursor = [], 0
+            while True:
+                polls["scan"] += 1
+                cursor, found = r.scan(cursor, match=match, count=1000)
+                out += found
+                if cursor == 0:
+                    return out
+
+        def idle():
+            """Nothing left to run or running: the queue, the lines, the in-progress lists
+            (a job leaves its list at its ack) all empty."""
+            polls["llen"] += 1
+            if r.llen(key) or keys("cogworker:group_jobs:*"):
+                return False
+            lists = keys("cogworker:inprogress:*")
+            polls["llen"] += len(lists)
+            return not any(r.llen(k) for k in lists)
+        try:
+            while not idle():
+                if d.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("groups: stalled at %d of %d" % (processed(r), n))
+                time.sleep(0.01)
+            t2 = time.monotonic()
+            c = proc_cpu(d.proc.pid)
+            rc2 = proc_cpu(self.server.pid)
+            # The processed counter, flushed once a second, says every job was acked; the
+            # commands counted are the whole run's, the flush among them.
+            while True:
+                polls["get"] += 1
+                if processed(r) >= n:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("groups: processed stays under %d" % n)
+                time.sleep(0.05)
+            cmds = r.info("commandstats")
+        finally:
+            d.stop()
+        by = {}
+        for k, v in cmds.items():
+            name = k[len("cmdstat_"):]
+            calls = v["calls"] - polls.get(name, 0)
+            if calls > 0:
+                by[name] = calls / n
+        scripts = by.get("evalsha", 0) + by.get("eval", 0)
+        return {"seconds": t2 - t1, "jobs": n, "rate": n / (t2 - t1),
+                "commands_per_job": sum(by.values()),
+                "scripts_per_job": scripts, "by_command": by,
+                "daemon_us": (c[0] + c[1]) / n * 1e6,
+                "redis_us": (rc2[0] + rc2[1] - rc1[0] - rc1[1]) / n * 1e6}
+
+    def groups(self):
+        n = 2000 if not self.opts.quick else 500
+        runs = {name: [] for name, _, _ in self.GROUP_VARIANTS}
+        for rep in range(self.opts.reps):
+            for name, ngroups, h in self.GROUP_VARIANTS:
+                x = self.groups_run(n, ngroups, h)
+                runs[name].append(x)
+                log("groups rep %d: %s: %.1f commands/job (%.2f scripts), redis %.0f µs/job, "
+                    "daemon %.0f µs/job, %.1f s" % (rep + 1, name, x["commands_per_job"],
+                                                   x["scripts_per_job"], x["redis_us"],
+                                                   x["daemon_us"], x["seconds"]))
+        self.results["groups"] = {"jobs": n, "concurrency": 4, "runs": runs}
+
+    def report_groups(self, L):
+        g = self.results.get("groups")
+        if not g:
+            return
+        L.append("## The cost of fair share\n")
+        L.append("%d `/bin/true` jobs at concurrency %d, `log_level = \"warn\"`, from the "
+                 "daemon's start until the queue, the lines and the in-progress lists are "
+                 "empty, the variants alternating; "
+                 "medians of %d repetitions. Commands: INFO commandstats (a script's own "
+                 "commands counted), the bench's polls taken out.\n"
+                 % (g["jobs"], g["concurrency"], len(g["runs"][self.GROUP_VARIANTS[0][0]])))
+        L.append("| handler | Redis commands/job | scripts/job | Redis CPU µs/job | daemon CPU "
+                 "µs/job | wall (jobs/s) | every repetition (commands/job) |\n"
+                 "|---|---:|---:|---:|---:|---:|---|")
+        for name, _, _ in self.GROUP_VARIANTS:
+            v = g["runs"][name]
+            L.append("| %s | %.1f | %.2f | %.0f | %.0f | %.2f s (%.0f) | %s |" % (
+                name, median([x["commands_per_job"] for x in v]),
+                median([x["scripts_per_job"] for x in v]),
+                median([x["redis_us"] for x in v]), median([x["daemon_us"] for x in v]),
+                median([x["seconds"] for x in v]), median([x["rate"] for x in v]),
+                ", ".join("%.1f" % x["commands_per_job"] for x in v)))
+        L.append("")
 
     # -- containment on against off
 
@@ -1759,6 +1883,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
                     median([x["daemon_us"] for x in v]), median([x["redis_us"] for x in v]),
                     ", ".join("%.0f" % x["rate"] for x in v)))
             L.append("")
+        self.report_groups(L)
         tls = self.results.get("tls")
         if tls:
             L.append("## TLS against plain TCP\n")
@@ -1863,7 +1988,7 @@ plot '%s' using 1:3 with linespoints lw 2 title 'spawn ceiling (posix_spawn + wa
             self.results["machine"])
         figures = ["throughput", "warm", "output", "round_trips", "scaling", "latency", "scheduled",
                    "cron", "idle", "pause", "fewer", "memory", "large", "recovery", "limits",
-                   "tls", "containment", "peers", "confinement"]
+                   "groups", "tls", "containment", "peers", "confinement"]
         only = self.opts.only.split(",") if self.opts.only else figures
         self.server = RedisServer()
         try:
