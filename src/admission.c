@@ -214,6 +214,16 @@ static void give_back_last(struct rconn *r, const struct job *j)
 	sleep_unless_stopping(pause < GIVE_BACK_PAUSE_MAX ? pause : GIVE_BACK_PAUSE_MAX);
 }
 
+int limits_any_held(void)
+{
+	int any = 0;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < nlocals && !any; i++)
+		any = locals[i]->nheld > 0;
+	pthread_mutex_unlock(&mu);
+	return any;
+}
+
 int limits_take_held(struct fetched *out)
 {
 	int got = 0;

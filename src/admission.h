@@ -41,6 +41,8 @@ void limits_release(struct rconn *r, struct admission *a);
 /* A job waiting here whose handler has room now (out filled, for process + fetched_free):
  * 1, else 0. Fetchers ask before each fetch. */
 int limits_take_held(struct fetched *out);
+/* Any job waiting here for a slot: a fetcher then takes no job ahead of it (prefetch). */
+int limits_any_held(void);
 /* Quiet or stop: every waiting job goes back to the front of its queue. */
 void limits_give_back_held(struct rconn *r);
 /* The jobs waiting here for a max_concurrency slot, as the JSON array published in

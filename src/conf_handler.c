@@ -345,6 +345,8 @@ static const struct spec handler_specs[] = {
 	{ .name = "warm_max_age", .kind = K_SECONDS, .off = H(warm_max_age), .max = MAX_SECONDS },
 	{ .name = "warm_idle_timeout", .kind = K_SECONDS, .off = H(warm_idle_timeout),
 	  .max = MAX_SECONDS, .flags = F_EXCL_MIN },
+	{ .name = "warm_prefetch_hold", .kind = K_SECONDS, .off = H(warm_prefetch_hold),
+	  .max = 60 },
 	/* Confinement (doc/design.md "Confinement"); checked together in confinement_rules. */
 	{ .name = "network", .kind = K_BOOL, .off = H(confine.network) },
 	{ .name = "private_tmp", .kind = K_BOOL, .off = H(confine.private_tmp) },
@@ -391,6 +393,7 @@ static void handler_defaults(struct handler *h, int line)
 	h->warm_start_timeout = 30;
 	h->warm_max_jobs = 10000;
 	h->warm_idle_timeout = 300;
+	h->warm_prefetch_hold = 0.05;
 	h->confine.network = 1;
 	h->line = line;
 }

@@ -93,6 +93,8 @@ struct handler {
 	long long warm_max_rss;         /* bytes of RSS checked after each job, 0 = no limit */
 	double warm_max_age;            /* seconds, 0 = no limit */
 	double warm_idle_timeout;       /* an idle process exits after this; default 300 */
+	double warm_prefetch_hold;      /* seconds a job taken while one of this handler's runs
+	                                 * may wait for it (fetcher.c); default 0.05, 0 = none */
 	struct confinement confine;
 	struct handler_caps caps;
 	int line;                       /* where it was declared, for messages */

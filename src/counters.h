@@ -45,6 +45,10 @@ enum metric {
 	METRIC_WARM_RECYCLED_ASKED,     /* its "done" said "recycle":true */
 	METRIC_WARM_RECYCLED_RELOAD,    /* its handler's command or settings changed */
 	METRIC_WARM_RECYCLED_CANCEL,    /* its job was cancelled, timed out or aborted */
+	/* prefetch (fetcher.c): jobs taken while a warm job ran, and those of them handed
+	 * back to their queue because that job ran long */
+	METRIC_PREFETCHED,
+	METRIC_PREFETCH_RETURNED,
 	METRIC__COUNT
 };
 

@@ -694,6 +694,60 @@ static int next_job(struct rconn *r, struct fetch_state *st, struct fetched *out
 	return got;
 }
 
+/*
+ * A try and nothing more, for a job to hold while another runs (fetcher.c "prefetch"):
+ * never a park, a local wait or a burial (a job too large to read is owed to the next
+ * fetch_job, which buries it). The held ack rides on it, or goes alone when no try can be
+ * made; either way it is settled when this returns. Reliable fetch only: a job taken by
+ * basic fetch is in no list, and a crash while it waited would lose it.
+ */
+int fetch_try(struct rconn *r, struct fetch_state *st, struct fetched *out)
+{
+	memset(out, 0, sizeof *out);
+	struct conf *c = conf_acquire();
+	long long max = c->max_job_bytes;
+	int n = 0;
+	char **active = NULL;
+	if (atomic_load(&D.fetch_mode) == FETCH_RELIABLE && park_paused_known() && !st->owed.seen.len)
+		active = active_queues(c, &n);
+	conf_release(c);
+	int got = 0;
+	if (n > 0) {
+		/* Its own round trip, not a shared one: the reply is awaited while the job runs,
+		 * so sharing would save Redis a read event and cost a wake-up of the waiting
+		 * fetchers (a futex each) that this path is there to save. */
+		struct want me = { .active = active, .n = n, .held = &st->held, .out = out };
+		rconn_limit_bulk(r, (size_t)max, TOO_LARGE_HEAD);
+		round_batch(r, &me);
+		got = want_settle(r, &me);
+		rconn_limit_bulk(r, 0, 0);
+	} else {
+		free(active);
+	}
+	ack_held_settle(r, &st->held);
+	if (got == 1)
+		park_took_job();
+	if (got == FETCH_TOO_LARGE) {
+		st->owed = out->big;
+		st->owed.max = max;
+		memset(&out->big, 0, sizeof out->big);
+		st->hot = 1;
+		got = 0;
+	}
+	return got;
+}
+
+/* A job held since its fetch gets its queue's pause state read again before it starts:
+ * 1 to run it, 0 handed back (paused, or the state unknown: pause_settle). */
+int fetch_recheck_paused(struct rconn *r, struct fetched *out)
+{
+	struct round rd = { 0 };
+	round_paused(r, &rd, rcmd(r, "SMEMBERS %s", K_PAUSED));
+	int run = pause_check(r, &rd, out);
+	round_free(&rd);
+	return run;
+}
+
 /* The burial owed in st, if any: 0 done (or given up on a command error, logged: the job
  * is still on the list, or gone with basic fetch's pop), -1 Redis unavailable. */
 static int bury_owed(struct rconn *r, struct fetch_state *st)

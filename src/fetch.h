@@ -51,6 +51,12 @@ void fetch_state_init(struct fetch_state *st, int index);
  * longer than max_job_bytes is never read: it is buried, and 0 returned (§7.9). */
 #define FETCH_IDLE 2
 int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out);
+/* A try only (reliable fetch, never a park or a wait): 1 = a job, 0 = none (or not
+ * tried), -1 = error, -2 = "unsupported"; the held ack is settled either way. For a job
+ * held while another runs (fetcher.c). */
+int fetch_try(struct rconn *r, struct fetch_state *st, struct fetched *out);
+/* Read the paused set again for a held job: 1 run it, 0 it was handed back (freed). */
+int fetch_recheck_paused(struct rconn *r, struct fetched *out);
 void fetched_free(struct fetched *f);
 enum fetch_mode fetch_mode_resolve(struct rconn *r);
 void fetch_mode_fallback(void);

@@ -19,6 +19,20 @@
  * that the pump acted on settles the job as dead (or discarded) with Cogworker::Cancelled,
  * past the retry budget and the exit-code map, without on_death (like every other
  * cogworkerctl action). A cancel that arrives once the child is reaped changes nothing.
+ *
+ * Prefetch (doc/design.md "Warm handlers"): a warm job is answered in less than a Redis
+ * round trip, so waiting for the next fetch after each "done" doubled the sleeps per job.
+ * While a warm job runs, once its message is written, the fetcher makes its next try (the
+ * last job's ack riding on it, as always) and holds the job it takes: when "done" comes,
+ * that job is written at once, and the Redis reply and the handler's work overlapped. The
+ * held job is on the in-progress list like a running one (a crash or a stop requeues it)
+ * and counted as running here (reconcile leaves it be). Only a fetcher whose last warm job
+ * took less than a fifth of its handler's warm_prefetch_hold tries; a job held that long
+ * goes back to the head of its queue for another fetcher, so a long job never keeps the
+ * next one from starting; a
+ * job held past PREFETCH_FRESH has its queue's pause state read again before it starts,
+ * so a pause still stops every job taken before it. Reliable fetch only, never while
+ * quiet, stopping, or while jobs wait here for a slot of their handler.
  */
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +69,11 @@ struct fetcher {
 	struct warm_pool *warm;     /* this thread's warm processes (warm.h) */
 	struct jobcg *cg;           /* its cold runs' cgroup, one job at a time; or NULL */
 	double next_tend;           /* monotonic: when the pool wants tending */
+	struct fetched next;        /* prefetch: a job taken while the last one ran; raw NULL */
+	double next_taken;          /* monotonic: when it was taken */
+	double last_warm;           /* how long the last warm job took, s; -1 the last run was
+	                             * cold, or none yet */
+	double hold;                /* the running handler's warm_prefetch_hold */
 	struct rconn r;
 	struct fetch_state fs;
 };
@@ -197,6 +216,69 @@ static void on_warm_progress(void *ctx, const char *pct, const char *message)
 		p->off = 1;
 }
 
+/* ---- prefetch: the next job taken while a warm one runs ---- */
+
+#define PREFETCH_BELOW 5        /* only after a warm job shorter than hold / this */
+#define PREFETCH_FRESH 0.002    /* s: held longer, its queue's pause state is read again */
+#define PREFETCH_LOOK 0.25      /* s: how often a held job looks for quiet and stop */
+
+static void next_give_back(struct fetcher *f)
+{
+	if (!f->next.raw)
+		return;
+	give_back(&f->r, f->next.raw, f->next.len, f->next.queue);
+	running_remove(f->next.raw);
+	fetched_free(&f->next);
+}
+
+/* A run may have a prefetch beside it: a warm job, after a short one, on reliable fetch,
+ * with no timeout that a try's round trip (at worst the command timeout, when Redis
+ * stalls) could make late. */
+static int prefetch_fits(const struct fetcher *f, const struct handler *h,
+                         const struct run_request *req)
+{
+	double rt = f->r.rc.command_timeout > 0 ? f->r.rc.command_timeout : 5.0;
+	return h->warm_prefetch_hold > 0 && f->last_warm >= 0 &&
+	       f->last_warm < h->warm_prefetch_hold / PREFETCH_BELOW && !f->next.raw &&
+	       atomic_load(&D.fetch_mode) == FETCH_RELIABLE &&
+	       (req->timeout <= 0 || req->timeout > 2 * rt);
+}
+
+/* run_request.beside of a warm job: first the try (the held ack riding on it, or sent
+ * alone), then, if a job was taken and the run goes on, its hand-back once held warm_prefetch_hold. */
+static double beside_job(void *ctx)
+{
+	struct fetcher *f = ((struct progress_ctx *)ctx)->f;
+	if (f->next.raw) {
+		double now = mono_now(), due = f->next_taken + f->hold;
+		int leaving = atomic_load(&D.quiet) || atomic_load(&D.stopping);
+		if (now < due && !leaving)
+			return due < now + PREFETCH_LOOK ? due : now + PREFETCH_LOOK;
+		if (!leaving) {
+			log_debug("Fetch: a job held %.0f ms behind a longer one goes back to %s",
+			          f->hold * 1000, f->next.queue);
+			metrics_inc(METRIC_PREFETCH_RETURNED);
+		}
+		next_give_back(f);      /* a quiet or stopping process starts nothing new */
+		return 0;
+	}
+	if (atomic_load(&D.quiet) || atomic_load(&D.stopping) || limits_any_held()) {
+		ack_held_settle(&f->r, &f->fs.held);
+		return 0;
+	}
+	int got = fetch_try(&f->r, &f->fs, &f->next);
+	if (got == -2)
+		fetch_mode_fallback();
+	if (got != 1) {
+		fetched_free(&f->next);
+		return 0;               /* an error is the next fetch's to see and log */
+	}
+	f->next_taken = mono_now();
+	running_add(f->next.raw);
+	metrics_inc(METRIC_PREFETCHED);
+	return f->next_taken + (f->hold < PREFETCH_LOOK ? f->hold : PREFETCH_LOOK);
+}
+
 /* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail (a warm
  * job's "done" error in its place: run_said), for the history's backtrace; *out its kept output, for outkeep_end; *usage what it cost. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
@@ -227,11 +309,20 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 	if (h->warm) {
 		run.req.on_progress = on_warm_progress;
 		run.req.stopping = &D.stopping;
+		if (prefetch_fits(f, h, &run.req)) {
+			run.req.beside = beside_job;
+			f->hold = h->warm_prefetch_hold;
+		} else    /* an ack is never held across a run: no try to ride on */
+			ack_held_settle(&f->r, &f->fs.held);
+		double t0 = mono_now();
 		warm_pool_run(f->warm, h, &run.req, j->raw, j->raw_len, &res);
+		f->last_warm = mono_now() - t0;
 		/* Tended before the next park: the pool changed (a process started, or one was
 		 * retired), so the longest block it allows did too. */
 		f->next_tend = 0;
 	} else {
+		ack_held_settle(&f->r, &f->fs.held);
+		f->last_warm = -1;
 		run.req.cgroup = f->cg;
 		handler_run(&run.req, &res, NULL, NULL);
 	}
@@ -411,7 +502,9 @@ static void process(struct fetcher *f, struct fetched *fj, int from_held)
 	atomic_fetch_sub(&D.busy, 1);
 	if (disp == DISP_ACK && !died && !basic) {
 		/* Rides on the next fetch, the running record with it (settle.h). Not past an
-		 * on_death hook: that runs for as long as it takes. */
+		 * on_death hook: that runs for as long as it takes. One ack is held at a time: an
+		 * earlier one still held (no run came to carry it) goes first. */
+		ack_held_settle(&f->r, &f->fs.held);
 		ack_hold(&f->fs.held, j.raw, j.raw_len, j.jid, j.bid, settled_as, judge,
 		         ran_before(&j));
 		j.raw = NULL;                   /* the held ack has it now */
@@ -455,6 +548,7 @@ static void *fetcher_main(void *arg)
 	while (!atomic_load(&D.stopping)) {
 		tend_warm(f);
 		if (atomic_load(&D.quiet)) {
+			next_give_back(f);
 			ack_held_settle(&f->r, &f->fs.held);    /* no fetch to ride on */
 			limits_give_back_held(&f->r);
 			park_wait_idle(0.5);        /* resume and stop wake it (park_wake_all) */
@@ -462,6 +556,16 @@ static void *fetcher_main(void *arg)
 			continue;
 		}
 		struct fetched fj;
+		if (f->next.raw) {              /* taken while the last job ran: it goes first */
+			fj = f->next;
+			memset(&f->next, 0, sizeof f->next);
+			running_remove(fj.raw);     /* process counts it as its own */
+			if (mono_now() - f->next_taken <= PREFETCH_FRESH ||
+			    fetch_recheck_paused(&f->r, &fj))
+				process(f, &fj, 0);
+			fetched_free(&fj);
+			continue;
+		}
 		if (limits_take_held(&fj)) {    /* waiting jobs first: never starved */
 			park_took_job();        /* it may have just left its queue's park */
 			ack_held_settle(&f->r, &f->fs.held);
@@ -487,6 +591,7 @@ static void *fetcher_main(void *arg)
 			fetched_free(&fj);
 		}
 	}
+	next_give_back(f);
 	ack_held_settle(&f->r, &f->fs.held);
 	limits_give_back_held(&f->r);
 	/* Every warm process of this thread ends with it (their PDEATHSIG is tied to it). */
@@ -512,6 +617,7 @@ int fetchers_start(int n)
 	for (int i = 0; i < n; i++) {
 		struct fetcher *f = &all[i];
 		f->index = i;
+		f->last_warm = -1;
 		fetch_state_init(&f->fs, i);
 		f->warm = warm_pool_new();
 		char cgname[32];

@@ -89,6 +89,11 @@ struct run_request {
 	/* The handler's caps (may be NULL: none): the child runs in cgroups that enforce them
 	 * (cgcaps.h), and res->usage has what they measured. */
 	const struct handler_caps *caps;
+	/* May be NULL: the caller's own work while a warm job runs (fetcher.c's prefetch).
+	 * Called once the job message is written whole, then again at the monotonic time it
+	 * returns, until it returns 0; the job is not served while it runs, so it must be
+	 * short (a Redis round trip), and a timeout or cancel waits for it. */
+	double (*beside)(void *ctx);
 };
 
 /* Where a RUN_SPAWN_FAILED failed, for its message. */

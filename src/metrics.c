@@ -104,6 +104,8 @@ static void warm_metrics(struct sbuf *b)
 	          atomic_load(&warm_processes_live));
 	own_counter(b, "cogworkerd_warm_starts_total", METRIC_WARM_STARTED);
 	own_counter(b, "cogworkerd_warm_crashes_total", METRIC_WARM_CRASHED);
+	own_counter(b, "cogworkerd_prefetched_total", METRIC_PREFETCHED);
+	own_counter(b, "cogworkerd_prefetch_returned_total", METRIC_PREFETCH_RETURNED);
 	sb_adds(b, "# TYPE cogworkerd_warm_recycles_total counter\n");
 	for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++)
 		sb_printf(b, "cogworkerd_warm_recycles_total{reason=\"%s\"} %llu\n",
@@ -191,6 +193,10 @@ static const char *const metric_help[][2] = {
 	{ "cogworkerd_warm_crashes_total",
 	  "Warm handler processes that died, broke the protocol or never became ready." },
 	{ "cogworkerd_warm_recycles_total", "Warm handler processes retired, by reason." },
+	{ "cogworkerd_prefetched_total",
+	  "Jobs taken while a warm job ran, to start the moment it ends." },
+	{ "cogworkerd_prefetch_returned_total",
+	  "Prefetched jobs handed back to their queue: the warm job they waited for ran long." },
 	{ "cogworkerd_limit_running", "Jobs of each limited handler class running here." },
 	{ "cogworkerd_limit_waiting",
 	  "Jobs waiting here for a max_concurrency slot, per handler class." },

@@ -437,7 +437,8 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 {
 	struct warm_proc *w = p->procs[slot];
 	double deadline = req->timeout > 0 ? now_float() + req->timeout : 0;
-	struct serve s = { .pool = p, .phase = PH_JOB, .req = req };
+	struct serve s = { .pool = p, .phase = PH_JOB, .req = req,
+	                   .beside_at = req->beside ? 0 : -1 };
 	char *msg = warm_job_message(raw, rawlen, deadline, &s.msglen);
 	char *jid = NULL;
 	size_t at, n;

@@ -89,6 +89,8 @@ struct serve {
 	int undelivered;
 	int broken;                     /* protocol error or no ready in time: in why */
 	double eof_at;                  /* monotonic: fd 3 reached EOF then; 0 not yet */
+	double beside_at;               /* PH_JOB: when req->beside is due (monotonic); 0 at
+	                                 * once, once the message is out; -1 never */
 	char why[300];
 };
 

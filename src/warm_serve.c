@@ -225,7 +225,17 @@ static int serve_timeout_ms(const struct serve *s, const struct warm_proc *w, do
 		t = s->kill_at - now;
 	if (s->eof_at > 0 && s->eof_at + WARM_EOF_GRACE - now < t)
 		t = s->eof_at + WARM_EOF_GRACE - now;
+	if (s->beside_at > 0 && s->beside_at - now < t)
+		t = s->beside_at - now;
 	return t < 0 ? 0 : (int)(t * 1000.0 + 0.999);
+}
+
+/* The caller's work beside the job (run_request.beside) is due: only once the job is
+ * written whole, so the process has all of it while the caller is away. */
+static int beside_due(const struct serve *s, double now)
+{
+	return s->phase == PH_JOB && s->beside_at >= 0 && now >= s->beside_at &&
+	       s->off == s->msglen;
 }
 
 /* Serve w until the phase ends: ready, done, exit, a protocol error or no delivery. */
@@ -240,6 +250,12 @@ void warm_serve(struct warm_proc *w, struct serve *s)
 		if (s->done || s->broken || s->undelivered || w->exited ||
 		    (s->phase == PH_READY && (w->ready || warm_stop_asked(s->req))))
 			break;
+		if (beside_due(s, now)) {
+			double at = s->req->beside(s->req->ctx);
+			s->beside_at = at > 0 ? at : -1;
+			now = mono_now();
+			serve_tick(w, s, now);      /* what came due meanwhile: a timeout, a cancel */
+		}
 		if (w->sock >= 0 && s->eof_at == 0) {
 			i_sock = nfds;
 			fds[nfds++] = (struct pollfd){ .fd = w->sock, .events = POLLIN |

@@ -211,7 +211,9 @@ class ReliableFetch(DaemonTestCase):
     def test_fe11_fetchers_that_want_a_job_together_share_a_round_trip(self):
         """Warm no-op jobs at concurrency 16: the tries of fetchers that finish while another
         fetcher's round trip is in flight ride on the next one (src/fetch.c), so the server
-        answers fewer pipelines than there are jobs; each job still runs exactly once."""
+        answers fewer pipelines than there are jobs; each job still runs exactly once.
+        Without prefetch (warm_prefetch_hold = 0): a prefetch's try is its own round trip
+        by design (doc/protocol.md §7.9 2), awaited while the job runs."""
         n = 2000
         p = self.r.pipeline(transaction=False)
         jids = []
@@ -219,7 +221,8 @@ class ReliableFetch(DaemonTestCase):
             j = job("W")
             jids.append(json.loads(j)["jid"])
             p.lpush(qkey("default"), j)
-        d = self.daemon(handlers=[{"class": "W", "command": handler("warm_sh"), "warm": True}],
+        d = self.daemon(handlers=[{"class": "W", "command": handler("warm_sh"), "warm": True,
+                                   "warm_prefetch_hold": 0}],
                         concurrency=16, output_keep=0)
         time.sleep(1.0)         # every fetcher parked, its warm process not yet started
 

@@ -788,6 +788,124 @@ class Lifecycle(WarmTestCase):
         self.assertIn("cogworkerd_warm_crashes_total 0", body)
 
 
+
+class Prefetch(WarmTestCase):
+    """WM-32..35: the next job taken while a warm job runs (doc/design.md "Warm handlers",
+    fetcher.c): used at once when "done" comes, handed back when the run is long, never
+    started past a pause, quiet or stop, never lost."""
+
+    def metric(self, port, name):
+        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port).read().decode()
+        for line in body.splitlines():
+            if line.startswith(name + " "):
+                return int(float(line.split()[1]))
+        self.fail("%s not in /metrics" % name)
+
+    def queued_jids(self):
+        return [loads(x)["jid"] for x in self.r.lrange(b"cogworker:queue:default", 0, -1)]
+
+    def held_behind_gate(self, d, quick=5):
+        """quick jobs, then L (waits for the gate L) and Q: once L runs and Q has left the
+        queue, Q is the job the fetcher holds."""
+        for _ in range(quick):
+            self.push_job("ok")
+        gate, _ = self.push_job("gate", "L")
+        q, _ = self.push_job("ok")
+        wait_for(lambda: self.pid_of(gate), timeout=10, message="L started")
+        wait_for(lambda: q not in self.queued_jids(), timeout=5, message="Q taken")
+        inprog = [loads(x)["jid"] for x in self.inprogress(d)]
+        self.assertIn(q, inprog)
+        self.assertIsNone(self.pid_of(q), "Q must not start while L runs")
+        return gate, q
+
+    def open_gate(self, name="L"):
+        with open(os.path.join(self.workdir, "gates", name), "w"):
+            pass
+
+    def test_wm32_jobs_are_taken_while_the_last_runs_and_each_runs_once(self):
+        port = free_port()
+        for i in range(300):
+            self.push(job("W", ["ok"], jid="%024x" % i))
+        d = self.daemon(handlers=[warm()], concurrency=2,
+                        metrics_listen="127.0.0.1:%d" % port)
+        wait_for(lambda: self.qlen() == 0, timeout=30, message="queue drained")
+        self.wait_settled(d)
+        ran = [j for j, _ in self.runs()]
+        self.assertEqual(sorted(ran), ["%024x" % i for i in range(300)])
+        # Each fetcher's first warm job has no prefetch (no run to go by); most after do.
+        self.assertGreater(self.metric(port, "cogworkerd_prefetched_total"), 150)
+        self.assertEqual(self.metric(port, "cogworkerd_prefetch_returned_total"), 0)
+
+    def test_wm32_a_hold_of_0_takes_nothing_ahead(self):
+        port = free_port()
+        for i in range(50):
+            self.push(job("W", ["ok"]))
+        d = self.daemon(handlers=[warm(warm_prefetch_hold=0)], concurrency=2,
+                        metrics_listen="127.0.0.1:%d" % port)
+        wait_for(lambda: self.qlen() == 0, timeout=30, message="queue drained")
+        self.wait_settled(d)
+        self.assertEqual(len(self.runs()), 50)
+        self.assertEqual(self.metric(port, "cogworkerd_prefetched_total"), 0)
+
+    def test_wm33_a_job_held_behind_a_long_one_goes_back_for_another_fetcher(self):
+        port = free_port()
+        d = self.daemon(handlers=[warm(warm_prefetch_hold=1)],
+                        metrics_listen="127.0.0.1:%d" % port)
+        gate, q = self.held_behind_gate(d)
+        # Held its second, Q goes back to the head of the queue while L still runs ...
+        wait_for(lambda: q in self.queued_jids(), timeout=5, message="Q handed back")
+        self.assertEqual(self.metric(port, "cogworkerd_prefetch_returned_total"), 1)
+        self.assertEqual([loads(x)["jid"] for x in self.inprogress(d)], [gate])
+        # ... where another daemon's fetcher takes it and runs it, L still running.
+        d2 = self.daemon(handlers=[warm()])
+        self.wait_done(d2, "W", q)
+        self.assertNotIn("done: W jid=%s" % gate, d.log())
+        self.open_gate()
+        self.wait_done(d, "W", gate)
+        self.assertEqual([j for j, _ in self.runs()].count(q), 1)
+        self.wait_settled(d)
+        self.wait_settled(d2)
+
+    def test_wm34_a_held_job_never_starts_after_a_pause(self):
+        d = self.daemon(handlers=[warm(warm_prefetch_hold=20)])
+        gate, q = self.held_behind_gate(d)
+        res = self.ctl("queues", "pause", "default")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.open_gate()
+        self.wait_done(d, "W", gate)
+        # Read again before it starts, the pause sends Q back to its queue unstarted.
+        wait_for(lambda: q in self.queued_jids(), timeout=5, message="Q handed back")
+        time.sleep(0.5)
+        self.assertIsNone(self.pid_of(q))
+        self.assertEqual(self.inprogress(d), [])
+        res = self.ctl("queues", "resume", "default")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.wait_done(d, "W", q)
+        self.assertEqual([j for j, _ in self.runs()].count(q), 1)
+
+    def test_wm35_quiet_and_stop_hand_a_held_job_back(self):
+        d = self.daemon(handlers=[warm(warm_prefetch_hold=20)], shutdown_timeout=10)
+        gate, q = self.held_behind_gate(d)
+        res = self.ctl("processes", "quiet", d.identity)     # nothing new starts
+        self.assertEqual(res.returncode, 0, res.stderr)
+        wait_for(lambda: q in self.queued_jids(), timeout=5, message="Q handed back")
+        self.assertEqual([loads(x)["jid"] for x in self.inprogress(d)], [gate])
+        res = self.ctl("processes", "resume", d.identity)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.open_gate()
+        self.wait_done(d, "W", q)
+        # Stop: L2 runs, Q2 held; both end up done or queued, none lost, none twice.
+        os.remove(os.path.join(self.workdir, "gates", "L"))
+        gate2, q2 = self.held_behind_gate(d)
+        d.signal(signal.SIGTERM)
+        wait_for(lambda: q2 in self.queued_jids(), timeout=5, message="Q2 handed back")
+        self.open_gate()
+        d.wait_exit(timeout=20)
+        self.assertIn("done: W jid=%s" % gate2, d.log())
+        self.assertEqual(self.queued_jids(), [q2])
+        self.assertIsNone(self.pid_of(q2))
+
+
 if __name__ == "__main__":
     import unittest
     unittest.main()

@@ -976,7 +976,7 @@ START_TEST(test_handler_warm)
 	LOAD_OK("handlers = (\n"
 	        "  { class = \"A\"; command = [ \"/bin/true\" ]; warm = true;\n"
 	        "    warm_start_timeout = 2.5; warm_max_jobs = 50; warm_max_rss = 4294967296L;\n"
-	        "    warm_max_age = 3600; warm_idle_timeout = 60; },\n"
+	        "    warm_max_age = 3600; warm_idle_timeout = 60; warm_prefetch_hold = 0; },\n"
 	        "  { class = \"B\"; command = [ \"/bin/true\" ]; }\n"
 	        ");\n", &c);
 	h = &c.handlers[0];
@@ -986,6 +986,7 @@ START_TEST(test_handler_warm)
 	ck_assert_int_eq(h->warm_max_rss, 4294967296LL);
 	ck_assert_double_eq(h->warm_max_age, 3600);
 	ck_assert_double_eq(h->warm_idle_timeout, 60);
+	ck_assert_double_eq(h->warm_prefetch_hold, 0);
 	/* The defaults: cold; 30 s to start, 10 000 jobs, no RSS or age limit, 300 s idle. */
 	h = &c.handlers[1];
 	ck_assert_int_eq(h->warm, 0);
@@ -994,6 +995,7 @@ START_TEST(test_handler_warm)
 	ck_assert_int_eq(h->warm_max_rss, 0);
 	ck_assert_double_eq(h->warm_max_age, 0);
 	ck_assert_double_eq(h->warm_idle_timeout, 300);
+	ck_assert_double_eq(h->warm_prefetch_hold, 0.05);
 	conf_free(&c);
 
 	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ]; warm = true;\n"
@@ -1009,6 +1011,10 @@ START_TEST(test_handler_warm)
 	             "  warm_max_rss = 1.5; } );\n", 2, "must be an integer");
 	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
 	             "  warm_idle_timeout = 0; } );\n", 2, "handler.warm_idle_timeout must be");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm_prefetch_hold = 61; } );\n", 2, "handler.warm_prefetch_hold must be");
+	expect_error("handlers = ( { class = \"A\"; command = [ \"/bin/true\" ];\n"
+	             "  warm_prefetch_hold = -1; } );\n", 2, "handler.warm_prefetch_hold must be");
 }
 END_TEST
 
