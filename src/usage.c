@@ -7,8 +7,10 @@
  * A figure that is unknown is left out of the log line and null in a record, never 0: a
  * run that spawned nothing used no CPU, but it did not use "0 bytes" of memory either.
  *
- * The warm readers open /proc/<pid> files by path: the pid is a child this thread has not
- * reaped yet (warm.c reaps only after the job), so the path cannot name another process.
+ * The warm readers open /proc/<pid> files by path once, at a process's first job, and keep
+ * them for its life: the pid is a child this thread has not reaped yet (warm.c reaps only
+ * after a job), so the path cannot name another process, and a descriptor stays bound to
+ * the process it was opened for (reads fail once it is gone, never read another's).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -127,34 +129,32 @@ void usage_json(const struct run_usage *u, struct sbuf *b)
 
 /* ---- a warm process, per job ---- */
 
-/* The whole (small) file at path into buf, NUL-terminated: its length, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t n)
+/* The whole (small) file open at fd into buf, NUL-terminated, read from its start (procfs
+ * makes it anew for each read at 0): its length, or -1. */
+static ssize_t read_small(int fd, char *buf, size_t n)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	ssize_t got = 0, r;
-	while ((size_t)got < n - 1 && (r = read(fd, buf + got, n - 1 - (size_t)got)) != 0) {
+	while ((size_t)got < n - 1 &&
+	       (r = pread(fd, buf + got, n - 1 - (size_t)got, (off_t)got)) != 0) {
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			close(fd);
 			return -1;
 		}
 		got += r;
 	}
-	close(fd);
 	buf[got] = '\0';
 	return got;
 }
 
-/* utime + cutime and stime + cstime of pid (fields 14-17 of /proc/<pid>/stat, after the
- * command in parentheses, which may itself hold spaces and parentheses): 0, or -1. */
-static int proc_cpu(pid_t pid, double *user, double *sys)
+/* utime + cutime and stime + cstime (fields 14-17 of /proc/<pid>/stat, after the command
+ * in parentheses, which may itself hold spaces and parentheses): 0, or -1. */
+static int proc_cpu(int fd, double *user, double *sys)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (read_small(path, buf, sizeof buf) <= 0)
+	char buf[1024];
+	if (read_small(fd, buf, sizeof buf) <= 0)
 		return -1;
 	const char *p = strrchr(buf, ')');
 	unsigned long long ut, st;
@@ -172,12 +172,11 @@ static int proc_cpu(pid_t pid, double *user, double *sys)
 	return 0;
 }
 
-/* VmHWM of pid in bytes, -1 unknown. */
-static long long proc_hwm(pid_t pid)
+/* VmHWM in bytes from /proc/<pid>/status, -1 unknown. */
+static long long proc_hwm(int fd)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	if (read_small(path, buf, sizeof buf) <= 0)
+	char buf[4096];
+	if (read_small(fd, buf, sizeof buf) <= 0)
 		return -1;
 	const char *p = strstr(buf, "\nVmHWM:");
 	long long kb;
@@ -186,31 +185,68 @@ static long long proc_hwm(pid_t pid)
 	return kb * 1024;
 }
 
-void usage_proc_begin(pid_t pid, struct usage_mark *m)
+static int open_proc(pid_t pid, const char *name, int flags)
 {
 	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		/* "5": reset the peak resident set size to the current one (proc(5)). */
-		if (write(fd, "5", 1) < 0) {
-			/* best effort: the peak is then the process's since it started */
-		}
-		close(fd);
-	}
-	m->ok = proc_cpu(pid, &m->user_s, &m->sys_s) == 0;
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	return open(path, flags | O_CLOEXEC);
 }
 
-void usage_proc_end(pid_t pid, const struct usage_mark *m, struct run_usage *u)
+void usage_proc_init(struct usage_proc *p, pid_t pid)
+{
+	p->pid = pid;
+	p->opened = 0;
+	p->stat_fd = p->status_fd = p->refs_fd = -1;
+}
+
+/* Opened at the first mark, not at the spawn: by then the process has exec'd its command
+ * (it said "ready"), so the files are those of the program for its whole life. */
+static void proc_open(struct usage_proc *p)
+{
+	if (p->opened)
+		return;
+	p->opened = 1;
+	p->stat_fd = open_proc(p->pid, "stat", O_RDONLY);
+	p->status_fd = open_proc(p->pid, "status", O_RDONLY);
+	p->refs_fd = open_proc(p->pid, "clear_refs", O_WRONLY);
+}
+
+/* Only what proc_open opened: a zeroed struct (a process that failed to start) holds
+ * no descriptor, its zeros are not fd 0. */
+void usage_proc_close(struct usage_proc *p)
+{
+	if (!p->opened)
+		return;
+	int *fds[] = { &p->stat_fd, &p->status_fd, &p->refs_fd };
+	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+	p->opened = 0;
+}
+
+void usage_proc_begin(struct usage_proc *p, struct usage_mark *m)
+{
+	proc_open(p);
+	/* "5": reset the peak resident set size to the current one (proc(5)). Best effort:
+	 * the peak is then the process's since it started. */
+	if (p->refs_fd >= 0 && pwrite(p->refs_fd, "5", 1, 0) < 0) {
+		/* as said */
+	}
+	m->ok = proc_cpu(p->stat_fd, &m->user_s, &m->sys_s) == 0;
+}
+
+void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run_usage *u)
 {
 	double user, sys;
 	usage_none(u);
-	if (!m->ok || proc_cpu(pid, &user, &sys) != 0)
+	if (!m->ok || proc_cpu(p->stat_fd, &user, &sys) != 0)
 		return;
 	u->measured = 1;
 	u->user_s = user > m->user_s ? user - m->user_s : 0;
 	u->sys_s = sys > m->sys_s ? sys - m->sys_s : 0;
-	u->maxrss_bytes = proc_hwm(pid);
+	u->maxrss_bytes = proc_hwm(p->status_fd);
 }
 
 /* ---- a run's own cgroup ---- */

@@ -81,8 +81,17 @@ struct usage_mark {
 	int ok;                     /* 0: /proc/<pid>/stat could not be read */
 	double user_s, sys_s;       /* utime + cutime, stime + cstime at the mark */
 };
-void usage_proc_begin(pid_t pid, struct usage_mark *m);
-void usage_proc_end(pid_t pid, const struct usage_mark *m, struct run_usage *u);
+/* The process's /proc files, opened at its first mark and kept for its life (a job paid
+ * four opens and closes of them): usage_proc_init before, usage_proc_close after. */
+struct usage_proc {
+	pid_t pid;
+	int opened;
+	int stat_fd, status_fd, refs_fd;    /* -1: could not be opened */
+};
+void usage_proc_init(struct usage_proc *p, pid_t pid);
+void usage_proc_close(struct usage_proc *p);
+void usage_proc_begin(struct usage_proc *p, struct usage_mark *m);
+void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run_usage *u);
 
 /*
  * A run's own cgroup (jobcg.h), reused from run to run: usage_cg_begin notes its counters

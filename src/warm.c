@@ -407,19 +407,19 @@ struct job_cost {
 	struct usage_cg_mark cg;
 };
 
-static void cost_begin(const struct warm_proc *w, struct job_cost *c)
+static void cost_begin(struct warm_proc *w, struct job_cost *c)
 {
-	usage_proc_begin(w->pid, &c->proc);
+	usage_proc_begin(&w->proc, &c->proc);
 	if (w->cg)
 		usage_cg_begin(jobcg_dir_fd(w->cg), &c->cg);
 }
 
 /* Before the process is reaped (/proc/<pid> is still its own) when it is to be read. */
-static void cost_end(const struct warm_proc *w, struct job_cost *c, struct run_usage *u)
+static void cost_end(struct warm_proc *w, struct job_cost *c, struct run_usage *u)
 {
 	usage_none(u);
 	if (!w->exited)
-		usage_proc_end(w->pid, &c->proc, u);
+		usage_proc_end(&w->proc, &c->proc, u);
 	if (w->cg)
 		usage_cg_end(jobcg_dir_fd(w->cg), &c->cg, u);
 }

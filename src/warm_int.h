@@ -16,6 +16,7 @@
 
 #include "handler.h"
 #include "handler_int.h"
+#include "usage.h"
 #include "util.h"
 #include "warm.h"
 #include "warm_proto.h"
@@ -56,6 +57,7 @@ struct warm_proc {
 	double kill_at;             /* retiring: SIGKILL to its group then */
 	struct jobcg *cg;           /* its cgroup (jobcg.h), or NULL: what it starts ends with it */
 	struct capgroup *caps;      /* the cgroups of its caps (cgcaps.h), or NULL */
+	struct usage_proc proc;     /* its /proc files, for each job's cost (usage.h) */
 	struct warm_proc *next;     /* on the retiring list */
 };
 

@@ -97,6 +97,7 @@ void warm_proc_free(struct warm_proc *w)
 	if (!w)
 		return;
 	jobcg_free(w->cg);              /* what it started: killed, waited for, removed */
+	usage_proc_close(&w->proc);
 	outpipes_free(w->o);
 	capgroup_give(w->caps);
 	close_fd(&w->sock);
@@ -254,6 +255,7 @@ struct warm_proc *warm_proc_start(const struct handler *h, const struct run_requ
 	                                    .output_tail = h->output_tail };
 	outpipes_begin(w->o, &w->idle_req);
 	w->born = w->used = mono_now();
+	usage_proc_init(&w->proc, w->pid);
 	if (h->warm_max_jobs > 0) {
 		long long span = h->warm_max_jobs / 10;
 		w->max_jobs = (long)(h->warm_max_jobs - (long long)(random_unit() * (double)(span + 1)));
