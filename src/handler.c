@@ -134,10 +134,11 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	res->started = now_float();
 	struct usage_cg_mark cg;
 	if (req->cgroup)
-		usage_cg_begin(jobcg_dir_fd(req->cgroup), &cg);
+		usage_cg_begin(jobcg_dir_fd(req->cgroup), jobcg_cpu_stat_fd(req->cgroup), &cg);
 	if (handler_spawn(req, res, &pid, &io) != 0) {
 		if (req->cgroup)
-			usage_cg_end(jobcg_dir_fd(req->cgroup), &cg, &res->usage);
+			usage_cg_end(jobcg_dir_fd(req->cgroup), jobcg_cpu_stat_fd(req->cgroup), &cg,
+		             &res->usage);
 		usage_none(&res->usage);        /* nothing ran */
 		return 0;
 	}
@@ -157,7 +158,8 @@ int handler_run(const struct run_request *req, struct run_result *res,
 	if (req->cgroup) {                      /* the cgroup too: wait for it to be empty */
 		jobcg_wait_empty(req->cgroup, JOBCG_WAIT_SECS);
 		/* its figures over wait4's: escaped processes included (usage.h) */
-		usage_cg_end(jobcg_dir_fd(req->cgroup), &cg, &res->usage);
+		usage_cg_end(jobcg_dir_fd(req->cgroup), jobcg_cpu_stat_fd(req->cgroup), &cg,
+		             &res->usage);
 	}
 	if (io.caps) {                          /* the caps' cgroups (v1): their figures */
 		capgroup_usage(io.caps, &res->usage);

@@ -64,6 +64,7 @@ static struct {
 struct jobcg {
 	char *path;
 	int dir, procs, events;
+	int cpu_stat;               /* cpu.stat, opened at the first ask; -1 not yet or none */
 	int killed;                 /* a kill was sent and its emptying not yet seen */
 };
 
@@ -398,6 +399,8 @@ static void jobcg_close(struct jobcg *g)
 		close(g->procs);
 	if (g->events >= 0)
 		close(g->events);
+	if (g->cpu_stat >= 0)
+		close(g->cpu_stat);
 	free(g->path);
 	free(g);
 }
@@ -408,7 +411,7 @@ struct jobcg *jobcg_new(const char *name)
 		return NULL;
 	struct jobcg *g = xcalloc(1, sizeof *g);
 	g->path = xasprintf("%s/%s", S.root, name);
-	g->procs = g->events = -1;
+	g->procs = g->events = g->cpu_stat = -1;
 	if (mkdir(g->path, 0755) != 0 && errno != EEXIST)
 		g->dir = -1;
 	else
@@ -435,6 +438,13 @@ const char *jobcg_path(const struct jobcg *g)
 int jobcg_dir_fd(const struct jobcg *g)
 {
 	return g->dir;
+}
+
+int jobcg_cpu_stat_fd(struct jobcg *g)
+{
+	if (g->cpu_stat < 0)
+		g->cpu_stat = openat(g->dir, "cpu.stat", O_RDONLY | O_CLOEXEC);
+	return g->cpu_stat;
 }
 
 int jobcg_procs_fd(const struct jobcg *g)

@@ -67,6 +67,9 @@ const char *jobcg_path(const struct jobcg *g);
 /* A directory fd of the cgroup (O_RDONLY | O_DIRECTORY, CLOEXEC), for openat() of its
  * files (cpu.stat, memory.max, ...). Owned by g. */
 int jobcg_dir_fd(const struct jobcg *g);
+/* Its cpu.stat, open for reading from the start (pread at 0), kept for g's life: read
+ * twice per run, an openat() each was most of what accounting cost a run. -1 none. */
+int jobcg_cpu_stat_fd(struct jobcg *g);
 /* Its cgroup.procs, open for writing (CLOEXEC): the child of a spawn writes "0" into it
  * between fork and exec (one write(2), async-signal-safe). Owned by g. */
 int jobcg_procs_fd(const struct jobcg *g);

@@ -130,7 +130,9 @@ void usage_json(const struct run_usage *u, struct sbuf *b)
 /* ---- a warm process, per job ---- */
 
 /* The whole (small) file open at fd into buf, NUL-terminated, read from its start (procfs
- * makes it anew for each read at 0): its length, or -1. */
+ * and cgroupfs make it anew for each read at 0): its length, or -1. These files are made
+ * whole by one show() and a read takes all of it that fits, so a read shorter than asked
+ * is the end: no second read for the 0 that says so (half of the reads a job cost). */
 static ssize_t read_small(int fd, char *buf, size_t n)
 {
 	if (fd < 0)
@@ -144,6 +146,8 @@ static ssize_t read_small(int fd, char *buf, size_t n)
 			return -1;
 		}
 		got += r;
+		if ((size_t)r < n - 1 - (size_t)(got - r))
+			break;
 	}
 	buf[got] = '\0';
 	return got;
@@ -306,11 +310,12 @@ static ssize_t read_cg(int dirfd, int which, const char *name, char *buf, size_t
 	return got;
 }
 
-static void cg_counters(int dirfd, struct usage_cg_mark *m)
+static void cg_counters(int dirfd, int cpu_fd, struct usage_cg_mark *m)
 {
 	char buf[4096];
 	m->user_us = m->sys_us = m->rbytes = m->wbytes = m->oom_kills = -1;
-	if (read_at(dirfd, "cpu.stat", buf, sizeof buf) > 0) {
+	if ((cpu_fd >= 0 ? read_small(cpu_fd, buf, sizeof buf)
+	     : read_at(dirfd, "cpu.stat", buf, sizeof buf)) > 0) {
 		m->user_us = keyed(buf, "user_usec");
 		m->sys_us = keyed(buf, "system_usec");
 	}
@@ -320,9 +325,9 @@ static void cg_counters(int dirfd, struct usage_cg_mark *m)
 		m->oom_kills = keyed(buf, "oom_kill");
 }
 
-void usage_cg_begin(int dirfd, struct usage_cg_mark *m)
+void usage_cg_begin(int dirfd, int cpu_fd, struct usage_cg_mark *m)
 {
-	cg_counters(dirfd, m);
+	cg_counters(dirfd, cpu_fd, m);
 	m->peak_fd = -1;
 	if (atomic_load_explicit(&cg_absent[CG_PEAK], memory_order_relaxed))
 		return;
@@ -340,10 +345,10 @@ static long long delta(long long now, long long then)
 	return now < 0 || then < 0 ? -1 : now > then ? now - then : 0;
 }
 
-void usage_cg_end(int dirfd, struct usage_cg_mark *m, struct run_usage *u)
+void usage_cg_end(int dirfd, int cpu_fd, struct usage_cg_mark *m, struct run_usage *u)
 {
 	struct usage_cg_mark e;
-	cg_counters(dirfd, &e);
+	cg_counters(dirfd, cpu_fd, &e);
 	u->cgroup = 1;
 	long long user = delta(e.user_us, m->user_us), sys = delta(e.sys_us, m->sys_us);
 	if (user >= 0 && sys >= 0) {        /* everything that ran in it, escaped or not */

@@ -98,8 +98,9 @@ void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run
  * (cpu.stat, io.stat, memory.events) and resets its memory.peak for the run (Linux 6.12:
  * the peak seen through the descriptor that wrote to it); usage_cg_end, once the cgroup is
  * empty, fills u's CPU from the cpu.stat delta (escaped processes included) and its cg_
- * fields, and closes what begin opened. dirfd: the cgroup's directory. A file that is
- * absent (its controller not enabled: memory, io) leaves its figure unknown.
+ * fields, and closes what begin opened. dirfd: the cgroup's directory; cpu_fd: its
+ * cpu.stat kept open (jobcg_cpu_stat_fd), or -1 to open it by name. A file that is absent
+ * (its controller not enabled: memory, io) leaves its figure unknown.
  */
 struct usage_cg_mark {
 	long long user_us, sys_us;  /* cpu.stat; -1 unreadable */
@@ -107,7 +108,7 @@ struct usage_cg_mark {
 	long long oom_kills;        /* memory.events oom_kill; -1 unreadable */
 	int peak_fd;                /* memory.peak, reset for this run; -1 none */
 };
-void usage_cg_begin(int dirfd, struct usage_cg_mark *m);
-void usage_cg_end(int dirfd, struct usage_cg_mark *m, struct run_usage *u);
+void usage_cg_begin(int dirfd, int cpu_fd, struct usage_cg_mark *m);
+void usage_cg_end(int dirfd, int cpu_fd, struct usage_cg_mark *m, struct run_usage *u);
 
 #endif

@@ -411,7 +411,7 @@ static void cost_begin(struct warm_proc *w, struct job_cost *c)
 {
 	usage_proc_begin(&w->proc, &c->proc);
 	if (w->cg)
-		usage_cg_begin(jobcg_dir_fd(w->cg), &c->cg);
+		usage_cg_begin(jobcg_dir_fd(w->cg), jobcg_cpu_stat_fd(w->cg), &c->cg);
 }
 
 /* Before the process is reaped (/proc/<pid> is still its own) when it is to be read. */
@@ -421,7 +421,7 @@ static void cost_end(struct warm_proc *w, struct job_cost *c, struct run_usage *
 	if (!w->exited)
 		usage_proc_end(&w->proc, &c->proc, u);
 	if (w->cg)
-		usage_cg_end(jobcg_dir_fd(w->cg), &c->cg, u);
+		usage_cg_end(jobcg_dir_fd(w->cg), jobcg_cpu_stat_fd(w->cg), &c->cg, u);
 }
 
 /*
