@@ -221,12 +221,13 @@ void usage_proc_close(struct usage_proc *p)
 {
 	if (!p->opened)
 		return;
-	int *fds[] = { &p->stat_fd, &p->status_fd, &p->refs_fd };
-	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
-		if (*fds[i] >= 0) {
-			close(*fds[i]);
-			*fds[i] = -1;
-		}
+	if (p->stat_fd >= 0)
+		close(p->stat_fd);
+	if (p->status_fd >= 0)
+		close(p->status_fd);
+	if (p->refs_fd >= 0)
+		close(p->refs_fd);
+	p->stat_fd = p->status_fd = p->refs_fd = -1;
 	p->opened = 0;
 }
 
