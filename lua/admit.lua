@@ -20,6 +20,7 @@
 --       [12] group  [13] group_concurrency (0 = none)  [14] group rate N (0 = none)
 --       [15] group rate window in seconds  [16] cogworker:queue:  [17] default queue
 --       [18] the job's place in its group's line (when it was enqueued, epoch seconds)
+--       [19] cogworker:paused_queues (nothing comes back to a paused queue)
 -- Returns {status, time, why, previous declaration}: {1, lease expiry or "", "", prev}
 --   admitted (the lease taken, the start counted); {0, time of the next try, "fleet" or
 --   "rate", prev} turned away (the job is in the schedule set at that time and no longer
@@ -139,7 +140,7 @@ if why then
 	-- Room already (a dead holder's slot expired just now, a window opened)? The oldest
 	-- come back at once; else the group's next look goes into the index.
 	group_return(gslots, gstarts, gjobs, gindex, group, group_n, group_rate_n, group_window,
-	             ttl, now, queue_prefix, default_queue, redis.call('ZCARD', gjobs))
+	             ttl, now, queue_prefix, default_queue, redis.call('ZCARD', gjobs), ARGV[19])
 	return {0, '', why, previous}
 end
 

@@ -10,7 +10,8 @@
 --       (0 = none)  [5] group rate N (0 = none)  [6] rate window in seconds
 --       [7] reservation ttl (process_ttl)  [8] cogworker:queue:  [9] default queue
 --       [10] at most this many groups  [11] at most this many jobs per group
---       [12] caller's epoch (TIME fallback)
+--       [12] caller's epoch (TIME fallback)  [13] cogworker:paused_queues (nothing comes
+--       back to a paused queue)
 -- Returns {groups looked at, jobs moved}.
 --
 -- Order: clock = TIME (else ARGV[12]) -> ZRANGEBYSCORE index -inf clock LIMIT 0 groups (the
@@ -41,6 +42,6 @@ for _, group in ipairs(due) do
 	local starts = rate_n > 0 and (ARGV[2] .. group) or ''
 	moved = moved + group_return(ARGV[1] .. group, starts, ARGV[3] .. group, index, group, n,
 	                             rate_n, window, ttl, now, ARGV[8], ARGV[9],
-	                             tonumber(ARGV[11]))
+	                             tonumber(ARGV[11]), ARGV[13])
 end
 return {#due, moved}

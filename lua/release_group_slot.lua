@@ -9,7 +9,7 @@
 -- ARGV: [1] holder (the member ADMIT added)  [2] group  [3] group_concurrency (0 = none)
 --       [4] group rate N (0 = none)  [5] rate window in seconds  [6] reservation ttl
 --       (process_ttl)  [7] cogworker:queue:  [8] default queue  [9] caller's epoch (TIME
---       fallback)
+--       fallback)  [10] cogworker:paused_queues (nothing comes back to a paused queue)
 -- Returns {released, moved}: released 1 when the lease was still there, 0 when it had
 --   expired (or never existed); moved, the set-aside jobs brought back (0 or 1).
 --
@@ -30,7 +30,7 @@ local moved = 0
 if redis.call('EXISTS', KEYS[3]) == 1 then -- jobs set aside
 	moved = group_return(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]),
 	                     tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now,
-	                     ARGV[7], ARGV[8], 1)
+	                     ARGV[7], ARGV[8], 1, ARGV[10])
 else
 	redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.6f', now))
 end

@@ -506,12 +506,12 @@ static int admit(struct rconn *r, const struct job *j, const struct handler *h,
 	                       gk.slots, gk.rate, gk.jobs, gk.index };
 	const char *args[] = { j->raw, h->class_name, decl, fleet_n, holder, ttl, rate_n, window,
 	                       j->jid ? j->jid : "", delay, now, group ? group : "", group_n,
-	                       group_rate_n, group_window, K_QUEUE, "default", place };
-	size_t lens[18];
-	for (int i = 0; i < 18; i++)
+	                       group_rate_n, group_window, K_QUEUE, "default", place, K_PAUSED };
+	size_t lens[19];
+	for (int i = 0; i < 19; i++)
 		lens[i] = strlen(args[i]);
 	lens[0] = j->raw_len;
-	redisReply *rep = rscript(r, "admit", 10, keys, 18, args, lens);
+	redisReply *rep = rscript(r, "admit", 10, keys, 19, args, lens);
 	int rc = -1;
 	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 4) {
 		site_result(&limits_site, r, 0, "admission failed; job given back");
@@ -609,8 +609,8 @@ static void release_group(struct rconn *r, struct lease *l)
 	job_format_time(now_float(), now);
 	const char *keys[] = { l->key, g->rate, g->jobs, g->index };
 	const char *args[] = { l->member, g->group, n, rate_n, window, ttl, K_QUEUE, "default",
-	                       now };
-	redisReply *rep = rscript(r, "release_group_slot", 4, keys, 9, args, NULL);
+	                       now, K_PAUSED };
+	redisReply *rep = rscript(r, "release_group_slot", 4, keys, 10, args, NULL);
 	if (!rep)
 		log_warn("group slot %s of %s not released (it expires within process_ttl, and "
 		         "the poller brings the group's next job back then): %s", l->member, l->key,
@@ -707,8 +707,8 @@ void limits_group_sweep(struct rconn *r, struct log_site *site)
 		job_format_time(now_float(), now);
 		const char *keys[] = { index };
 		const char *args[] = { slots, rate, jobs, n, rate_n, window, ttl, K_QUEUE, "default",
-		                       SWEEP_GROUPS, SWEEP_JOBS_PER_GROUP, now };
-		redisReply *rep = rscript(r, "group_sweep", 1, keys, 12, args, NULL);
+		                       SWEEP_GROUPS, SWEEP_JOBS_PER_GROUP, now, K_PAUSED };
+		redisReply *rep = rscript(r, "group_sweep", 1, keys, 13, args, NULL);
 		site_result(site, r, rep != NULL, "the look at the groups' set-aside jobs failed");
 		if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
 		    reply_integer(rep->element[1], 0) > 0)

@@ -4,7 +4,7 @@
 -- as many as the group has room for, and say when the group is next to be looked at.
 --
 -- group_return(slots, starts, jobs, index, group, n, rate_n, window, ttl, now,
---              queue_prefix, default_queue, cap) -> jobs moved
+--              queue_prefix, default_queue, cap, paused) -> jobs moved
 --   slots   cogworker:group_slots:<class>:<group>: leases (member = holder) and
 --           reservations (member = "r <jid>") scored by expiry; expired ones are trimmed
 --   starts  cogworker:group_rate:<class>:<group>: starts in the sliding window ("" = none)
@@ -12,10 +12,11 @@
 --           when each was enqueued: the lowest comes back first
 --   index   cogworker:groups:<class>: group -> when to look at it again
 --   n, rate_n: the group's concurrency and rate (0 = none); cap: at most that many moved
+--   paused  cogworker:paused_queues ("" or nil: not looked at)
 --
 -- Order: trim slots and starts -> room = min(n - slots, rate_n - starts, cap, ZCARD jobs)
 --   -> per job: ZRANGE jobs 0 0 (the oldest), its queue (decoded, default_queue if none),
---   ZADD slots now + ttl "r <jid>" and ZADD starts now "<now> r <jid>" (the reservation,
+--   SISMEMBER paused queue (paused: stop, the next look in a second), ZADD slots now + ttl "r <jid>" and ZADD starts now "<now> r <jid>" (the reservation,
 --   counted before the move) -> RPUSH queue raw (the fetch end: it runs next) -> ZREM jobs
 --   raw -> the index: ZREM when no job is left, else ZADD the next look: now when the cap
 --   stopped us, when the window opens when the rate did, else the soonest lease expiry
@@ -23,8 +24,13 @@
 -- Why: the reservation holds the slot (and the start) for the job moved, so a job of the
 --   group pushed meanwhile can neither take its slot nor run ahead of it; ADMIT turns the
 --   reservation into a lease. Check, write, then remove: an error never loses the job.
+--   Nothing comes back to a paused queue: there it could not be fetched, its reservation
+--   would expire, and the next look would bring the group's next job back in front of it
+--   (RPUSH: the fetch end), one more per process_ttl until the line had moved to the
+--   queue, out of its order; left in the line it keeps its place, and the group is looked
+--   at again each second until its queue is resumed.
 local function group_return(slots, starts, jobs, index, group, n, rate_n, window, ttl, now,
-                            queue_prefix, default_queue, cap)
+                            queue_prefix, default_queue, cap, paused)
 	local function epoch(t) return string.format('%.6f', t) end
 	redis.call('ZREMRANGEBYSCORE', slots, '-inf', epoch(now))
 	local room = math.min(cap, redis.call('ZCARD', jobs))
@@ -53,7 +59,7 @@ local function group_return(slots, starts, jobs, index, group, n, rate_n, window
 			next_look, rate_full = t + window + 0.001, true
 		end
 	end
-	local moved = 0
+	local moved, held_back = 0, false
 	while moved < room do
 		local raw = redis.call('ZRANGE', jobs, 0, 0)[1]
 		if not raw then break end
@@ -62,6 +68,10 @@ local function group_return(slots, starts, jobs, index, group, n, rate_n, window
 		if ok and type(job) == 'table' then
 			if type(job.queue) == 'string' and job.queue ~= '' then queue = job.queue end
 			if type(job.jid) == 'string' then jid = job.jid end
+		end
+		if paused and paused ~= '' and redis.call('SISMEMBER', paused, queue) == 1 then
+			held_back = true
+			break
 		end
 		if jid ~= '' then
 			redis.call('ZADD', slots, epoch(now + ttl), 'r ' .. jid)
@@ -76,6 +86,8 @@ local function group_return(slots, starts, jobs, index, group, n, rate_n, window
 	end
 	if redis.call('ZCARD', jobs) == 0 then
 		redis.call('ZREM', index, group)
+	elseif held_back then
+		redis.call('ZADD', index, epoch(math.min(next_look, now + 1)), group)
 	elseif moved >= cap and not rate_full then
 		redis.call('ZADD', index, epoch(now), group)
 	else

@@ -251,6 +251,44 @@ class GroupsTest(JobTestCase):
         self.assertIn("    set aside for their group:\n"
                       '      Work: 4 job(s) set aside in 2 group(s): A 3, "B C" 1\n', top)
 
+    def test_gr8_pause_and_quiet_hold_a_job_brought_back(self):
+        """GR-8: a release brings nothing back to a paused queue: the group's jobs stay in
+        their line, in order, past process_ttl; a quiet process starts none; resumed, they
+        run once each, one at a time, in order, and nothing of the group is left."""
+        d = self.daemon(concurrency=2, handlers=[
+            {"class": "Work", "command": handler("span", 1.5), "group_by": "args[0]",
+             "group_concurrency": 1}], **FAST)
+        a = self.push_group("A", 3)
+        queue = b"cogworker:queue:default"
+        wait_for(lambda: self.r.zcard(GROUP_JOBS + "Work:A") == 2, timeout=10,
+                 message="A's second and third set aside")
+        self.ctl("queues", "pause", "default")
+        wait_for(lambda: ended(d, a[:1]), timeout=10, message="A's first ran")
+        # Its release brings nothing back to the paused queue (where a reservation would
+        # expire and the next look bring the third in front of the second): both stay in
+        # their line, in order, past process_ttl.
+        time.sleep(FAST["process_ttl"] + 1)
+        self.assertEqual(self.r.llen(queue), 0, "nothing brought back to a paused queue")
+        self.assertEqual([json.loads(x)["jid"] for x in
+                          self.r.zrange(GROUP_JOBS + "Work:A", 0, -1)], a[1:])
+        self.assertFalse(any(j in a[1:] for j, _, _ in runs_of(d)))
+        self.ctl("processes", "quiet", d.identity)
+        time.sleep(1)
+        self.ctl("queues", "resume", "default")
+        time.sleep(2)
+        self.assertEqual(self.r.zcard(GROUP_JOBS + "Work:A") + self.r.llen(queue), 2)
+        self.assertFalse(any(j in a[1:] for j, _, _ in runs_of(d)),
+                         "a quiet process starts nothing")
+        self.ctl("processes", "resume", d.identity)
+        wait_for(lambda: ended(d, a), timeout=20, message="A's three ran")
+        runs = runs_of(d)
+        self.assertEqual(sorted(j for j, _, _ in runs), sorted(a), "each once")
+        self.assertLessEqual(max_overlap([(s, e) for _, s, e in runs]), 1)
+        self.assertEqual([j for j, _, _ in sorted(runs, key=lambda r: r[1])], a, "in order")
+        wait_for(lambda: not self.r.exists(GROUP_JOBS + "Work:A", GROUPS + "Work"),
+                 timeout=5, message="the group's line and index gone")
+        self.assertEqual(self.r.get(FAILED), None)
+
 
 if __name__ == "__main__":
     import unittest

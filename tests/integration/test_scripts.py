@@ -1467,13 +1467,19 @@ class TestGroups(ScriptTestCase):
                 GSTARTS if rate else b"", GJOBS, GINDEX]
         args = [raw, "Dump", "{}", 0, "me:1:abc f1 " + jid, 60, 0, 0, jid, 1, self.now(),
                 "A", n, rate, window, "cogworker:queue:", "default",
-                place if place is not None else self.now()]
+                place if place is not None else self.now(), "cogworker:paused_queues"]
         return self.run_script("admit", keys, args)
 
     def release(self, holder, n=2):
         return self.run_script("release_group_slot", [GSLOTS, b"", GJOBS, GINDEX],
                                [holder, "A", n, 0, 0, 60, "cogworker:queue:", "default",
-                                self.now()])
+                                self.now(), "cogworker:paused_queues"])
+
+    def sweep(self, n=1):
+        return self.run_script("group_sweep", [GINDEX], [
+            "cogworker:group_slots:Dump:", "cogworker:group_rate:Dump:",
+            "cogworker:group_jobs:Dump:", n, 0, 0, 60, "cogworker:queue:", "default", 100,
+            100, self.now(), "cogworker:paused_queues"])
 
     def test_set_aside_in_order_then_back_one_per_release_with_a_reservation(self):
         raws = [job("j%d" % i) for i in range(5)]
@@ -1518,14 +1524,36 @@ class TestGroups(ScriptTestCase):
         # The holder died: its lease expires, and the group is due for a look.
         self.r.zadd(GSLOTS, {"me:1:abc f1 j0": 1})
         self.r.zadd(GINDEX, {"A": 1})
-        looked, moved = self.run_script("group_sweep", [GINDEX], [
-            "cogworker:group_slots:Dump:", "cogworker:group_rate:Dump:",
-            "cogworker:group_jobs:Dump:", 1, 0, 0, 60, "cogworker:queue:", "default", 100,
-            100, self.now()])
+        looked, moved = self.sweep()
         self.assertEqual((looked, moved), (1, 1))
         self.assertEqual(self.r.lrange(DEFAULT_Q, 0, -1), [raws[1]])
         self.assertEqual(self.r.zrange(GJOBS, 0, -1), [raws[2]])
         self.assertGreater(self.r.zscore(GINDEX, "A"), self.now(), "next look later")
+
+    def test_nothing_comes_back_to_a_paused_queue(self):
+        """A release or a sweep leaves a paused queue's jobs in their line, in order (on
+        the queue, unfetched, a reservation would expire and the next look bring the next
+        job in front of it); the group is looked at again within a second."""
+        raws = [job("j%d" % i) for i in range(3)]
+        self.r.rpush(SELF_LIST, *raws)
+        self.assertEqual(self.admit(raws[0], "j0", n=1)[0], 1)
+        for i in (1, 2):
+            self.assertEqual(self.admit(raws[i], "j%d" % i, n=1, place=10 + i)[2], b"group")
+        self.r.sadd(b"cogworker:paused_queues", "default")
+        self.assertEqual(self.release("me:1:abc f1 j0", n=1), [1, 0])
+        self.assertEqual(self.r.llen(DEFAULT_Q), 0)
+        self.assertEqual(self.r.zrange(GJOBS, 0, -1), [raws[1], raws[2]])
+        self.assertEqual(self.r.zcard(GSLOTS), 0, "no reservation taken")
+        sec, usec = self.r.time()
+        self.assertLessEqual(self.r.zscore(GINDEX, "A"), sec + usec / 1e6 + 1.01,
+                             "looked at again within a second")
+        self.r.zadd(GINDEX, {"A": 1})
+        self.assertEqual(self.sweep(), [1, 0])
+        self.assertEqual(self.r.zcard(GJOBS), 2)
+        self.r.srem(b"cogworker:paused_queues", "default")
+        self.r.zadd(GINDEX, {"A": 1})
+        self.assertEqual(self.sweep(), [1, 1])
+        self.assertEqual(self.r.lrange(DEFAULT_Q, 0, -1), [raws[1]], "the oldest, resumed")
 
     def test_group_rate_sets_aside_and_the_twin_goes_to_the_schedule(self):
         raws = [job("j%d" % i) for i in range(3)]
