@@ -231,7 +231,7 @@ void usage_proc_close(struct usage_proc *p)
 	p->opened = 0;
 }
 
-void usage_proc_begin(struct usage_proc *p, struct usage_mark *m)
+void usage_proc_begin(struct usage_proc *p, struct usage_mark *m, int cpu)
 {
 	proc_open(p);
 	/* "5": reset the peak resident set size to the current one (proc(5)). Best effort:
@@ -239,18 +239,24 @@ void usage_proc_begin(struct usage_proc *p, struct usage_mark *m)
 	if (p->refs_fd >= 0 && pwrite(p->refs_fd, "5", 1, 0) < 0) {
 		/* as said */
 	}
-	m->ok = proc_cpu(p->stat_fd, &m->user_s, &m->sys_s) == 0;
+	m->ok = !cpu || proc_cpu(p->stat_fd, &m->user_s, &m->sys_s) == 0;
+	m->cpu = cpu;
 }
 
-void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run_usage *u)
+void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run_usage *u,
+                    int cpu)
 {
 	double user, sys;
 	usage_none(u);
-	if (!m->ok || proc_cpu(p->stat_fd, &user, &sys) != 0)
+	if (!m->ok)
 		return;
-	u->measured = 1;
-	u->user_s = user > m->user_s ? user - m->user_s : 0;
-	u->sys_s = sys > m->sys_s ? sys - m->sys_s : 0;
+	if (cpu && m->cpu) {
+		if (proc_cpu(p->stat_fd, &user, &sys) != 0)
+			return;
+		u->measured = 1;
+		u->user_s = user > m->user_s ? user - m->user_s : 0;
+		u->sys_s = sys > m->sys_s ? sys - m->sys_s : 0;
+	}
 	u->maxrss_bytes = proc_hwm(p->status_fd);
 }
 

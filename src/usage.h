@@ -79,6 +79,7 @@ void usage_json(const struct run_usage *u, struct sbuf *b);
  */
 struct usage_mark {
 	int ok;                     /* 0: /proc/<pid>/stat could not be read */
+	int cpu;                    /* the CPU was noted (usage_proc_begin's cpu) */
 	double user_s, sys_s;       /* utime + cutime, stime + cstime at the mark */
 };
 /* The process's /proc files, opened at its first mark and kept for its life (a job paid
@@ -90,8 +91,11 @@ struct usage_proc {
 };
 void usage_proc_init(struct usage_proc *p, pid_t pid);
 void usage_proc_close(struct usage_proc *p);
-void usage_proc_begin(struct usage_proc *p, struct usage_mark *m);
-void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run_usage *u);
+/* cpu 0: the peak only (a cgroup's cpu.stat gives the CPU, escaped processes included:
+ * two reads of /proc/<pid>/stat per job would be thrown away). */
+void usage_proc_begin(struct usage_proc *p, struct usage_mark *m, int cpu);
+void usage_proc_end(struct usage_proc *p, const struct usage_mark *m, struct run_usage *u,
+                    int cpu);
 
 /*
  * A run's own cgroup (jobcg.h), reused from run to run: usage_cg_begin notes its counters

@@ -409,7 +409,7 @@ struct job_cost {
 
 static void cost_begin(struct warm_proc *w, struct job_cost *c)
 {
-	usage_proc_begin(&w->proc, &c->proc);
+	usage_proc_begin(&w->proc, &c->proc, w->cg == NULL);
 	if (w->cg)
 		usage_cg_begin(jobcg_dir_fd(w->cg), jobcg_cpu_stat_fd(w->cg), &c->cg);
 }
@@ -419,7 +419,7 @@ static void cost_end(struct warm_proc *w, struct job_cost *c, struct run_usage *
 {
 	usage_none(u);
 	if (!w->exited)
-		usage_proc_end(&w->proc, &c->proc, u);
+		usage_proc_end(&w->proc, &c->proc, u, w->cg == NULL);
 	if (w->cg)
 		usage_cg_end(jobcg_dir_fd(w->cg), jobcg_cpu_stat_fd(w->cg), &c->cg, u);
 }

@@ -112,24 +112,29 @@ START_TEST(test_process_marks)
 	struct run_usage u;
 	struct usage_proc pf;
 	usage_proc_init(&pf, getpid());
-	usage_proc_begin(&pf, &m);
+	usage_proc_begin(&pf, &m, 1);
 	ck_assert_int_eq(m.ok, 1);
 	spin(0.2);
-	usage_proc_end(&pf, &m, &u);
+	usage_proc_end(&pf, &m, &u, 1);
 	ck_assert_int_eq(u.measured, 1);
 	ck_assert_msg(usage_cpu(&u) >= 0.15 && usage_cpu(&u) < 5, "cpu %f", usage_cpu(&u));
 	ck_assert_msg(u.maxrss_bytes > 0 && u.maxrss_bytes < (48LL << 20),
 	              "peak %lld after the reset", u.maxrss_bytes);
 	/* a process that is gone: no figures */
 	m.ok = 0;
-	usage_proc_end(&pf, &m, &u);
+	usage_proc_end(&pf, &m, &u, 1);
 	ck_assert_int_eq(u.measured, 0);
 	/* the files are kept open from mark to mark: a second stretch reads through them */
-	usage_proc_begin(&pf, &m);
+	usage_proc_begin(&pf, &m, 1);
 	spin(0.1);
-	usage_proc_end(&pf, &m, &u);
+	usage_proc_end(&pf, &m, &u, 1);
 	ck_assert_int_eq(u.measured, 1);
 	ck_assert_msg(usage_cpu(&u) >= 0.05 && usage_cpu(&u) < 5, "cpu %f", usage_cpu(&u));
+	/* the peak alone (a cgroup gives the CPU): no CPU figure, the peak still read */
+	usage_proc_begin(&pf, &m, 0);
+	usage_proc_end(&pf, &m, &u, 0);
+	ck_assert_int_eq(u.measured, 0);
+	ck_assert_msg(u.maxrss_bytes > 0, "peak %lld", u.maxrss_bytes);
 	usage_proc_close(&pf);
 	ck_assert_int_eq(pf.stat_fd, -1);
 }
