@@ -732,9 +732,11 @@ async function drawJob(jid) {
 		r.status === 404 && !p.get("set") ? " (each set is searched as far as its first 10 000 entries: open the job from its list to find it further)" : ""));
 	const d = r.data;
 	const kids = [head];
+	// One line says where it is not: how it ended (from history), or nowhere; a job set
+	// aside for its group is somewhere (its group's line), said by the group's line below.
 	if (d.ended) kids.push(el("p", { class: "muted", id: "ended" }, endedText(d.ended)));
+	else if (!d.locations.length && !d.waits_for && !(d.group && d.group.set_aside)) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
 	if (d.group) kids.push(el("p", { id: "group" }, groupText(d.group)));
-	else if (!d.locations.length && !d.waits_for) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
 	// A running job is also on its process's in-progress list: one panel says it.
 	const runningOn = new Set(d.locations.filter((l) => l.set === "running").map((l) => l.process));
 	d.locations.filter((l) => !(l.set === "inprogress" && runningOn.has(l.process)))
