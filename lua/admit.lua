@@ -43,7 +43,8 @@
 --      waiting. (waiting: pcall ZCOUNT waiters of a later next try, the jobs ahead.)
 --   4. admitted: ZADD slots clock + ttl holder; ZADD starts clock "<clock> <holder>",
 --      PEXPIRE starts W; pcall ZREM waiters jid; group: ZREM gslots "r <jid>", ZADD gslots
---      clock + ttl holder (with a group N), ZADD gstarts (unless returning: counted then).
+--      clock + ttl holder (with a group N), ZADD gstarts (unless returning: counted then),
+--      group_slots_keep (the slots key's TTL, lua/lib/group_slots_keep.lua).
 --   G'. set aside: LPOS inprogress raw -> none: -1; ZADD NX gjobs place raw (a twin already
 --      there: ZADD schedule clock + delay raw); LREM inprogress 1 raw;
 --      group_return (lua/lib/group_return.lua): the oldest the group has room for come
@@ -70,6 +71,7 @@
 -- limits for the same class (a logged warning) and lets cogworkerctl list the limits.
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- we read TIME
 
+--@include group_slots_keep
 --@include group_return
 
 local slots, starts, waiters, limits, inprogress, schedule =
@@ -183,6 +185,7 @@ if not why then
 			redis.call('ZADD', gstarts, epoch(now), epoch(now) .. ' ' .. holder)
 			redis.call('PEXPIRE', gstarts, math.ceil(group_window * 1000) + 1000)
 		end
+		group_slots_keep(gslots, ttl)
 	end
 	return {1, expiry, '', previous}
 end

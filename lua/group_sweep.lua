@@ -27,6 +27,7 @@
 --   conf) is looked at with no limits: its jobs all come back (ARGV[4], [5] = 0).
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- we read TIME
 
+--@include group_slots_keep
 --@include group_return
 
 local index = KEYS[1]

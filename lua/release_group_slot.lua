@@ -14,12 +14,14 @@
 --   expired (or never existed); moved, the set-aside jobs brought back (0 or 1).
 --
 -- Order: ZREM slots holder -> clock = TIME (else ARGV[9]) -> group_return(..., cap 1)
---   (trim, room, reserve, RPUSH to the queue, ZREM, the index).
+--   (trim, room, reserve, RPUSH to the queue, ZREM, the index, the slots key's TTL); no
+--   line: the trim and group_slots_keep (the key's TTL past its latest member).
 -- Why: the freed slot goes to the job that waited longest for it, in the same step that
 --   frees it, so a job pushed meanwhile can't take it and nothing in a process's memory
 --   has to survive for the line to move. One job per release: a release frees one slot.
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- we read TIME
 
+--@include group_slots_keep
 --@include group_return
 
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
@@ -33,5 +35,6 @@ if redis.call('EXISTS', KEYS[3]) == 1 then -- jobs set aside
 	                     ARGV[7], ARGV[8], 1, ARGV[10])
 else
 	redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.6f', now))
+	group_slots_keep(KEYS[1], tonumber(ARGV[6]))
 end
 return {removed, moved}

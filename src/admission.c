@@ -40,7 +40,8 @@
  * oldest set-aside job to the front of its queue with the slot reserved for it; the
  * poller's sweep (limits_group_sweep) does it for slots that expired and windows that
  * opened. Group leases are leases like the fleet's: in the same list, refreshed by the
- * same beat.
+ * same beat, through REFRESH_GROUP_LEASE (doc/protocol.md §6.38), which moves their key's
+ * TTL on with them: a group's slots key expires by itself once all its leases have.
  *
  * State: per handler class (the handler block's class, so a "*" handler counts every class
  * it serves together) the running count and the waiting jobs, and the list of leases this
@@ -732,22 +733,32 @@ void limits_refresh_leases(struct rconn *r, double process_ttl, int retake)
 		n++;
 	char **keys = xcalloc((size_t)n + 1, sizeof *keys);
 	char **members = xcalloc((size_t)n + 1, sizeof *members);
+	int *grouped = xcalloc((size_t)n + 1, sizeof *grouped);
 	n = 0;
 	for (struct lease *l = leases; l; l = l->next, n++) {
 		keys[n] = xstrdup(l->key);
 		members[n] = xstrdup(l->member);
+		grouped[n] = l->g != NULL;
 	}
 	pthread_mutex_unlock(&mu);
 	double t = n > 0 ? redis_time(r) : -1;
 	if (t >= 0) {
-		char score[32];
+		char score[32], ttl[32];
 		job_format_time(t + process_ttl, score);
+		snprintf(ttl, sizeof ttl, "%.6f", process_ttl);
 		struct rpipe p;
 		rpipe_begin(r, &p);
 		/* XX: a lease released meanwhile is not brought back. After a failed beat the
 		 * lease may have expired and been trimmed: then it is taken again, as the job it
-		 * counts is still running (doc/protocol.md §7.30). */
+		 * counts is still running (doc/protocol.md §7.30). A group lease's key has a TTL
+		 * (§2), moved on with the lease by REFRESH_GROUP_LEASE in the same step. */
 		for (int i = 0; i < n; i++) {
+			if (grouped[i]) {
+				const char *k[] = { keys[i] };
+				const char *a[] = { score, members[i], retake ? "1" : "0", ttl };
+				rpipe_add_script(r, &p, "refresh_group_lease", 1, k, 4, a, NULL);
+				continue;
+			}
 			const char *argv[] = { "ZADD", keys[i], "XX", score, members[i] };
 			if (retake) {
 				argv[2] = score;        /* no XX: ZADD key score member */
@@ -756,12 +767,33 @@ void limits_refresh_leases(struct rconn *r, double process_ttl, int retake)
 			rpipe_add_argv(r, &p, retake ? 4 : 5, argv, NULL);
 		}
 		redisReply **rep = xcalloc((size_t)n, sizeof *rep);
-		if (rpipe_exec(r, &p, rep) > 0)
+		int failed = 0;
+		/* One reply at a time, so a NOSCRIPT (a fresh server) is told apart from a lost
+		 * connection; every reply is read before the EVALs go out (see outkeep.c). */
+		int *noscript = xcalloc((size_t)n + 1, sizeof *noscript);
+		for (int i = 0; i < n; i++) {
+			if (rpipe_read(r, &p, 1, &rep[i]) == 0)
+				continue;
+			if (grouped[i] && !r->unavailable && strncmp(r->err, "NOSCRIPT", 8) == 0)
+				noscript[i] = 1;
+			else
+				failed = 1;
+		}
+		for (int i = 0; i < n && !failed; i++) {
+			if (!noscript[i])
+				continue;
+			const char *k[] = { keys[i] };
+			const char *a[] = { score, members[i], retake ? "1" : "0", ttl };
+			if (!(rep[i] = rscript(r, "refresh_group_lease", 1, k, 4, a, NULL)))
+				failed = 1;
+		}
+		if (failed)
 			log_error("fleet slots not refreshed: %s", r->err);
 		for (int i = 0; i < n; i++)
 			if (rep[i])
 				freeReplyObject(rep[i]);
 		free(rep);
+		free(noscript);
 	}
 	for (int i = 0; i < n; i++) {
 		free(keys[i]);
@@ -769,6 +801,7 @@ void limits_refresh_leases(struct rconn *r, double process_ttl, int retake)
 	}
 	free(keys);
 	free(members);
+	free(grouped);
 }
 
 void limits_metrics(struct sbuf *b)

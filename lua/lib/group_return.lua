@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- group_return(...): shared fragment (doc/protocol.md §6.34) of RELEASE_GROUP_SLOT and
--- GROUP_SWEEP: bring a group's oldest set-aside jobs back to the fetch end of their queues,
+-- group_return(...): shared fragment (doc/protocol.md §6.34) of ADMIT, RELEASE_GROUP_SLOT
+-- and GROUP_SWEEP (each includes group_slots_keep before it): bring a group's oldest set-aside jobs back to the fetch end of their queues,
 -- as many as the group has room for, and say when the group is next to be looked at.
 --
 -- group_return(slots, starts, jobs, index, group, n, rate_n, window, ttl, now,
@@ -20,7 +20,8 @@
 --   counted before the move) -> RPUSH queue raw (the fetch end: it runs next) -> ZREM jobs
 --   raw -> the index: ZREM when no job is left, else ZADD the next look: now when the cap
 --   stopped us, when the window opens when the rate did, else the soonest lease expiry
---   (a dead holder's slot frees itself then), at the latest now + ttl.
+--   (a dead holder's slot frees itself then), at the latest now + ttl -> group_slots_keep
+--   (the slots key's TTL: past its latest member's expiry).
 -- Why: the reservation holds the slot (and the start) for the job moved, so a job of the
 --   group pushed meanwhile can neither take its slot nor run ahead of it; ADMIT turns the
 --   reservation into a lease. Check, write, then remove: an error never loses the job.
@@ -84,6 +85,7 @@ local function group_return(slots, starts, jobs, index, group, n, rate_n, window
 		redis.call('ZREM', jobs, raw)
 		moved = moved + 1
 	end
+	group_slots_keep(slots, ttl)
 	if redis.call('ZCARD', jobs) == 0 then
 		redis.call('ZREM', index, group)
 	elseif held_back then

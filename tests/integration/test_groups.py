@@ -289,6 +289,31 @@ class GroupsTest(JobTestCase):
                  timeout=5, message="the group's line and index gone")
         self.assertEqual(self.r.get(FAILED), None)
 
+    def test_gr10_a_group_slot_key_lives_with_its_lease_and_goes_after_it(self):
+        """GR-10: a group's slots key expires 2 x process_ttl past its latest lease: a job
+        running past that still holds its slot (the beat moves the key's TTL on with the
+        lease); its daemon killed, the key goes by itself, with no job of the group left
+        to release or look at it."""
+        d = self.daemon(concurrency=1, handlers=[
+            {"class": "Work", "command": handler("span", 30), "group_by": "args[0]",
+             "group_concurrency": 1}], **FAST)
+        self.push_group("A", 1)
+        slots = "cogworker:group_slots:Work:A"
+        wait_for(lambda: self.r.zcard(slots) == 1, timeout=10, message="A's lease")
+        ttl = FAST["process_ttl"]
+        time.sleep(3 * ttl + 1)     # past the TTL the key had when ADMIT took the lease
+        sec, usec = self.r.time()
+        (member, expiry), = self.r.zrange(slots, 0, -1, withscores=True)
+        self.assertGreater(expiry, sec + usec / 1e6, "the lease is live, renewed by beats")
+        self.assertGreater(self.r.pttl(slots), 2 * ttl * 1000, "the key outlives it")
+        self.assertLessEqual(self.r.pttl(slots), 3 * ttl * 1000 + 50)
+        d.kill()
+        killed = time.time()
+        wait_for(lambda: not self.r.exists(slots), timeout=3 * ttl + 2,
+                 message="the abandoned slots key gone by its TTL")
+        print("\nGR-10 the slots key of a killed holder went %.1fs after the kill "
+              "(process_ttl %gs)" % (time.time() - killed, ttl))
+
 
 if __name__ == "__main__":
     import unittest
