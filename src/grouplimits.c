@@ -12,6 +12,14 @@
  * pipelined round trip: its line's length, its live slots (score = expiry on Redis's
  * clock: a dead holder's expired lease is not counted even before a script trims it),
  * its starts in the window.
+ *
+ * Bounded: at most GROUPS_READ_MAX groups per class per read, the first of the index by its
+ * order (the next look soonest: ZRANGE 0 N-1, cheap whatever the index holds), because
+ * each group costs three commands and the readers read often (each scrape, top each
+ * second): 100 000 tenants waiting at once were 300 000 commands per read. Most waiting
+ * first would need every line's ZCARD, the cost being bounded. What is cut is said, not
+ * hidden: ZCARD of the index gives the exact number of groups waiting, and each row carries
+ * how many of its class were not read.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,11 +86,17 @@ struct rows {
 	int n, cap;
 };
 
+/* Is group g among the rows from `from` on (its class's)? */
+static int has_row(const struct rows *rs, int from, const char *g, size_t len)
+{
+	for (int i = from; i < rs->n; i++)
+		if (strlen(rs->v[i].group) == len && memcmp(rs->v[i].group, g, len) == 0)
+			return 1;
+	return 0;
+}
+
 static void add_row(struct rows *rs, const struct grouped_class *c, const char *g, size_t len)
 {
-	for (int i = rs->n - 1; i >= 0 && strcmp(rs->v[i].cls, c->cls) == 0; i--)
-		if (strlen(rs->v[i].group) == len && memcmp(rs->v[i].group, g, len) == 0)
-			return;                 /* found twice: waiting and by the SCAN */
 	if (rs->n == rs->cap) {
 		rs->cap = rs->cap ? rs->cap * 2 : 16;
 		rs->v = xrealloc(rs->v, (size_t)rs->cap * sizeof *rs->v);
@@ -96,8 +110,11 @@ static void add_row(struct rows *rs, const struct grouped_class *c, const char *
 	row->window = c->window;
 }
 
-/* Groups with slots held, found by their slot keys: -1 only when the connection is lost. */
-static int scan_running(struct rconn *r, const struct grouped_class *c, struct rows *rs)
+/* Groups with slots held, found by their slot keys, added to the class's rows (from `from`
+ * on) while they are fewer than GROUPS_READ_MAX; *cut when one more was found. -1 only when
+ * the connection is lost. */
+static int scan_running(struct rconn *r, const struct grouped_class *c, struct rows *rs,
+                        int from, int *cut)
 {
 	char *esc = redis_glob_escape(c->cls);
 	char *prefix = xasprintf(K_GROUP_SLOTS "%s:", c->cls);
@@ -112,11 +129,17 @@ static int scan_running(struct rconn *r, const struct grouped_class *c, struct r
 		}
 		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
 			const redisReply *keys = rep->element[1];
-			for (size_t i = 0; i < keys->elements; i++)
-				if (keys->element[i]->len >= plen)
-					add_row(rs, c, keys->element[i]->str + plen,
-					        keys->element[i]->len - plen);
-			snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+			for (size_t i = 0; i < keys->elements && !*cut; i++) {
+				const char *g = keys->element[i]->str + plen;
+				size_t len = keys->element[i]->len - plen;
+				if (keys->element[i]->len < plen || has_row(rs, from, g, len))
+					continue;       /* found twice: waiting and by the SCAN */
+				if (rs->n - from >= GROUPS_READ_MAX)
+					*cut = 1;
+				else
+					add_row(rs, c, g, len);
+			}
+			snprintf(cursor, sizeof cursor, "%s", *cut ? "0" : rep->element[0]->str);
 		} else {
 			snprintf(cursor, sizeof cursor, "0");
 		}
@@ -169,6 +192,29 @@ static int count_rows(struct rconn *r, struct rows *rs, double now)
 	return failures ? -1 : 0;
 }
 
+/* The class's groups with jobs set aside: the first GROUPS_READ_MAX of its index as rows,
+ * and *groups, the index's ZCARD, in one round trip. */
+static int read_index(struct rconn *r, const struct grouped_class *c, struct rows *rs,
+                      long long *groups)
+{
+	struct rpipe p;
+	redisReply *rep[2];
+	rpipe_begin(r, &p);
+	rpipe_add(r, &p, "ZCARD %s%s", K_GROUPS, c->cls);
+	rpipe_add(r, &p, "ZRANGE %s%s 0 %d", K_GROUPS, c->cls, GROUPS_READ_MAX - 1);
+	int failures = rpipe_exec(r, &p, rep);
+	if (!failures) {
+		*groups = reply_integer(rep[0], 0);
+		const redisReply *g = rep[1];
+		for (size_t k = 0; g->type == REDIS_REPLY_ARRAY && k < g->elements; k++)
+			add_row(rs, c, g->element[k]->str, g->element[k]->len);
+	}
+	for (int i = 0; i < 2; i++)
+		if (rep[i])
+			freeReplyObject(rep[i]);
+	return failures ? -1 : 0;
+}
+
 int group_limits_read(struct rconn *r, const char *only, int with_running,
                       struct group_row **out, int *n, const char **what)
 {
@@ -185,18 +231,25 @@ int group_limits_read(struct rconn *r, const char *only, int with_running,
 	struct rows rs = { 0 };
 	int rc = 0;
 	for (int i = 0; i < nc && rc == 0; i++) {
-		redisReply *g = rcmd(r, "ZRANGE %s%s 0 -1", K_GROUPS, c[i].cls);
-		if (!g) {
+		int from = rs.n, cut = 0;
+		long long groups = 0, read = 0;
+		if (read_index(r, &c[i], &rs, &groups) != 0) {
 			*what = K_GROUPS;
 			rc = -1;
 			break;
 		}
-		for (size_t k = 0; g->type == REDIS_REPLY_ARRAY && k < g->elements; k++)
-			add_row(&rs, &c[i], g->element[k]->str, g->element[k]->len);
-		freeReplyObject(g);
-		if (with_running && scan_running(r, &c[i], &rs) != 0) {
+		read = rs.n - from;
+		/* Cut already: the SCAN's groups would all be past the bound. */
+		if (with_running && groups > read)
+			cut = 1;
+		else if (with_running && scan_running(r, &c[i], &rs, from, &cut) != 0) {
 			*what = "SCAN";
 			rc = -1;
+		}
+		for (int k = from; k < rs.n; k++) {
+			rs.v[k].class_groups = groups;
+			rs.v[k].class_not_read = groups > read ? groups - read : 0;
+			rs.v[k].running_cut = cut;
 		}
 	}
 	if (rc == 0 && rs.n && count_rows(r, &rs, now) != 0) {
@@ -302,7 +355,10 @@ int group_limits_waiting_line(const struct group_row *g, int n, int *i, int top,
 		*i = k;
 		if (!jobs)
 			continue;
-		sb_printf(out, "%s: %lld job(s) set aside in %lld group(s):", g[from].cls, jobs, groups);
+		sb_printf(out, "%s: %lld job(s) set aside in %lld group(s)", g[from].cls, jobs, groups);
+		if (g[from].class_not_read)
+			sb_printf(out, " read, %lld more group(s) not read", g[from].class_not_read);
+		sb_addc(out, ':');
 		/* Most waiting first within the class (group_limits_read's order). */
 		int shown = 0;
 		for (int x = from; x < k && g[x].waiting > 0 && shown < top; x++, shown++) {
@@ -326,19 +382,22 @@ static void class_label(struct sbuf *b, const char *name, const char *cls)
 
 void group_limits_render(const struct group_row *g, int n, int top, struct sbuf *b)
 {
+	/* The groups waiting are exact (the groups read that wait, and those not read: each is
+	 * in the index for its line); the jobs are those of the groups read. */
 	static const char *const names[] = { "cogworkerd_groups_waiting",
-	                                     "cogworkerd_group_jobs_waiting" };
-	for (int which = 0; which < 2; which++) {
+	                                     "cogworkerd_group_jobs_waiting",
+	                                     "cogworkerd_groups_not_read" };
+	for (int which = 0; which < 3; which++) {
 		sb_printf(b, "# TYPE %s gauge\n", names[which]);
 		for (int i = 0; i < n;) {
-			long long groups = 0, jobs = 0;
+			long long count[3] = { g[i].class_not_read, 0, g[i].class_not_read };
 			int k = i;
 			for (; k < n && strcmp(g[k].cls, g[i].cls) == 0; k++) {
-				groups += g[k].waiting > 0;
-				jobs += g[k].waiting;
+				count[0] += g[k].waiting > 0;
+				count[1] += g[k].waiting;
 			}
 			class_label(b, names[which], g[i].cls);
-			sb_printf(b, "} %lld\n", which ? jobs : groups);
+			sb_printf(b, "} %lld\n", count[which]);
 			i = k;
 		}
 	}

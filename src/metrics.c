@@ -205,7 +205,11 @@ static const char *const metric_help[][2] = {
 	{ "cogworkerd_fleet_concurrency", "A handler class's fleet_concurrency, fleet-wide." },
 	{ "cogworkerd_fleet_slots_held", "Fleet slots of a handler class leased now, fleet-wide." },
 	{ "cogworkerd_groups_waiting", "Groups of a handler class with jobs set aside (fair share)." },
-	{ "cogworkerd_group_jobs_waiting", "Jobs of a handler class set aside for their group." },
+	{ "cogworkerd_group_jobs_waiting", "Jobs of a handler class set aside for their group, in "
+	  "the groups read (at most 1000 per class; cogworkerd_groups_not_read: the rest)." },
+	{ "cogworkerd_groups_not_read", "Groups of a handler class with jobs set aside that a "
+	  "scrape did not read (beyond 1000 per class): cogworkerd_group_jobs_waiting leaves out "
+	  "their jobs." },
 	{ "cogworkerd_group_waiting", "Jobs set aside in one group's line: the 10 groups of each "
 	  "class with the most." },
 	{ "cogworkerd_limit_waiters",

@@ -357,7 +357,9 @@ async function drawQueues() {
 
 // The jobs set aside for their fair-share group (/api/groups, as cogworkerctl groups lists
 // them, most waiting first per class): the GROUPS_SHOWN most waiting groups of each class,
-// so a tenant per group can't make the page endless.
+// so a tenant per group can't make the page endless. A read counts at most cut.read_max
+// groups of a class (doc/protocol.md §7.35): a class's rows then carry "cut", and the page
+// says how many groups were not read (their jobs are not in the total).
 const GROUPS_SHOWN = 10;
 function groupsPanel(list) {
 	const waiting = list.filter((x) => x.waiting > 0);
@@ -371,13 +373,16 @@ function groupsPanel(list) {
 		"Jobs of a handler with group limits whose group has no room: they left their queue for their group's line and come back, oldest first, as the group frees a slot.")];
 	for (const [cls, rows] of byClass) {
 		const jobs = rows.reduce((n, x) => n + x.waiting, 0);
-		kids.push(el("h3", { "data-class": cls }, cls + " — " + fmtNum(jobs) + " job(s) in " + fmtNum(rows.length) + " group(s)"));
+		const cut = rows[0].cut, notRead = cut ? cut.not_read : 0;
+		kids.push(el("h3", { "data-class": cls }, cls + " — " + fmtNum(jobs) + " job(s) in " + fmtNum(rows.length) + " group(s)" +
+			(notRead ? " read, " + fmtNum(notRead) + " more group(s) not read" : "")));
 		kids.push(el("div", { "data-groups": cls }, table(["Group", "Waiting", "Running", "Limit", "Rate", "In window"], rows.slice(0, GROUPS_SHOWN).map((x) =>
 			el("tr", { "data-group": x.group },
 				el("td", { class: "code" }, x.group === "" ? "\"\"" : x.group), el("td", { class: "num" }, fmtNum(x.waiting)),
 				el("td", { class: "num" }, fmtNum(x.running)), el("td", { class: "num" }, x.group_concurrency === null ? "-" : String(x.group_concurrency)),
 				el("td", {}, x.group_rate_limit || "-"), el("td", { class: "num" }, x.window_starts === null ? "-" : fmtNum(x.window_starts)))), [1, 2, 3, 5])));
-		if (rows.length > GROUPS_SHOWN) kids.push(el("p", { class: "muted" }, "and " + fmtNum(rows.length - GROUPS_SHOWN) + " more group(s): cogworkerctl groups --handler " + cls + " lists them all."));
+		if (notRead) kids.push(el("p", { class: "muted" }, "and " + fmtNum(rows.length + notRead - Math.min(rows.length, GROUPS_SHOWN)) + " more group(s), " + fmtNum(notRead) + " of them not read: a read counts at most " + fmtNum(cut.read_max) + " groups per class."));
+		else if (rows.length > GROUPS_SHOWN) kids.push(el("p", { class: "muted" }, "and " + fmtNum(rows.length - GROUPS_SHOWN) + " more group(s): cogworkerctl groups --handler " + cls + " lists them all."));
 	}
 	return el("section", { id: "groups" }, kids);
 }

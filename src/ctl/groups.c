@@ -5,6 +5,9 @@
  * whose slot waits for it counted), its jobs set aside, its limits and, with a rate, its
  * starts in the window. Read by src/grouplimits.c, the code /metrics, queues, top and the
  * dashboard use too. A class shows up once a job of it has started under group limits.
+ * At most GROUPS_READ_MAX groups of a class are read (grouplimits.h): the rows of a class
+ * cut so say it, in --json with "cut" (present only then: {groups_waiting, not_read,
+ * running_not_read, read_max}), in the table with a line after it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +35,16 @@ static void json_out(const struct group_row *g, int n)
 			char rate[64];
 			snprintf(rate, sizeof rate, "%d/%gs", g[i].rate_n, g[i].window);
 			jstr(&b, rate);
-			sb_printf(&b, ",\"window_starts\":%lld}", g[i].window_starts);
+			sb_printf(&b, ",\"window_starts\":%lld", g[i].window_starts);
 		} else {
-			sb_adds(&b, "null,\"window_starts\":null}");
+			sb_adds(&b, "null,\"window_starts\":null");
 		}
+		if (g[i].class_not_read || g[i].running_cut)
+			sb_printf(&b, ",\"cut\":{\"groups_waiting\":%lld,\"not_read\":%lld,"
+			          "\"running_not_read\":%s,\"read_max\":%d}", g[i].class_groups,
+			          g[i].class_not_read, g[i].running_cut ? "true" : "false",
+			          GROUPS_READ_MAX);
+		sb_addc(&b, '}');
 	}
 	sb_addc(&b, ']');
 	jprint(&b);
@@ -63,6 +72,18 @@ static void table_out(const struct group_row *g, int n)
 	}
 	table_print(&t);
 	table_free(&t);
+	/* What the bound left out, per class (grouplimits.h). */
+	for (int i = 0; i < n; i++) {
+		if (i > 0 && strcmp(g[i].cls, g[i - 1].cls) == 0)
+			continue;
+		if (g[i].class_not_read)
+			printf("%s: … and %lld more groups not read (%lld with jobs set aside; a read "
+			       "counts at most %d groups per class)\n", g[i].cls, g[i].class_not_read,
+			       g[i].class_groups, GROUPS_READ_MAX);
+		else if (g[i].running_cut)
+			printf("%s: … and more groups holding slots not read (a read counts at most "
+			       "%d groups per class)\n", g[i].cls, GROUPS_READ_MAX);
+	}
 }
 
 int ctl_groups(struct ctl *c, const char *cls, int with_running)

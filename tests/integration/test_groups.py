@@ -289,6 +289,95 @@ class GroupsTest(JobTestCase):
                  timeout=5, message="the group's line and index gone")
         self.assertEqual(self.r.get(FAILED), None)
 
+    def calls(self):
+        """Commands Redis ran since CONFIG RESETSTAT, less INFO and CONFIG themselves."""
+        return {k[8:]: v["calls"] for k, v in self.r.info("commandstats").items()
+                if not k.startswith(("cmdstat_info", "cmdstat_config"))}
+
+    def test_gr9_readers_read_at_most_1000_groups_and_say_so(self):
+        """GR-9: 3 000 groups with a job set aside each: groups --json, the table, queues
+        and /metrics answer at once with a bounded number of commands (the first 1 000
+        groups of the index, by its order), the exact number of groups, and the cut
+        said."""
+        n, bound = 3000, 1000
+        now = time.time()
+        self.r.hset(b"cogworker:limits", "Work", json.dumps(
+            {"group_by": "args[0]", "group_concurrency": 1}))
+        p = self.r.pipeline(transaction=False)
+        for i in range(n):
+            g = "g%04d" % i
+            p.zadd(GROUP_JOBS + "Work:" + g, {job("Work", [g]): now})
+            # Next looks an hour away (no sweep moves them), the last groups soonest.
+            p.zadd(GROUPS + "Work", {g: now + 3600 + n - i})
+        p.execute()
+        self.r.sadd(b"cogworker:queues", "default")
+        read = ["g%04d" % i for i in range(n - bound, n)]
+        cut = {"groups_waiting": n, "not_read": n - bound, "running_not_read": True,
+               "read_max": bound}
+
+        self.r.config_resetstat()
+        t = time.time()
+        doc = json.loads(self.ctl("groups", "--json"))
+        took = time.time() - t
+        calls = self.calls()
+        self.assertEqual([x["group"] for x in doc], read, "the index's first 1 000")
+        self.assertEqual({json.dumps(x["cut"], sort_keys=True) for x in doc},
+                         {json.dumps(cut, sort_keys=True)})
+        self.assertEqual(doc[0]["waiting"], 1)
+        self.assertLessEqual(calls.get("zcard", 0) + calls.get("zcount", 0), 3 * bound + 1)
+        ctl_calls = sum(calls.values())
+        self.assertLess(ctl_calls, 3 * bound + 20, calls)
+        self.assertLess(took, 2.0)
+        table = self.ctl("groups").splitlines()
+        self.assertEqual(len(table), 1 + bound + 1)
+        self.assertEqual(table[-1], "Work: … and 2000 more groups not read (3000 with jobs set "
+                         "aside; a read counts at most 1000 groups per class)")
+        queues = self.ctl("queues").splitlines()
+        i = queues.index("set aside for their group (cogworkerctl groups):")
+        self.assertEqual(queues[i + 1], "  Work: 1000 job(s) set aside in 1000 group(s) read, "
+                         "2000 more group(s) not read: g2000 1, g2001 1, g2002 1, g2003 1, "
+                         "g2004 1 (and 995 more)")
+        # Groups whose jobs all run (found by the SCAN of their slot keys) fill the bound
+        # too, and the cut is said.
+        self.r.hset(b"cogworker:limits", "Other", json.dumps(
+            {"group_by": "args[0]", "group_concurrency": 1}))
+        p = self.r.pipeline(transaction=False)
+        for i in range(bound + 1):
+            p.zadd("cogworker:group_slots:Other:s%04d" % i, {"me:1:abc f1 j%d" % i: now + 60})
+        p.execute()
+        other = json.loads(self.ctl("groups", "--handler", "Other", "--json"))
+        self.assertEqual(len(other), bound)
+        self.assertEqual(other[0]["running"], 1)
+        self.assertEqual(other[0]["cut"], {"groups_waiting": 0, "not_read": 0,
+                                           "running_not_read": True, "read_max": bound})
+        self.assertEqual(self.ctl("groups", "--handler", "Other").splitlines()[-1],
+                         "Other: … and more groups holding slots not read (a read counts at "
+                         "most 1000 groups per class)")
+
+        port = free_port()
+        self.daemon(concurrency=1, metrics_listen="127.0.0.1:%d" % port, handlers=[
+            {"class": "Work", "command": handler("span", 0), "group_by": "args[0]",
+             "group_concurrency": 1}], **FAST)
+        url = "http://127.0.0.1:%d/metrics" % port
+        urllib.request.urlopen(url, timeout=5).read()    # the first scrape loads scripts
+        self.r.config_resetstat()
+        t = time.time()
+        with urllib.request.urlopen(url, timeout=5) as res:
+            lines = res.read().decode().splitlines()
+        scraped = time.time() - t
+        calls = self.calls()
+        self.assertIn('cogworkerd_groups_waiting{class="Work"} 3000', lines, "exact")
+        self.assertIn('cogworkerd_group_jobs_waiting{class="Work"} 1000', lines)
+        self.assertIn('cogworkerd_groups_not_read{class="Work"} 2000', lines)
+        self.assertEqual(len([x for x in lines if x.startswith("cogworkerd_group_waiting{")]),
+                         10, "the 10 most waiting of those read")
+        # The daemon's own beats, fetches and sweeps run meanwhile: a margin for them.
+        self.assertLessEqual(calls.get("zcard", 0) + calls.get("zcount", 0), 3 * bound + 50)
+        self.assertLess(sum(calls.values()), 3 * bound + 200, calls)
+        self.assertLess(scraped, 2.0)
+        print("\nGR-9 %d groups: groups --json %d commands in %.3fs, /metrics %d in %.3fs"
+              % (n, ctl_calls, took, sum(calls.values()), scraped))
+
     def test_gr10_a_group_slot_key_lives_with_its_lease_and_goes_after_it(self):
         """GR-10: a group's slots key expires 2 x process_ttl past its latest lease: a job
         running past that still holds its slot (the beat moves the key's TTL on with the

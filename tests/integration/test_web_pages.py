@@ -395,6 +395,32 @@ class OtherPages(PagesCase):
         shot(self.b, "job-group")
         self.assertTrue(no_alert(self.b))
 
+    def test_gr9_a_cut_read_says_so_on_the_queues_page(self):
+        """GR-9 (doc/behaviours.md §52): 3 000 groups with a job set aside each: the read
+        counts the first 1 000 of the index, and the queues page says how many it did not
+        read."""
+        now = time.time()
+        self.r.hset(b"cogworker:limits", "Work", json.dumps(
+            {"group_by": "args[0]", "group_concurrency": 1}))
+        p = self.r.pipeline(transaction=False)
+        for i in range(3000):
+            g = "g%04d" % i
+            p.zadd(b"cogworker:groups:Work", {g: now + 3000 - i})
+            p.zadd(("cogworker:group_jobs:Work:" + g).encode(), {job("Work", [g]): now})
+        p.execute()
+        self.r.sadd(QUEUES, "default")
+        w = self.web()
+        self.open(w, "/queues")
+        self.assertIn("Work — 1,000 job(s) in 1,000 group(s) read, 2,000 more group(s) not read",
+                      text_of(self.b, '#groups h3[data-class="Work"]', contains="Work"))
+        rows = self.rows('#groups tbody tr')
+        self.assertEqual([r.get_attribute("data-group") for r in rows],
+                         ["g%04d" % i for i in range(2000, 2010)])
+        self.assertIn("and 2,990 more group(s), 2,000 of them not read: a read counts at most "
+                      "1,000 groups per class.", text_of(self.b, "#groups", contains="more"))
+        shot(self.b, "queues-groups-cut")
+        self.assertTrue(no_alert(self.b))
+
     def test_web18_history_and_metrics(self):
         now = time.time()
         day = time.strftime("%Y-%m-%d", time.gmtime(now))
