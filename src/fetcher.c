@@ -74,6 +74,8 @@ struct fetcher {
 	double last_warm;           /* how long the last warm job took, s; -1 the last run was
 	                             * cold, or none yet */
 	double hold;                /* the running handler's warm_prefetch_hold */
+	atomic_int next_cancel;     /* CANCEL_*: a remote cancel of the held job */
+	int pre_cancel;             /* CANCEL_*: the job about to run was cancelled while held */
 	struct rconn r;
 	struct fetch_state fs;
 };
@@ -226,6 +228,7 @@ static void next_give_back(struct fetcher *f)
 {
 	if (!f->next.raw)
 		return;
+	cancel_withdraw(&f->next_cancel);   /* a cancel now finds it queued, as it is */
 	give_back(&f->r, f->next.raw, f->next.len, f->next.queue);
 	running_remove(f->next.raw);
 	fetched_free(&f->next);
@@ -275,6 +278,14 @@ static double beside_job(void *ctx)
 	}
 	f->next_taken = mono_now();
 	running_add(f->next.raw);
+	/* jobs cancel finds it on the in-progress list and asks this process: it must be
+	 * reached here, or it would start after its cancel was answered "not running". */
+	size_t at, n;
+	char *jid = json_member_span(f->next.raw, f->next.len, "jid", &at, &n) == 0
+	            ? json_string_decode(f->next.raw + at, n, &n) : NULL;
+	if (jid)
+		cancel_register(jid, &f->next_cancel);
+	free(jid);
 	metrics_inc(METRIC_PREFETCHED);
 	return f->next_taken + (f->hold < PREFETCH_LOOK ? f->hold : PREFETCH_LOOK);
 }
@@ -306,7 +317,15 @@ static void run_handler(struct fetcher *f, const struct conf *c, const struct jo
 	if (j->jid)
 		cancel_register(j->jid, &f->cancel);
 	performing_add(j->raw, j->jid, j->pjid, j->periodic_until_executed);
-	if (h->warm) {
+	if (f->pre_cancel != CANCEL_NONE) {
+		/* Cancelled while held behind the last job (prefetch): never started, it settles
+		 * as any cancelled run does, dead or discarded. */
+		ack_held_settle(&f->r, &f->fs.held);
+		atomic_store(&f->cancel, f->pre_cancel);
+		res.status = RUN_CANCELLED;
+		usage_none(&res.usage);
+		f->last_warm = -1;
+	} else if (h->warm) {
 		run.req.on_progress = on_warm_progress;
 		run.req.stopping = &D.stopping;
 		if (prefetch_fits(f, h, &run.req)) {
@@ -559,10 +578,13 @@ static void *fetcher_main(void *arg)
 		if (f->next.raw) {              /* taken while the last job ran: it goes first */
 			fj = f->next;
 			memset(&f->next, 0, sizeof f->next);
+			cancel_withdraw(&f->next_cancel);
+			f->pre_cancel = atomic_exchange(&f->next_cancel, CANCEL_NONE);
 			running_remove(fj.raw);     /* process counts it as its own */
 			if (mono_now() - f->next_taken <= PREFETCH_FRESH ||
 			    fetch_recheck_paused(&f->r, &fj))
 				process(f, &fj, 0);
+			f->pre_cancel = CANCEL_NONE;
 			fetched_free(&fj);
 			continue;
 		}

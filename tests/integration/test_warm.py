@@ -884,6 +884,24 @@ class Prefetch(WarmTestCase):
         self.wait_done(d, "W", q)
         self.assertEqual([j for j, _ in self.runs()].count(q), 1)
 
+    def test_wm36_a_held_job_cancelled_is_never_started(self):
+        d = self.daemon(handlers=[warm(warm_prefetch_hold=20)])
+        gate, q = self.held_behind_gate(d)
+        env = dict(os.environ, REDIS_URL=self.server.url)
+        cancel = subprocess.Popen([binary("cogworkerctl"), "-c", "/dev/null", "jobs", "cancel", q],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        d.wait_log("cancel: jid=%s: stopping" % q)      # reached, though not started
+        self.open_gate()
+        out, err = cancel.communicate(timeout=30)
+        self.assertEqual(cancel.returncode, 0, err)
+        self.assertIn("cancelled %s on %s: dead" % (q, d.identity), out.decode())
+        self.wait_done(d, "W", gate)
+        self.assertIsNone(self.pid_of(q), "a job cancelled while held never starts")
+        dead = [loads(x) for x in self.r.zrange(DEAD, 0, -1)]
+        self.assertEqual([(x["jid"], x["error_class"]) for x in dead],
+                         [(q, "Cogworker::Cancelled")])
+        self.wait_settled(d)
+
     def test_wm35_quiet_and_stop_hand_a_held_job_back(self):
         d = self.daemon(handlers=[warm(warm_prefetch_hold=20)], shutdown_timeout=10)
         gate, q = self.held_behind_gate(d)
