@@ -49,6 +49,14 @@ def runs_of(d):
     return runs
 
 
+def started(d, jid):
+    try:
+        with open(d.runs + ".spans") as f:
+            return any(l.split()[0] == "S" and l.split()[2] == jid for l in f if l.strip())
+    except FileNotFoundError:
+        return False
+
+
 def ended(d, jids):
     done = {jid for jid, _, _ in runs_of(d)}
     return all(j in done for j in jids)
@@ -258,7 +266,11 @@ class GroupsTest(JobTestCase):
         d = self.daemon(concurrency=2, handlers=[
             {"class": "Work", "command": handler("span", 1.5), "group_by": "args[0]",
              "group_concurrency": 1}], **FAST)
-        a = self.push_group("A", 3)
+        # The first runs before the others are pushed: two fetchers taking the first two
+        # at once may admit the second first (then the first waits in the line, paused).
+        first = json.loads(self.push(job("Work", ["A", 0])))["jid"]
+        wait_for(lambda: started(d, first), timeout=10, message="A's first started")
+        a = [first] + [json.loads(self.push(job("Work", ["A", i])))["jid"] for i in (1, 2)]
         queue = b"cogworker:queue:default"
         wait_for(lambda: self.r.zcard(GROUP_JOBS + "Work:A") == 2, timeout=10,
                  message="A's second and third set aside")
