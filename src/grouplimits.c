@@ -19,7 +19,9 @@
  * second): 100 000 tenants waiting at once were 300 000 commands per read. Most waiting
  * first would need every line's ZCARD, the cost being bounded. What is cut is said, not
  * hidden: ZCARD of the index gives the exact number of groups waiting, and each row carries
- * how many of its class were not read.
+ * how many of its class were not read. The walk over the lines (cogworkerctl jobs show and
+ * list, the dashboard's searches) takes the same head of each index (index_head), and says
+ * how many lines it left.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,27 +194,40 @@ static int count_rows(struct rconn *r, struct rows *rs, double now)
 	return failures ? -1 : 0;
 }
 
-/* The class's groups with jobs set aside: the first GROUPS_READ_MAX of its index as rows,
- * and *groups, the index's ZCARD, in one round trip. */
-static int read_index(struct rconn *r, const struct grouped_class *c, struct rows *rs,
-                      long long *groups)
+/* The head of the class's index, the one choice of what a read or a walk looks at: its
+ * ZCARD into *groups and its first GROUPS_READ_MAX members (*head, to free), in one round
+ * trip. */
+static int index_head(struct rconn *r, const char *cls, long long *groups, redisReply **head)
 {
 	struct rpipe p;
 	redisReply *rep[2];
 	rpipe_begin(r, &p);
-	rpipe_add(r, &p, "ZCARD %s%s", K_GROUPS, c->cls);
-	rpipe_add(r, &p, "ZRANGE %s%s 0 %d", K_GROUPS, c->cls, GROUPS_READ_MAX - 1);
+	rpipe_add(r, &p, "ZCARD %s%s", K_GROUPS, cls);
+	rpipe_add(r, &p, "ZRANGE %s%s 0 %d", K_GROUPS, cls, GROUPS_READ_MAX - 1);
 	int failures = rpipe_exec(r, &p, rep);
+	*head = NULL;
 	if (!failures) {
 		*groups = reply_integer(rep[0], 0);
-		const redisReply *g = rep[1];
-		for (size_t k = 0; g->type == REDIS_REPLY_ARRAY && k < g->elements; k++)
-			add_row(rs, c, g->element[k]->str, g->element[k]->len);
+		*head = rep[1];
+		rep[1] = NULL;
 	}
 	for (int i = 0; i < 2; i++)
 		if (rep[i])
 			freeReplyObject(rep[i]);
 	return failures ? -1 : 0;
+}
+
+/* The class's groups with jobs set aside: the head of its index as rows, and *groups. */
+static int read_index(struct rconn *r, const struct grouped_class *c, struct rows *rs,
+                      long long *groups)
+{
+	redisReply *g;
+	if (index_head(r, c->cls, groups, &g) != 0)
+		return -1;
+	for (size_t k = 0; g->type == REDIS_REPLY_ARRAY && k < g->elements; k++)
+		add_row(rs, c, g->element[k]->str, g->element[k]->len);
+	freeReplyObject(g);
+	return 0;
 }
 
 int group_limits_read(struct rconn *r, const char *only, int with_running,
@@ -270,18 +285,20 @@ int group_limits_read(struct rconn *r, const char *only, int with_running,
 	return 0;
 }
 
-int group_limits_lines(struct rconn *r, char ***keys, int *n)
+int group_limits_lines(struct rconn *r, char ***keys, int *n, long long *not_read)
 {
 	*keys = NULL;
 	*n = 0;
+	*not_read = 0;
 	struct grouped_class *c;
 	int nc = grouped_classes(r, NULL, &c);
 	if (nc < 0)
 		return -1;
 	int rc = 0, cap = 0;
 	for (int i = 0; i < nc; i++) {
-		redisReply *g = rc ? NULL : rcmd(r, "ZRANGE %s%s 0 -1", K_GROUPS, c[i].cls);
-		if (!g)
+		redisReply *g = NULL;
+		long long groups = 0;
+		if (rc == 0 && index_head(r, c[i].cls, &groups, &g) != 0)
 			rc = -1;
 		for (size_t k = 0; g && g->type == REDIS_REPLY_ARRAY && k < g->elements; k++) {
 			if (*n == cap) {
@@ -291,8 +308,11 @@ int group_limits_lines(struct rconn *r, char ***keys, int *n)
 			(*keys)[(*n)++] = xasprintf(K_GROUP_JOBS "%s:%.*s", c[i].cls,
 			                            (int)g->element[k]->len, g->element[k]->str);
 		}
-		if (g)
+		if (g) {
+			long long read = g->type == REDIS_REPLY_ARRAY ? (long long)g->elements : 0;
+			*not_read += groups > read ? groups - read : 0;
 			freeReplyObject(g);
+		}
 		free(c[i].cls);
 	}
 	free(c);

@@ -49,10 +49,12 @@ void group_limits_free(struct group_row *g, int n);
 /*
  * The group lines of every class that declares group limits: the keys
  * cogworker:group_jobs:<class>:<group> of the groups in cogworker:groups:<class>, for a walk
- * over the jobs set aside (cogworkerctl jobs). *keys malloc'd (each string too); 0, or -1
- * with r->err.
+ * over the jobs set aside (cogworkerctl jobs): at most GROUPS_READ_MAX per class, the groups
+ * group_limits_read reads, and *not_read the lines of all classes beyond them (so a search
+ * that found nothing can say it did not look there). *keys malloc'd (each string too); 0,
+ * or -1 with r->err.
  */
-int group_limits_lines(struct rconn *r, char ***keys, int *n);
+int group_limits_lines(struct rconn *r, char ***keys, int *n, long long *not_read);
 /*
  * The group of a job of class cls (its raw text, len bytes) as the fleet declares it: the
  * group_by that cogworker:limits records for cls. 1 with *group and *by (both malloc'd: the

@@ -739,8 +739,12 @@ async function drawJob(jid) {
 	const kids = [head];
 	// One line says where it is not: how it ended (from history), or nowhere; a job set
 	// aside for its group is somewhere (its group's line), said by the group's line below.
+	// A job found in no set, where the search of the group lines was cut: not claimed
+	// absent from the lines it did not read (jobs show's "searched").
+	const linesCut = d.group_lines_cut;
 	if (d.ended) kids.push(el("p", { class: "muted", id: "ended" }, endedText(d.ended)));
-	else if (!d.locations.length && !d.waits_for && !(d.group && d.group.set_aside)) kids.push(el("p", { class: "muted" }, "Nowhere now (finished, or deleted): only its status and history are left."));
+	else if (!d.locations.length && !d.waits_for && !(d.group && d.group.set_aside)) kids.push(el("p", { class: "muted" }, linesCut ? "Nowhere searched (finished, deleted, or set aside in a group line not read): only its status and history are left." : "Nowhere now (finished, or deleted): only its status and history are left."));
+	if (linesCut && !d.locations.length && !d.waits_for) kids.push(el("p", { class: "muted", id: "lines-cut" }, "Searched the first " + fmtNum(linesCut.read) + " of " + fmtNum(linesCut.read + linesCut.not_read) + " group lines (a search reads at most " + fmtNum(linesCut.read_max) + " per class); not in the others."));
 	if (d.group) kids.push(el("p", { id: "group" }, groupText(d.group)));
 	// A running job is also on its process's in-progress list: one panel says it.
 	const runningOn = new Set(d.locations.filter((l) => l.set === "running").map((l) => l.process));

@@ -88,6 +88,10 @@ static int consider(struct entry *e, const struct filter *f, entry_cb cb, void *
 struct window {
 	long from, budget;
 	long read, next;
+	/* The group set: the lines walked, and those left (the bound, the budget), unless the
+	 * walk stopped because it found what it looked for. */
+	int group_lines;
+	long long group_lines_not_read;
 };
 
 /* One more entry read at index i; 1 when the budget is spent. */
@@ -295,25 +299,32 @@ static int scan_zset(struct ctl *c, int set, const char *key, const struct filte
 	return stop;
 }
 
-/* The group set: every line of every class with group limits (src/grouplimits.c names
- * them), each a sorted set by enqueue time, oldest first; a budget bounds the entries read
- * over all the lines (a tenant per line: thousands of them). */
+/* The group set: the lines of every class with group limits, at most GROUPS_READ_MAX per
+ * class (src/grouplimits.c names them, the groups its readers count), each a sorted set by
+ * enqueue time, oldest first; a budget bounds the entries read over all the lines (a tenant
+ * per line: thousands of them). What was not walked is counted in w, so that a search
+ * that found nothing never claims the lines it did not read. */
 static int scan_group(struct ctl *c, const struct filter *f, int tolerant, entry_cb cb,
                       void *ctx, struct window *w)
 {
 	char **keys;
 	int n;
-	if (group_limits_lines(&c->r, &keys, &n) != 0) {
+	long long beyond;
+	if (group_limits_lines(&c->r, &keys, &n, &beyond) != 0) {
 		ctl_redis_error(c, K_GROUPS);
 		return -1;
 	}
-	int rc = 0;
+	int rc = 0, walked = 0;
 	for (int i = 0; i < n; i++) {
-		if (rc == 0 && !(w->budget > 0 && w->read >= w->budget))
+		if (rc == 0 && !(w->budget > 0 && w->read >= w->budget)) {
 			rc = scan_zset(c, S_GROUP, keys[i], f, tolerant, cb, ctx, w);
+			walked++;
+		}
 		free(keys[i]);
 	}
 	free(keys);
+	w->group_lines = walked;
+	w->group_lines_not_read = rc == 1 ? 0 : beyond + (n - walked);
 	return rc;
 }
 
@@ -464,7 +475,12 @@ int jobs_find(struct ctl *c, unsigned sets, const struct filter *f, int tolerant
 	for (int s = 0; s < S_COUNT; s++) {
 		if (!(sets & BIT(s)))
 			continue;
-		int r = scan(c, s, f, tolerant, collect, out, NULL);
+		struct window w = { .budget = c->scan_budget, .next = -1 };
+		int r = scan(c, s, f, tolerant, collect, out, &w);
+		if (s == S_GROUP) {
+			out->group_lines = w.group_lines;
+			out->group_lines_not_read = w.group_lines_not_read;
+		}
 		if (r < 0)
 			return -1;
 		if (r > 0)

@@ -206,6 +206,15 @@ int jobs_list(struct ctl *c, unsigned sets, const struct filter *f, int limit)
 		table_print(&t);
 		table_free(&t);
 	}
+	/* What the walk of the group lines left (at most GROUPS_READ_MAX per class), said so
+	 * that "no jobs" or a short table is not read as all of them; --json's array has no
+	 * room for it, so there it goes to stderr. */
+	if (fd.group_lines_not_read && c->json)
+		ctl_error("warning: %lld more groups not read (a walk reads at most %d group "
+		          "lines per class)", fd.group_lines_not_read, GROUPS_READ_MAX);
+	else if (fd.group_lines_not_read)
+		printf("... and %lld more groups not read (a walk reads at most %d group lines "
+		       "per class)\n", fd.group_lines_not_read, GROUPS_READ_MAX);
 	jobs_found_free(&fd);
 	return CTL_OK;
 }
@@ -691,10 +700,13 @@ static void runs_human(const redisReply *h)
 
 /* "where" for a job in no set and not waiting: how its last run in history ended, else
  * that it is nowhere; its class and queue from history, else from its status. */
-static void ended_human(const redisReply *st, const struct hist_runs *h, double now)
+static void ended_human(const redisReply *st, const struct hist_runs *h, double now, int cut)
 {
 	const struct hist_run *last = jobs_history_last(h);
-	if (!last) {
+	if (!last && cut) {
+		printf("where      nowhere searched (finished, deleted, or in a group line not "
+		       "read); only its status is left\n");
+	} else if (!last) {
 		printf("where      nowhere (finished, or deleted); only its status is left\n");
 	} else {
 		char iso[32], rel[48];
@@ -817,6 +829,28 @@ static void group_human(const struct job_group *g)
 	free(name);
 }
 
+/* The search of the group lines was cut (src/grouplimits.h: at most GROUPS_READ_MAX lines
+ * per class): "the first N of M group lines" into out, for a search that must not claim the
+ * lines it did not read; 0 when it read them all. */
+static int lines_cut(const struct found *fd, char *out, size_t n)
+{
+	if (!fd->group_lines_not_read)
+		return 0;
+	snprintf(out, n, "the first %d of %lld group lines (a search reads at most %d per class)",
+	         fd->group_lines, fd->group_lines + fd->group_lines_not_read, GROUPS_READ_MAX);
+	return 1;
+}
+
+/* ,"group_lines_cut": {"read", "not_read", "read_max"} when the search of the group lines
+ * was cut; absent when it read them all. */
+static void lines_cut_json(struct sbuf *b, const struct found *fd)
+{
+	if (!fd->group_lines_not_read)
+		return;
+	sb_printf(b, ",\"group_lines_cut\":{\"read\":%d,\"not_read\":%lld,\"read_max\":%d}",
+	          fd->group_lines, fd->group_lines_not_read, GROUPS_READ_MAX);
+}
+
 /* ,"ended": {"outcome", "finished_at", "runs"} from history for a job found nowhere (in no
  * set, not waiting), else null. */
 static void ended_json(struct sbuf *b, const struct found *fd, const struct waits *w,
@@ -872,9 +906,15 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 			freeReplyObject(st);
 		return ctl_redis_error_family(c, K_HISTORY_JID);
 	}
+	char cut[128];
 	if (fd.n == 0 && !st && !w.waiting && hist.n == 0) {
-		ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in progress, "
-		          "waiting, group lines, status, history)", arg);
+		if (lines_cut(&fd, cut, sizeof cut))
+			ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in "
+			          "progress, waiting, status, history, and %s; not in the others)",
+			          arg, cut);
+		else
+			ctl_error("no job %s (looked in queues, scheduled, retry, dead, running, in "
+			          "progress, waiting, group lines, status, history)", arg);
 		jobs_found_free(&fd);
 		waits_free(&w);
 		return CTL_NOTHING;
@@ -931,6 +971,7 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 		runs_json(&b, runs);
 		jobs_history_json(&b, &hist);
 		ended_json(&b, &fd, &w, &hist);
+		lines_cut_json(&b, &fd);
 		sb_adds(&b, "}");
 		jprint(&b);
 	} else {
@@ -943,7 +984,9 @@ int jobs_show(struct ctl *c, const char *arg, int full, const struct show_at *at
 		group_human(&grp);
 		waits_human(&fd, &w);
 		if (fd.n == 0 && !w.waiting)
-			ended_human(st, &hist, now);
+			ended_human(st, &hist, now, fd.group_lines_not_read > 0);
+		if (fd.n == 0 && !w.waiting && lines_cut(&fd, cut, sizeof cut))
+			printf("searched   %s; not in the others\n", cut);
 		status_human(st, now);
 		size_t na = hist.n ? 0 : att ? att->elements : 0;
 		if (hist.n)

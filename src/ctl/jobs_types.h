@@ -67,6 +67,11 @@ struct found {
 	struct entry *v;
 	int n, cap;
 	int limit;                  /* 0 = none */
+	/* The group set, when searched: the lines walked and those not (at most
+	 * GROUPS_READ_MAX per class, src/grouplimits.h; or the budget), 0 when none was left
+	 * or the search stopped at what it looked for. */
+	int group_lines;
+	long long group_lines_not_read;
 };
 
 void jobs_entry_free(struct entry *e);        /* one collected entry's parts */

@@ -170,11 +170,12 @@ class GroupsTest(JobTestCase):
                 self.assertIn("%s:%d:" % (f.name, line), p.stdout + p.stderr)
                 self.assertIn(phrase, p.stdout + p.stderr)
 
-    def ctl(self, *args, rc=0):
+    def ctl(self, *args, rc=0, stderr=False):
+        """Its stdout (and, with stderr, its stderr after it)."""
         p = subprocess.run([binary("cogworkerctl")] + list(args), capture_output=True,
                            text=True, timeout=30, env=dict(os.environ, REDIS_URL=self.server.url))
         self.assertEqual(p.returncode, rc, p.stdout + p.stderr)
-        return p.stdout
+        return p.stdout + p.stderr if stderr else p.stdout
 
     def test_gr5_ctl_groups_lists_running_and_waiting(self):
         """GR-5: cogworkerctl groups: per group its running and set-aside jobs and its
@@ -389,6 +390,75 @@ class GroupsTest(JobTestCase):
         self.assertLess(scraped, 2.0)
         print("\nGR-9 %d groups: groups --json %d commands in %.3fs, /metrics %d in %.3fs"
               % (n, ctl_calls, took, sum(calls.values()), scraped))
+
+    def test_gr11_jobs_show_walks_at_most_1000_lines_and_says_so(self):
+        """GR-11: 3 000 groups with a job set aside each: jobs show of an unknown jid and of
+        a finished job walks at most the first 1 000 group lines (the groups GR-9 reads),
+        answers at once with a bounded number of commands and says the search was cut;
+        a job set aside in one of those lines is still found, with its group and place;
+        jobs list --set group says how many groups it did not read."""
+        n, bound = 3000, 1000
+        # A finished job first, by a daemon, stopped before anything is counted.
+        d = self.daemon(concurrency=1, handlers=[
+            {"class": "Done", "command": handler("span", 0)}], history_retention_days=1, **FAST)
+        done = json.loads(self.push(job("Done", [])))["jid"]
+        wait_for(lambda: ended(d, [done]), timeout=10, message="the Done job ran")
+        d.stop()
+        now = time.time()
+        self.r.hset(b"cogworker:limits", "Work", json.dumps(
+            {"group_by": "args[0]", "group_concurrency": 1}))
+        p = self.r.pipeline(transaction=False)
+        jids = {}
+        for i in range(n):
+            g = "g%04d" % i
+            payload = job("Work", [g])
+            jids[g] = json.loads(payload)["jid"]
+            p.zadd(GROUP_JOBS + "Work:" + g, {payload: now})
+            # As in GR-9: the last groups first in the index's order.
+            p.zadd(GROUPS + "Work", {g: now + 3600 + n - i})
+        p.execute()
+        cut = {"read": bound, "not_read": n - bound, "read_max": bound}
+        said = ("the first 1000 of 3000 group lines (a search reads at most 1000 per "
+                "class); not in the others")
+
+        self.r.config_resetstat()
+        t = time.time()
+        out = self.ctl("jobs", "show", "nosuchjid", rc=1, stderr=True)
+        took = time.time() - t
+        calls = sum(self.calls().values())
+        self.assertIn("no job nosuchjid (looked in queues, scheduled, retry, dead, running, in "
+                      "progress, waiting, status, history, and " + said + ")", out)
+        self.assertLess(calls, bound + 100, self.calls())
+        self.assertLess(took, 2.0)
+
+        self.r.config_resetstat()
+        shown = self.ctl("jobs", "show", done)
+        done_calls = sum(self.calls().values())
+        self.assertIn("\nsearched   " + said + "\n", shown)
+        self.assertLess(done_calls, bound + 100, self.calls())
+        doc = json.loads(self.ctl("jobs", "show", "--json", done))
+        self.assertEqual(doc["group_lines_cut"], cut)
+        self.assertIsNotNone(doc["ended"])
+
+        # Set aside in a line read (the index's first 1 000: g2000..g2999): found and placed.
+        found = json.loads(self.ctl("jobs", "show", "--json", jids["g2500"]))
+        self.assertEqual([x["set"] for x in found["locations"]], ["group"])
+        self.assertEqual((found["group"]["name"], found["group"]["set_aside"],
+                          found["group"]["place"], found["group"]["line"]),
+                         ("g2500", True, 1, 1))
+        self.assertIn("group      g2500 (group_by args[0]): set aside, 1 of 1 in its line",
+                      self.ctl("jobs", "show", jids["g2500"]))
+        # In a line not read: not claimed absent, the cut said.
+        self.assertIn(said, self.ctl("jobs", "show", jids["g0005"], rc=1, stderr=True))
+
+        listed = self.ctl("jobs", "list", "--set", "group", "--limit", "0").splitlines()
+        self.assertEqual(len(listed), 1 + bound + 1)
+        self.assertEqual(listed[-1], "... and 2000 more groups not read (a walk reads at most "
+                         "1000 group lines per class)")
+        self.assertEqual(len(json.loads(self.ctl("jobs", "list", "--set", "group", "--limit",
+                                                 "0", "--json"))), bound)
+        print("\nGR-11 %d groups: jobs show of an unknown jid %d commands in %.3fs, of a "
+              "finished job %d" % (n, calls, took, done_calls))
 
     def test_gr10_a_group_slot_key_lives_with_its_lease_and_goes_after_it(self):
         """GR-10: a group's slots key expires 2 x process_ttl past its latest lease: a job

@@ -398,7 +398,7 @@ class OtherPages(PagesCase):
     def test_gr9_a_cut_read_says_so_on_the_queues_page(self):
         """GR-9 (doc/behaviours.md §52): 3 000 groups with a job set aside each: the read
         counts the first 1 000 of the index, and the queues page says how many it did not
-        read."""
+        read. GR-11: the job page searches the same lines, and says which it did not."""
         now = time.time()
         self.r.hset(b"cogworker:limits", "Work", json.dumps(
             {"group_by": "args[0]", "group_concurrency": 1}))
@@ -406,7 +406,8 @@ class OtherPages(PagesCase):
         for i in range(3000):
             g = "g%04d" % i
             p.zadd(b"cogworker:groups:Work", {g: now + 3000 - i})
-            p.zadd(("cogworker:group_jobs:Work:" + g).encode(), {job("Work", [g]): now})
+            p.zadd(("cogworker:group_jobs:Work:" + g).encode(),
+                   {job("Work", [g], jid="g%023d" % i): now})
         p.execute()
         self.r.sadd(QUEUES, "default")
         w = self.web()
@@ -419,6 +420,22 @@ class OtherPages(PagesCase):
         self.assertIn("and 2,990 more group(s), 2,000 of them not read: a read counts at most "
                       "1,000 groups per class.", text_of(self.b, "#groups", contains="more"))
         shot(self.b, "queues-groups-cut")
+        self.assertTrue(no_alert(self.b))
+        # GR-11: the job page searches the same 1 000 lines: a job set aside in one is
+        # found with its place; one found nowhere says which lines were not read.
+        self.open(w, "/jobs/g%023d" % 2500)
+        self.assertEqual(text_of(self.b, "#group", contains="Group"),
+                         "Group g2500 (group_by args[0]): set aside, 1 of 1 in its line, back "
+                         "when its group has room.")
+        said = "the first 1,000 of 3,000 group lines (a search reads at most 1,000 per class)"
+        self.r.hset(b"status:donejid", "status", "complete")
+        self.open(w, "/jobs/donejid")
+        self.assertEqual(text_of(self.b, "#lines-cut", contains="Searched"),
+                         "Searched " + said + "; not in the others.")
+        shot(self.b, "job-lines-cut")
+        self.open(w, "/jobs/nosuchjid")
+        self.assertIn("the first 1000 of 3000 group lines",
+                      text_of(self.b, "#not-found", contains="no job"))
         self.assertTrue(no_alert(self.b))
 
     def test_web18_history_and_metrics(self):
