@@ -27,6 +27,13 @@ struct ctl {
 	/* Entries of each list or sorted set a search for a job reads at most (jobs_find.c),
 	 * 0 = all: the dashboard bounds what a request costs; the command line does not. */
 	long scan_budget;
+	/* ctl_queue_names' SCAN for unlisted queue keys walks the whole keyspace (100 000 keys:
+	 * 100 calls, about 50 ms of Redis): with discover_every > 0 (top, which redraws each
+	 * second) it runs at most once per that many seconds, the names it found kept
+	 * meanwhile; 0 = at each call. discovered_at is mono_now() of the last one (0: none). */
+	double discover_every, discovered_at;
+	char **discovered;
+	int ndiscovered;
 	/* Prints a command's --help (ctl.c's table; the commands sit below it). */
 	void (*help)(const char *command);
 };
@@ -172,6 +179,8 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 int ctl_read_queues(struct ctl *c, double now, int with_paused, int discover,
                     struct queue_info **out, int *n);
 void ctl_free_queues(struct queue_info *q, int n);
+/* Forget the names a SCAN found (c->discovered). */
+void ctl_free_discovered(struct ctl *c);
 
 struct process_info {
 	char *identity;

@@ -14,6 +14,10 @@
  * their queue for a line of their group: per class a line with how many, in how many
  * groups, and the GROUPS_SHOWN most waiting (src/grouplimits.c, as `groups` reads them;
  * --json keeps its array of queues: `groups --json` has them).
+ *
+ * Queue keys nobody listed are found by a SCAN of the whole keyspace; a caller that reads
+ * often (top, each second) sets c->discover_every, and the SCAN then runs that rarely, the
+ * names it found kept in c meanwhile.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -94,6 +98,58 @@ static struct queue_info *merge(struct gathered *g, int with_paused, int *n)
 	return q;
 }
 
+void ctl_free_discovered(struct ctl *c)
+{
+	for (int i = 0; i < c->ndiscovered; i++)
+		free(c->discovered[i]);
+	free(c->discovered);
+	c->discovered = NULL;
+	c->ndiscovered = 0;
+	c->discovered_at = 0;
+}
+
+/* SCAN for the list keys cogworker:queue:*, their names gathered into g (and, under
+ * c->discover_every, kept in c->discovered). -1 only when Redis is unavailable; another
+ * failure ends the walk with what it found. */
+static int scan_queue_keys(struct ctl *c, struct gathered *g)
+{
+	static const char prefix[] = K_QUEUE;
+	int from = g->count;
+	for (char cursor[32] = "0";;) {
+		redisReply *rep = rcmd(&c->r, "SCAN %s MATCH " K_QUEUE "* COUNT 1000 TYPE list",
+		                       cursor);
+		if (!rep) {
+			if (c->r.unavailable)
+				return -1;
+			break;
+		}
+		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+			const redisReply *keys = rep->element[1];
+			for (size_t i = 0; i < keys->elements; i++) {
+				const redisReply *k = keys->element[i];
+				if (k->len > sizeof prefix - 1)
+					gather(g, k->str + sizeof prefix - 1, k->len - (sizeof prefix - 1),
+					       FROM_LISTED);
+			}
+			snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+		} else {
+			snprintf(cursor, sizeof cursor, "0");
+		}
+		freeReplyObject(rep);
+		if (strcmp(cursor, "0") == 0)
+			break;
+	}
+	if (c->discover_every > 0) {
+		ctl_free_discovered(c);
+		c->ndiscovered = g->count - from;
+		c->discovered = xcalloc((size_t)c->ndiscovered + 1, sizeof *c->discovered);
+		for (int i = 0; i < c->ndiscovered; i++)
+			c->discovered[i] = xstrdup(g->v[from + i].name);
+		c->discovered_at = mono_now();
+	}
+	return 0;
+}
+
 int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_info **out, int *n)
 {
 	*out = NULL;
@@ -114,33 +170,15 @@ int ctl_queue_names(struct ctl *c, int with_paused, int discover, struct queue_i
 	freeReplyObject(names);
 	freeReplyObject(paused);
 	/* Queue keys nobody listed (a plain LPUSH from some producer): found by SCAN, best
-	 * effort (an ACL without SCAN, or a server without SCAN TYPE, just finds none). */
-	static const char prefix[] = K_QUEUE;
-	for (char cursor[32] = "0"; discover;) {
-		redisReply *rep = rcmd(&c->r, "SCAN %s MATCH " K_QUEUE "* COUNT 1000 TYPE list",
-		                       cursor);
-		if (!rep) {
-			if (c->r.unavailable) {
-				gathered_free(&g);
-				return ctl_redis_error(c, "SCAN");
-			}
-			break;
-		}
-		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-			const redisReply *keys = rep->element[1];
-			for (size_t i = 0; i < keys->elements; i++) {
-				const redisReply *k = keys->element[i];
-				if (k->len > sizeof prefix - 1)
-					gather(&g, k->str + sizeof prefix - 1, k->len - (sizeof prefix - 1),
-					       FROM_LISTED);
-			}
-			snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
-		} else {
-			snprintf(cursor, sizeof cursor, "0");
-		}
-		freeReplyObject(rep);
-		if (strcmp(cursor, "0") == 0)
-			break;
+	 * effort (an ACL without SCAN, or a server without SCAN TYPE, just finds none); under
+	 * c->discover_every, the last SCAN's names while it is recent. */
+	int recent = discover && c->discover_every > 0 && c->discovered_at > 0 &&
+	             mono_now() - c->discovered_at < c->discover_every;
+	for (int i = 0; recent && i < c->ndiscovered; i++)
+		gather(&g, c->discovered[i], strlen(c->discovered[i]), FROM_LISTED);
+	if (discover && !recent && scan_queue_keys(c, &g) != 0) {
+		gathered_free(&g);
+		return ctl_redis_error(c, "SCAN");
 	}
 	*out = merge(&g, with_paused, n);
 	return 0;

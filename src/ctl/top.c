@@ -18,7 +18,8 @@
  * anything other than what those commands show and do, and has no Redis logic of its own
  * beyond the status hashes, the counters for the rate and the newest failures. The groups
  * are read by src/grouplimits.c, as `groups` and `queues` read them, without the SCAN for
- * groups that only run (a walk of the keyspace each second).
+ * groups that only run (a walk of the keyspace each second); queues' own SCAN for queue
+ * keys nobody listed runs every DISCOVER_EVERY seconds, not at each redraw.
  *
  * Plain ANSI (the alternate screen, cursor home, clear to end of line) and termios, no
  * curses: every terminal in use understands these few sequences, and there is no library
@@ -42,6 +43,10 @@
 #include "workflow.h"
 
 #define REFRESH 1.0             /* seconds between two redraws */
+/* Seconds between two SCANs of the keyspace for unlisted queue keys (ctl_queue_names):
+ * one walks every key, 50 ms of Redis at 100 000, too much for each redraw; the names
+ * found are shown meanwhile, a new unlisted queue within this long. */
+#define DISCOVER_EVERY 10.0
 #define RATE_SAMPLES 61         /* one per refresh: a minute of deltas */
 #define SPARK_WIDTH 30
 #define FAILURES_SHOWN 6
@@ -821,6 +826,7 @@ int cmd_top(struct ctl *c, int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	term_enter();
+	c->discover_every = DISCOVER_EVERY;
 	double next = 0;
 	while (!quit_asked) {
 		if (mono_now() >= next) {
@@ -843,5 +849,7 @@ int cmd_top(struct ctl *c, int argc, char **argv)
 	}
 	term_leave();
 	top_free(&t);
+	ctl_free_discovered(c);
+	c->discover_every = 0;
 	return CTL_OK;
 }

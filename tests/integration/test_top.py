@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,6 +111,37 @@ class TestTop(DaemonTestCase):
         subprocess.run(tmux + ["send-keys", "q"], check=True)
         wait_for(lambda: subprocess.run(tmux + ["has-session"], capture_output=True)
                  .returncode != 0, timeout=5, message="top quit on q")
+
+    def test_top4_the_keyspace_scan_runs_every_10s_not_each_second(self):
+        """TOP-4: queues' SCAN for queue keys nobody listed walks the whole keyspace: top
+        runs it at most every 10 s, not at each redraw, and shows meanwhile the queues it
+        found; a new unlisted queue appears at the next one."""
+        p = self.r.pipeline(transaction=False)
+        for i in range(20):
+            p.mset({"filler:%d:%d" % (i, k): "x" for k in range(1000)})
+        p.execute()
+        self.r.lpush(b"cogworker:queue:stray", job("Mailer", queue="stray"))
+        self.r.config_resetstat()
+        subprocess.run([binary("cogworkerctl"), "queues"], capture_output=True, timeout=20,
+                       env=dict(os.environ, REDIS_URL=self.server.url), check=True)
+        sweep = self.r.info("commandstats")["cmdstat_scan"]["calls"]
+        self.assertGreaterEqual(sweep, 15, "a walk of the 20 000 keys")
+        screen, _ = self.tmux_top(200, 50)
+        wait_for(lambda: " stray " in screen(), timeout=10, message="the unlisted queue shown")
+        self.r.config_resetstat()
+        t = time.time()
+        time.sleep(4)
+        stats = self.r.info("commandstats")
+        self.assertIn(" stray ", screen(), "still shown between two SCANs")
+        redraws = stats["cmdstat_smembers"]["calls"]
+        scans = stats.get("cmdstat_scan", {"calls": 0})["calls"]
+        self.assertGreaterEqual(redraws, 3, "top redrew meanwhile")
+        self.assertLessEqual(scans, sweep, "at most one walk in %.1fs" % (time.time() - t))
+        self.r.lpush(b"cogworker:queue:later", job("Mailer", queue="later"))
+        wait_for(lambda: " later " in screen(), timeout=15,
+                 message="a new unlisted queue at the next SCAN")
+        print("\nTOP-4: one walk %d SCANs; top in 4 s: %d SCANs, %d SMEMBERS"
+              % (sweep, scans, redraws))
 
 
 if __name__ == "__main__":
