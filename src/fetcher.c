@@ -29,10 +29,11 @@
  * and counted as running here (reconcile leaves it be). Only a fetcher whose last warm job
  * took less than a fifth of its handler's warm_prefetch_hold tries; a job held that long
  * goes back to the head of its queue for another fetcher, so a long job never keeps the
- * next one from starting; a
- * job held past PREFETCH_FRESH has its queue's pause state read again before it starts,
- * so a pause still stops every job taken before it. Reliable fetch only, never while
- * quiet, stopping, or while jobs wait here for a slot of their handler.
+ * next one from starting; a job held past PREFETCH_FRESH has its queue's pause state read
+ * again before it starts, so a pause still stops every job taken before it; a cancel of
+ * the held job is registered as a run's is, and a job cancelled while held settles as
+ * cancelled without starting. Reliable fetch only, never while quiet, stopping, or while
+ * jobs wait here for a slot of their handler.
  */
 #include <math.h>
 #include <stdio.h>
@@ -248,7 +249,8 @@ static int prefetch_fits(const struct fetcher *f, const struct handler *h,
 }
 
 /* run_request.beside of a warm job: first the try (the held ack riding on it, or sent
- * alone), then, if a job was taken and the run goes on, its hand-back once held warm_prefetch_hold. */
+ * alone), then, if a job was taken and the run goes on, a look every PREFETCH_LOOK for
+ * quiet and stop, and its hand-back once it was held warm_prefetch_hold. */
 static double beside_job(void *ctx)
 {
 	struct fetcher *f = ((struct progress_ctx *)ctx)->f;
