@@ -293,7 +293,8 @@ static double beside_job(void *ctx)
 }
 
 /* Run job j under handler h; *tail (malloc'd, NULL when empty) is its stderr tail (a warm
- * job's "done" error in its place: run_said), for the history's backtrace; *out its kept output, for outkeep_end; *usage what it cost. */
+ * job's "done" error in its place: run_said), for the history's backtrace; *out its kept
+ * output, for outkeep_end; *usage what it cost. */
 static void run_handler(struct fetcher *f, const struct conf *c, const struct job *j,
                         const struct handler *h, struct run_outcome *o, char **tail,
                         size_t *tail_len, struct outrun **out, struct run_usage *usage)
