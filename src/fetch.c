@@ -352,7 +352,7 @@ static int finish(struct rconn *r, struct rpipe *p, int basic, int pair, const c
  * first (doc/design.md "Redis"). */
 static double raise_timeout(struct rconn *r, double block)
 {
-	double normal = r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
+	double normal = rconn_command_timeout(r);
 	if (normal < block + 1.0)
 		rconn_set_timeouts(r, r->rc.connect_timeout, block + normal);
 	return normal;
@@ -694,6 +694,15 @@ static int next_job(struct rconn *r, struct fetch_state *st, struct fetched *out
 	return got;
 }
 
+/* A job too large to read, taken by a fetch (out->big), becomes st's burial to make. */
+static void owe_burial(struct fetch_state *st, struct fetched *out, long long max)
+{
+	st->owed = out->big;
+	st->owed.max = max;
+	memset(&out->big, 0, sizeof out->big);
+	st->hot = 1;            /* there may be more behind it */
+}
+
 /*
  * A try and nothing more, for a job to hold while another runs (fetcher.c "prefetch"):
  * never a park, a local wait or a burial (a job too large to read is owed to the next
@@ -728,11 +737,8 @@ int fetch_try(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	if (got == 1)
 		park_took_job();
 	if (got == FETCH_TOO_LARGE) {
-		st->owed = out->big;
-		st->owed.max = max;
-		memset(&out->big, 0, sizeof out->big);
-		st->hot = 1;
-		got = 0;
+		owe_burial(st, out, max);
+		got = 0;                /* buried by the next fetch_job */
 	}
 	return got;
 }
@@ -779,10 +785,7 @@ int fetch_job(struct rconn *r, struct fetch_state *st, struct fetched *out)
 	rconn_limit_bulk(r, 0, 0);
 	ack_held_settle(r, &st->held);      /* an error before the try: ack it on its own */
 	if (got == FETCH_TOO_LARGE) {
-		st->owed = out->big;
-		st->owed.max = max;
-		memset(&out->big, 0, sizeof out->big);
-		st->hot = 1;            /* there may be more behind it */
+		owe_burial(st, out, max);
 		got = bury_owed(r, st) < 0 ? -1 : 0;
 	}
 	return got;

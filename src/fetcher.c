@@ -241,7 +241,7 @@ static void next_give_back(struct fetcher *f)
 static int prefetch_fits(const struct fetcher *f, const struct handler *h,
                          const struct run_request *req)
 {
-	double rt = f->r.rc.command_timeout > 0 ? f->r.rc.command_timeout : 5.0;
+	double rt = rconn_command_timeout(&f->r);
 	return h->warm_prefetch_hold > 0 && f->last_warm >= 0 &&
 	       f->last_warm < h->warm_prefetch_hold / PREFETCH_BELOW && !f->next.raw &&
 	       atomic_load(&D.fetch_mode) == FETCH_RELIABLE &&
@@ -282,9 +282,7 @@ static double beside_job(void *ctx)
 	running_add(f->next.raw);
 	/* jobs cancel finds it on the in-progress list and asks this process: it must be
 	 * reached here, or it would start after its cancel was answered "not running". */
-	size_t at, n;
-	char *jid = json_member_span(f->next.raw, f->next.len, "jid", &at, &n) == 0
-	            ? json_string_decode(f->next.raw + at, n, &n) : NULL;
+	char *jid = json_member_string(f->next.raw, f->next.len, "jid");
 	if (jid)
 		cancel_register(jid, &f->next_cancel);
 	free(jid);

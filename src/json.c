@@ -458,6 +458,14 @@ static int member_has_key(const char *raw, const struct member *m, const char *k
 	return key_equals(raw + m->kstart + 1, m->kend - m->kstart - 2, key, strlen(key));
 }
 
+char *json_member_string(const char *raw, size_t len, const char *key)
+{
+	size_t at, n;
+	if (json_member_span(raw, len, key, &at, &n) != 0)
+		return NULL;
+	return json_string_decode(raw + at, n, &n);
+}
+
 int json_member_spans(const char *raw, size_t len, const char *const *keys, int nkeys,
                       size_t *starts, size_t *lens)
 {

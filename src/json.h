@@ -39,6 +39,9 @@ int json_member_spans(const char *raw, size_t len, const char *const *keys, int 
  * tell. NULL if lit is not exactly one string literal.
  */
 char *json_string_decode(const char *lit, size_t len, size_t *n);
+/* The top-level member key of the object raw, decoded as a string (json_string_decode):
+ * malloc'd, NULL when absent, not a string, or raw not an object. */
+char *json_member_string(const char *raw, size_t len, const char *key);
 
 /* True if raw is one well-formed JSON value with nothing but whitespace around it. */
 int json_valid(const char *raw, size_t len);

@@ -67,6 +67,11 @@ void rconn_close(struct rconn *r)
 	r->link = NULL;
 }
 
+double rconn_command_timeout(const struct rconn *r)
+{
+	return r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
+}
+
 void rconn_set_timeouts(struct rconn *r, double connect, double command)
 {
 	r->rc.connect_timeout = connect;
@@ -163,7 +168,7 @@ static int open_link(struct rconn *r, const char *host, int port, const char *wh
 		set_err(r, 1, "connect to %s failed: %s", what, why);
 		return -1;
 	}
-	rlink_set_timeout(r->link, r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0);
+	rlink_set_timeout(r->link, rconn_command_timeout(r));
 	rlink_limit_bulk(r->link, r->bulk_max, r->bulk_head);
 	if (handshake(r) != 0) {
 		rconn_close(r);
@@ -419,7 +424,7 @@ redisReply *rcmd_blocking(struct rconn *r, double block, int argc, const char **
 {
 	if (rconn_connect(r, 0) != 0 || injected(r, argv[0], strlen(argv[0])))
 		return NULL;
-	double normal = r->rc.command_timeout > 0 ? r->rc.command_timeout : 5.0;
+	double normal = rconn_command_timeout(r);
 	int raise = normal < block + 1.0;
 	if (raise)
 		rlink_set_timeout(r->link, block + normal);

@@ -35,6 +35,8 @@ struct rconn {
 void rconn_init(struct rconn *r, const struct redis_conf *rc);
 void rconn_close(struct rconn *r);
 /* New connect and command timeouts (seconds), applied now and after every reconnect. */
+/* The conf's command timeout, or the default of 5 s when it is 0 (not set). */
+double rconn_command_timeout(const struct rconn *r);
 void rconn_set_timeouts(struct rconn *r, double connect, double command);
 void rconn_free(struct rconn *r);
 /* Strings longer than max bytes in the replies to come are dropped unread and come back

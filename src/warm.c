@@ -440,10 +440,7 @@ static int run_on(struct warm_pool *p, int slot, const struct handler *h,
 	struct serve s = { .pool = p, .phase = PH_JOB, .req = req,
 	                   .beside_at = req->beside ? 0 : -1 };
 	char *msg = warm_job_message(raw, rawlen, deadline, &s.msglen);
-	char *jid = NULL;
-	size_t at, n;
-	if (json_member_span(raw, rawlen, "jid", &at, &n) == 0)
-		jid = json_string_decode(raw + at, n, &n);
+	char *jid = json_member_string(raw, rawlen, "jid");
 	s.jid = jid;
 
 	s.msg = msg;
